@@ -1,0 +1,584 @@
+// Layer 2: CachingAllocator's slow paths -- new segments, the OOM sequence, cross-stream events,
+// cache release, garbage collection, introspection and validate(). Included by
+// caching_allocator.hpp; not a header to include on its own.
+#pragma once
+
+#include <algorithm>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "gpumemprof/allocator/caching_allocator.hpp"
+
+GPUMEMPROF_NAMESPACE_BEGIN
+
+template <DeviceBackend Backend>
+CachingAllocator<Backend>::CachingAllocator(Backend backend, AllocatorConfig config)
+    : backend_(std::move(backend)), cfg_(std::move(config)) {
+  small_.small = true;
+  small_.stat_pool = StatPool::small_pool;
+  large_.small = false;
+  large_.stat_pool = StatPool::large_pool;
+  for (std::size_t d : cfg_.roundup_power2_divisions) has_roundup_ = has_roundup_ || d > 1;
+  stats_.max_split_size = cfg_.max_split_size_stat();
+  if (cfg_.expandable_segments) {
+    throw ConfigError("allocator config key 'expandable_segments': True is not supported by this "
+                      "version of gpumemprof's allocator; remove it or set it to False");
+  }
+  if (cfg_.per_process_memory_fraction) set_memory_fraction(*cfg_.per_process_memory_fraction);
+}
+
+template <DeviceBackend Backend>
+CachingAllocator<Backend>::~CachingAllocator() {
+  try {
+    std::lock_guard lock(mutex_);
+    for (auto& se : events_) {
+      for (auto& pe : se.queue) backend_.release_event(pe.event);
+    }
+    for (Segment* s = segments_head_; s != nullptr; s = s->list_next) {
+      backend_.free(reinterpret_cast<void*>(s->addr));
+    }
+  } catch (...) {  // NOLINT(bugprone-empty-catch): a destructor must not throw; the device reclaims at exit
+  }
+}
+
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::record_stream(void* ptr, Stream stream) {
+  std::lock_guard lock(mutex_);
+  Block* b = ptrs_.find(reinterpret_cast<std::uintptr_t>(ptr));
+  if (b == nullptr) throw_invalid_pointer(ptr, "record_stream");
+  if (stream == b->stream) return;  // same-stream reuse is always safe
+  if (b->stream_uses == nullptr) b->stream_uses = std::make_unique<std::vector<Stream>>();
+  auto& uses = *b->stream_uses;
+  if (std::find(uses.begin(), uses.end(), stream) == uses.end()) uses.push_back(stream);
+}
+
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::empty_cache() {
+  std::lock_guard lock(mutex_);
+  release_cached_blocks();
+  publish();
+  debug_validate();
+}
+
+template <DeviceBackend Backend>
+MemoryStats CachingAllocator<Backend>::memory_stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::reset_peak_memory_stats() {
+  std::lock_guard lock(mutex_);
+  stats_.reset_peak();
+}
+
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::reset_accumulated_memory_stats() {
+  std::lock_guard lock(mutex_);
+  stats_.reset_accumulated();
+}
+
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::set_memory_fraction(double fraction) {
+  if (!(fraction >= 0.0 && fraction <= 1.0)) {
+    throw std::invalid_argument("set_memory_fraction: the fraction must be in [0, 1], got " +
+                                std::to_string(fraction));
+  }
+  const MemInfo info = backend_.mem_get_info();
+  std::lock_guard lock(mutex_);
+  allowed_max_ = static_cast<std::size_t>(fraction * static_cast<double>(info.total));
+  gc_active_ = cfg_.garbage_collection_threshold > 0.0;
+}
+
+template <DeviceBackend Backend>
+std::uint64_t CachingAllocator<Backend>::open_peak_window() {
+  std::lock_guard lock(mutex_);
+  return windows_.open(stats_.allocated_bytes[StatPool::all].current);
+}
+
+template <DeviceBackend Backend>
+std::int64_t CachingAllocator<Backend>::close_peak_window(std::uint64_t id) {
+  std::lock_guard lock(mutex_);
+  return windows_.close(id);
+}
+
+template <DeviceBackend Backend>
+std::int64_t CachingAllocator<Backend>::peak_window(std::uint64_t id) const {
+  std::lock_guard lock(mutex_);
+  return windows_.peak(id);
+}
+
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::set_observer(AllocatorObserver* observer) {
+  std::lock_guard lock(mutex_);
+  observer_ = observer;
+}
+
+template <DeviceBackend Backend>
+AllocatorObserver* CachingAllocator<Backend>::observer() const {
+  std::lock_guard lock(mutex_);
+  return observer_;
+}
+
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::attach_oom_observer(OomObserver observer) {
+  std::lock_guard lock(mutex_);
+  oom_observers_.push_back(std::move(observer));
+}
+
+template <DeviceBackend Backend>
+std::vector<SegmentView> CachingAllocator<Backend>::segments() const {
+  std::vector<SegmentView> out;
+  visit_segments([&out](const SegmentView& v) { out.push_back(v); });
+  return out;
+}
+
+template <DeviceBackend Backend>
+SegmentView CachingAllocator<Backend>::view_of(const Segment& s) const {
+  SegmentView v;
+  v.address = s.addr;
+  v.size = s.size;
+  v.stream = s.stream;
+  v.is_large = !s.small_pool;
+  v.is_expandable = s.expandable;
+  v.context = s.context;
+  for (const Block* b = s.head; b != nullptr; b = b->next) {
+    BlockView bv;
+    bv.address = b->addr;
+    bv.size = b->size;
+    if (b->allocated) {
+      bv.state = BlockState::active_allocated;
+    } else if (b->event_count > 0) {
+      bv.state = BlockState::active_pending_free;
+    } else {
+      bv.state = BlockState::inactive;
+    }
+    bv.requested_size = bv.state == BlockState::inactive ? 0 : b->requested;
+    bv.context = bv.state == BlockState::inactive ? 0 : b->context;
+    v.blocks.push_back(bv);
+  }
+  return v;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Getting memory when no cached block fits: PyTorch's malloc sequence.
+
+template <DeviceBackend Backend>
+typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::allocate_slow(
+    Pool& pool, Stream stream, std::size_t size, std::size_t requested,
+    std::unique_lock<std::mutex>& lock) {
+  if (gc_active_) garbage_collect_cached_blocks();
+  const std::size_t segment_bytes = segment_size_for(size);
+  Block* b = new_segment(pool, stream, segment_bytes, false);
+  // Free just enough oversize cached blocks, then try again.
+  if (b == nullptr && release_available_cached_blocks(pool, stream, size)) {
+    b = new_segment(pool, stream, segment_bytes, false);
+  }
+  // Wait for every stream, return every fully free segment, and try one last time.
+  if (b == nullptr) {
+    release_cached_blocks();
+    b = new_segment(pool, stream, segment_bytes, true);
+  }
+  if (b == nullptr) throw_oom(pool, stream, size, requested, lock);
+  return b;
+}
+
+template <DeviceBackend Backend>
+typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::new_segment(
+    Pool& pool, Stream stream, std::size_t segment_bytes, bool is_retry) {
+  if (is_retry) ++stats_.num_alloc_retries;
+  if (allowed_max_ && total_reserved_ + segment_bytes > *allowed_max_) return nullptr;
+  // Take the records first: once the device memory is ours, nothing may throw.
+  Segment* s = segment_records_.get();
+  Block* b = nullptr;
+  void* p = nullptr;
+  try {
+    b = block_records_.get();
+    p = backend_.malloc(segment_bytes);
+  } catch (...) {
+    if (b != nullptr) block_records_.put(b);
+    segment_records_.put(s);
+    throw;
+  }
+  if (p == nullptr) {
+    block_records_.put(b);
+    segment_records_.put(s);
+    return nullptr;
+  }
+  s->addr = reinterpret_cast<std::uintptr_t>(p);
+  s->size = segment_bytes;
+  s->stream = stream;
+  s->small_pool = pool.small;
+  s->head = b;
+  s->list_prev = segments_tail_;
+  if (segments_tail_ != nullptr) {
+    segments_tail_->list_next = s;
+  } else {
+    segments_head_ = s;
+  }
+  segments_tail_ = s;
+  b->addr = s->addr;
+  b->size = segment_bytes;
+  b->stream = stream;
+  b->segment = s;
+  b->small_pool = pool.small;
+  total_reserved_ += segment_bytes;
+  stat_add(stats_.segment, pool.stat_pool, 1);
+  stat_add(stats_.reserved_bytes, pool.stat_pool, static_cast<std::int64_t>(segment_bytes));
+  if (segment_bytes >= cfg_.max_split_size) stats_.oversize_segments.increase(1);
+  ++stats_.num_device_alloc;
+  s->context = notify(TraceAction::segment_alloc, s->addr, segment_bytes, stream);
+  publish();
+  return b;
+}
+
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::release_segment(Block* whole) {
+  Segment* s = whole->segment;
+  Pool& pool = pool_of(whole);
+  backend_.free(reinterpret_cast<void*>(s->addr));  // first: if it throws, nothing changed
+  pool.find(s->stream)->erase(whole);
+  notify(TraceAction::segment_free, s->addr, s->size, s->stream, s->context);
+  total_reserved_ -= s->size;
+  stat_sub(stats_.segment, pool.stat_pool, 1);
+  stat_sub(stats_.reserved_bytes, pool.stat_pool, static_cast<std::int64_t>(s->size));
+  if (s->size >= cfg_.max_split_size) stats_.oversize_segments.decrease(1);
+  ++stats_.num_device_free;
+  (s->list_prev != nullptr ? s->list_prev->list_next : segments_head_) = s->list_next;
+  (s->list_next != nullptr ? s->list_next->list_prev : segments_tail_) = s->list_prev;
+  block_records_.put(whole);
+  segment_records_.put(s);
+}
+
+template <DeviceBackend Backend>
+bool CachingAllocator<Backend>::release_available_cached_blocks(Pool& pool, Stream stream,
+                                                                std::size_t size) {
+  const std::size_t max_split = cfg_.max_split_size;
+  if (max_split == AllocatorConfig::unlimited) return false;
+  Tree* tree = pool.find(stream);
+  if (tree == nullptr) return false;
+  const std::size_t key = std::max(size, max_split);
+  if (Block* b = tree->lower_bound(key); b != nullptr) {
+    if (b->is_split()) return false;  // oversize blocks are whole segments; be defensive
+    release_segment(b);
+    return true;
+  }
+  // No single block is large enough: release oversize blocks, largest first.
+  std::size_t released = 0;
+  for (Block* cur = tree->last(); cur != nullptr && released < key && cur->size >= max_split;) {
+    Block* smaller = Tree::prev(cur);
+    if (!cur->is_split()) {
+      released += cur->size;
+      release_segment(cur);
+    }
+    cur = smaller;
+  }
+  return released >= key;
+}
+
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::release_cached_blocks() {
+  synchronize_and_free_events();
+  release_pool(large_);
+  release_pool(small_);
+}
+
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::release_pool(Pool& pool) {
+  std::vector<Block*> whole;
+  for (auto& [stream, tree] : pool.trees) {
+    for (Block* b = tree.first(); b != nullptr; b = Tree::next(b)) {
+      if (!b->is_split()) whole.push_back(b);
+    }
+  }
+  for (Block* b : whole) release_segment(b);
+}
+
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::garbage_collect_cached_blocks() {
+  // Release free whole segments that have waited longest (counted in free-block lookups),
+  // until reserved memory is back under the threshold -- without synchronizing.
+  const auto threshold =
+      static_cast<std::size_t>(cfg_.garbage_collection_threshold * static_cast<double>(*allowed_max_));
+  if (total_reserved_ <= threshold) return;
+  const std::size_t target = total_reserved_ - threshold;
+  std::vector<Block*> candidates;
+  for (auto& [stream, tree] : large_.trees) {
+    for (Block* b = tree.first(); b != nullptr; b = Tree::next(b)) {
+      if (!b->is_split()) candidates.push_back(b);
+    }
+  }
+  auto age = [this](const Block* b) { return large_.free_lookups - b->gc_base; };
+  std::uint64_t total_age = 0;
+  for (const Block* b : candidates) total_age += age(b);
+  std::size_t count = candidates.size();
+  std::size_t reclaimed = 0;
+  bool freed = true;
+  while (reclaimed < target && freed && count > 0) {
+    const double age_threshold = static_cast<double>(total_age) / static_cast<double>(count);
+    freed = false;
+    for (Block*& b : candidates) {
+      if (b == nullptr || static_cast<double>(age(b)) < age_threshold) continue;
+      freed = true;
+      reclaimed += b->size;
+      total_age -= age(b);
+      --count;
+      release_segment(b);
+      b = nullptr;
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Cross-stream frees.
+
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::insert_events(Block* b) {
+  const auto uses = std::move(b->stream_uses);
+  for (Stream s : *uses) {
+    const Event e = backend_.record_event(s);
+    ++b->event_count;
+    auto it = std::find_if(events_.begin(), events_.end(), [s](const StreamEvents& se) { return se.stream == s; });
+    if (it == events_.end()) {
+      events_.push_back(StreamEvents{s, {}});
+      it = std::prev(events_.end());
+    }
+    it->queue.push_back({e, b});
+    ++pending_events_;
+  }
+}
+
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::process_events() {
+  // Per stream, in recording order, stop at the first event not yet complete.
+  for (auto it = events_.begin(); it != events_.end();) {
+    auto& q = it->queue;
+    while (!q.empty()) {
+      const PendingEvent pe = q.front();
+      if (!backend_.query_event(pe.event)) break;
+      backend_.release_event(pe.event);
+      q.pop_front();
+      --pending_events_;
+      if (--pe.block->event_count == 0) free_block(pe.block);
+    }
+    it = q.empty() ? events_.erase(it) : std::next(it);
+  }
+  publish();
+}
+
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::synchronize_and_free_events() {
+  ++stats_.num_sync_all_streams;
+  while (!events_.empty()) {
+    auto& q = events_.front().queue;
+    while (!q.empty()) {
+      const PendingEvent pe = q.front();
+      backend_.synchronize_event(pe.event);
+      backend_.release_event(pe.event);
+      q.pop_front();
+      --pending_events_;
+      if (--pe.block->event_count == 0) free_block(pe.block);
+    }
+    events_.erase(events_.begin());
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Errors.
+
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::throw_invalid_pointer(const void* ptr, const char* what) const {
+  const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
+  char where[32];
+  std::snprintf(where, sizeof where, "%p", ptr);
+  std::string why = "it was not allocated by this allocator (a foreign pointer)";
+  for (const Segment* s = segments_head_; s != nullptr; s = s->list_next) {
+    if (addr < s->addr || addr >= s->addr + s->size) continue;
+    for (const Block* b = s->head; b != nullptr; b = b->next) {
+      if (addr < b->addr || addr >= b->addr + b->size) continue;
+      if (b->allocated) {
+        why = "it points " + std::to_string(addr - b->addr) + " bytes inside an allocation of " +
+              std::to_string(b->requested) + " bytes; pass the pointer that allocate() returned";
+      } else {
+        why = "it was already freed (double free)";
+      }
+    }
+  }
+  throw InvalidPointerError(std::string("gpumemprof: ") + what + "(" + where + ") on " +
+                            backend_.name() + ": " + why + ". The allocator is unchanged.");
+}
+
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::throw_oom(Pool& pool, Stream stream, std::size_t size,
+                                          std::size_t requested, std::unique_lock<std::mutex>& lock) {
+  const MemInfo info = backend_.mem_get_info();
+  const std::size_t segment_bytes = segment_size_for(size);
+  notify(TraceAction::oom, info.free, size, stream);
+  ++stats_.num_ooms;
+
+  OomInfo oi;
+  oi.device = backend_.index();
+  oi.requested_bytes = requested;
+  oi.allocation_bytes = segment_bytes;
+  oi.device_total = allowed_max_ ? *allowed_max_ : info.total;
+  oi.device_free = info.free;
+  oi.allocated_bytes = static_cast<std::size_t>(stats_.allocated_bytes[StatPool::all].current);
+  oi.reserved_bytes = static_cast<std::size_t>(stats_.reserved_bytes[StatPool::all].current);
+  if (Tree* t = pool.find(stream); t != nullptr && !t->empty()) oi.largest_free_block = t->last()->size;
+
+  const std::string name = backend_.name();
+  const bool is_cuda = name.rfind("cuda:", 0) == 0;
+  std::string msg = (is_cuda ? std::string("CUDA") : "Device " + name) + " out of memory. Tried to allocate " +
+                    format_size(segment_bytes) + " (a request of " + format_size(requested) + "). " +
+                    (is_cuda ? "GPU " + std::to_string(oi.device) : "Device " + name) +
+                    " has a total capacity of " + format_size(info.total) + " of which " +
+                    format_size(info.free) + " is free. ";
+  if (allowed_max_) msg += format_size(*allowed_max_) + " allowed; ";
+  const std::size_t unallocated = oi.reserved_bytes - oi.allocated_bytes;
+  msg += "Of the allocated memory " + format_size(oi.allocated_bytes) +
+         " is allocated by gpumemprof, and " + format_size(unallocated) +
+         " is reserved by gpumemprof but unallocated. If reserved but unallocated memory is large "
+         "try setting GPUMEMPROF_ALLOC_CONF=expandable_segments:True to avoid fragmentation.";
+  if (unallocated >= size) {
+    msg += " Fragmentation is the cause here: enough memory is reserved but unallocated, yet the "
+           "largest free cached block (" + format_size(oi.largest_free_block) + ") is smaller than the " +
+           format_size(size) + " needed.";
+  }
+  publish();
+  auto observers = oom_observers_;
+  lock.unlock();  // observers may inspect the allocator
+  for (auto& o : observers) {
+    try {
+      o(oi);
+    } catch (...) {  // NOLINT(bugprone-empty-catch): an observer must not hide the OOM
+    }
+  }
+  throw OutOfMemoryError(std::move(msg), requested);
+}
+
+// ------------------------------------------------------------------------------------------------
+// validate(): every invariant of block.hpp, and every stat recounted from the blocks.
+
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::validate() const {
+  std::lock_guard lock(mutex_);
+  validate_locked();
+}
+
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::validate_locked() const {
+  auto fail = [this](const std::string& what) {
+    throw std::logic_error("gpumemprof allocator invariant broken on " + backend_.name() + ": " + what);
+  };
+  MemoryStats expect;
+  std::size_t free_blocks = 0;
+  std::size_t allocated_blocks = 0;
+  std::size_t pending_blocks = 0;
+  std::size_t reserved = 0;
+  const Segment* prev_seg = nullptr;
+  for (const Segment* s = segments_head_; s != nullptr; prev_seg = s, s = s->list_next) {
+    if (s->list_prev != prev_seg) fail("segment list back link");
+    const StatPool sp = s->small_pool ? StatPool::small_pool : StatPool::large_pool;
+    expect.segment[StatPool::all].current += 1;
+    expect.segment[sp].current += 1;
+    expect.reserved_bytes[StatPool::all].current += static_cast<std::int64_t>(s->size);
+    expect.reserved_bytes[sp].current += static_cast<std::int64_t>(s->size);
+    if (s->size >= cfg_.max_split_size) expect.oversize_segments.current += 1;
+    reserved += s->size;
+    if (s->head == nullptr || s->head->prev != nullptr || s->head->addr != s->addr) fail("segment head");
+    std::uintptr_t at = s->addr;
+    const Block* before = nullptr;
+    for (const Block* b = s->head; b != nullptr; before = b, b = b->next) {
+      if (b->prev != before) fail("block prev link");
+      if (b->segment != s) fail("block points at another segment");
+      if (b->addr != at) fail("blocks do not tile their segment (gap or overlap)");
+      if (b->size == 0 || b->size % kMinBlockSize != 0) fail("block size not a positive multiple of 512");
+      if (b->stream != s->stream || b->small_pool != s->small_pool) fail("block stream/pool differs from its segment");
+      at += b->size;
+      if (b->allocated) {
+        ++allocated_blocks;
+        if (ptrs_.find(b->addr) != b) fail("allocated block missing from the pointer map");
+        expect.allocation[StatPool::all].current += 1;
+        expect.allocation[sp].current += 1;
+        expect.allocated_bytes[StatPool::all].current += static_cast<std::int64_t>(b->size);
+        expect.allocated_bytes[sp].current += static_cast<std::int64_t>(b->size);
+        if (b->size >= cfg_.max_split_size) expect.oversize_allocations.current += 1;
+      } else if (b->event_count > 0) {
+        ++pending_blocks;
+        if (ptrs_.find(b->addr) == b) fail("pending-free block still in the pointer map");
+      } else {
+        ++free_blocks;
+        const Pool& pool = s->small_pool ? small_ : large_;
+        const Tree* tree = const_cast<Pool&>(pool).find(s->stream);
+        if (tree == nullptr || !tree->contains(b)) fail("free block missing from its pool's tree");
+        if (before != nullptr && before->is_free()) fail("two free neighbours were not merged");
+        if (b->is_split()) {
+          expect.inactive_split[StatPool::all].current += 1;
+          expect.inactive_split[sp].current += 1;
+          expect.inactive_split_bytes[StatPool::all].current += static_cast<std::int64_t>(b->size);
+          expect.inactive_split_bytes[sp].current += static_cast<std::int64_t>(b->size);
+        }
+      }
+      if (!b->is_free()) {
+        expect.active[StatPool::all].current += 1;
+        expect.active[sp].current += 1;
+        expect.active_bytes[StatPool::all].current += static_cast<std::int64_t>(b->size);
+        expect.active_bytes[sp].current += static_cast<std::int64_t>(b->size);
+        expect.requested_bytes[StatPool::all].current += static_cast<std::int64_t>(b->requested);
+        expect.requested_bytes[sp].current += static_cast<std::int64_t>(b->requested);
+        if (b->requested == 0 || round(b->requested) > b->size) fail("active block's requested size does not fit it");
+      }
+    }
+    if (at != s->addr + s->size) fail("blocks do not cover their segment");
+  }
+  if (prev_seg != segments_tail_) fail("segment list tail");
+  if (reserved != total_reserved_) fail("reserved byte count");
+  if (allocated_blocks != ptrs_.size()) fail("pointer map holds blocks that are not allocated");
+  std::size_t tree_nodes = 0;
+  for (const Pool* pool : {&small_, &large_}) {
+    for (const auto& [stream, tree] : pool->trees) {
+      tree.check();
+      tree_nodes += tree.size();
+      for (const Block* b = tree.first(); b != nullptr; b = Tree::next(const_cast<Block*>(b))) {
+        if (!b->is_free() || b->segment->stream != stream || b->small_pool != pool->small) {
+          fail("a tree holds a block that is not free, or of another stream/pool");
+        }
+      }
+    }
+  }
+  if (tree_nodes != free_blocks) fail("free trees hold blocks that are not in any segment");
+  std::size_t queued = 0;
+  for (const auto& se : events_) {
+    for (const auto& pe : se.queue) {
+      ++queued;
+      if (pe.block->allocated || pe.block->event_count == 0) fail("an event waits for a block that is not pending free");
+    }
+  }
+  if (queued != pending_events_) fail("pending event count");
+  if (pending_blocks > queued) fail("pending-free blocks without events");
+
+  auto check_current = [&](const char* name, const StatArray& got, const StatArray& want) {
+    for (std::size_t p = 0; p < 3; ++p) {
+      if (got.pools[p].current != want.pools[p].current) {
+        fail(std::string("stat ") + name + "." + stat_pool_names[p] + ".current is " +
+             std::to_string(got.pools[p].current) + ", recount gives " + std::to_string(want.pools[p].current));
+      }
+      if (got.pools[p].peak < got.pools[p].current) fail(std::string("stat ") + name + " peak below current");
+    }
+  };
+#define GPUMEMPROF_CHECK_(name) check_current(#name, stats_.name, expect.name);
+  GPUMEMPROF_POOLED_STATS(GPUMEMPROF_CHECK_)
+#undef GPUMEMPROF_CHECK_
+  if (stats_.oversize_allocations.current != expect.oversize_allocations.current) fail("oversize_allocations.current");
+  if (stats_.oversize_segments.current != expect.oversize_segments.current) fail("oversize_segments.current");
+  const AllocatorGauges g = gauges();
+  if (g.allocated_bytes != stats_.allocated_bytes[StatPool::all].current ||
+      g.reserved_bytes != stats_.reserved_bytes[StatPool::all].current ||
+      g.active_bytes != stats_.active_bytes[StatPool::all].current) {
+    fail("lock-free gauges lag the stats");
+  }
+}
+
+GPUMEMPROF_NAMESPACE_END

@@ -1,0 +1,105 @@
+// Layer 2: how higher layers watch and inspect the allocator without the allocator knowing
+// them. The history layer implements AllocatorObserver to record events (and returns a
+// context handle -- an interned stack -- that the allocator keeps with each block and segment);
+// snapshots and reports walk the segments through SegmentView/BlockView.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "gpumemprof/config.hpp"
+#include "gpumemprof/device/backend.hpp"
+
+GPUMEMPROF_NAMESPACE_BEGIN
+
+/// The kinds of allocator events (PyTorch's TraceEntry actions).
+enum class TraceAction : std::uint8_t {
+  alloc,
+  free_requested,
+  free_completed,
+  segment_alloc,
+  segment_free,
+  segment_map,
+  segment_unmap,
+  snapshot,
+  oom,
+};
+
+[[nodiscard]] constexpr const char* to_string(TraceAction a) noexcept {
+  switch (a) {
+    case TraceAction::alloc: return "alloc";
+    case TraceAction::free_requested: return "free_requested";
+    case TraceAction::free_completed: return "free_completed";
+    case TraceAction::segment_alloc: return "segment_alloc";
+    case TraceAction::segment_free: return "segment_free";
+    case TraceAction::segment_map: return "segment_map";
+    case TraceAction::segment_unmap: return "segment_unmap";
+    case TraceAction::snapshot: return "snapshot";
+    case TraceAction::oom: return "oom";
+  }
+  return "alloc";
+}
+
+/// One allocator event, reported to the observer under the allocator's lock.
+struct AllocatorEvent {
+  TraceAction action = TraceAction::alloc;
+  std::uintptr_t addr = 0;   ///< for oom: the device's free bytes
+  std::size_t size = 0;      ///< requested bytes (alloc/free_*), segment bytes (segment_*), rounded request (oom)
+  Stream stream;
+  std::uint64_t context = 0;  ///< for free_*/segment_free: the handle returned at alloc/segment_alloc
+};
+
+/// Receives allocator events. on_event runs under the allocator's lock: it must be quick and
+/// must not call back into the allocator. For alloc and segment_alloc its return value is kept
+/// with the block/segment and handed back with the matching free events and in views.
+class AllocatorObserver {
+ public:
+  virtual ~AllocatorObserver() = default;
+  virtual std::uint64_t on_event(const AllocatorEvent& event) = 0;
+};
+
+enum class BlockState : std::uint8_t { active_allocated, active_pending_free, inactive };
+
+[[nodiscard]] constexpr const char* to_string(BlockState s) noexcept {
+  switch (s) {
+    case BlockState::active_allocated: return "active_allocated";
+    case BlockState::active_pending_free: return "active_pending_free";
+    case BlockState::inactive: return "inactive";
+  }
+  return "inactive";
+}
+
+/// A block as seen from outside, in address order within its segment.
+struct BlockView {
+  std::uintptr_t address = 0;
+  std::size_t size = 0;
+  std::size_t requested_size = 0;  ///< 0 unless active
+  BlockState state = BlockState::inactive;
+  std::uint64_t context = 0;
+};
+
+/// A segment as seen from outside.
+struct SegmentView {
+  std::uintptr_t address = 0;
+  std::size_t size = 0;
+  Stream stream;
+  bool is_large = true;
+  bool is_expandable = false;
+  std::uint64_t context = 0;
+  std::vector<BlockView> blocks;
+};
+
+/// Facts handed to OOM observers (PyTorch's OutOfMemoryObserver arguments and more).
+struct OomInfo {
+  int device = 0;
+  std::size_t requested_bytes = 0;   ///< what the caller asked for
+  std::size_t allocation_bytes = 0;  ///< the segment size that could not be obtained
+  std::size_t device_total = 0;      ///< capacity, or the allowed maximum with a memory fraction
+  std::size_t device_free = 0;
+  std::size_t allocated_bytes = 0;
+  std::size_t reserved_bytes = 0;
+  std::size_t largest_free_block = 0;  ///< largest cached free block on the request's stream and pool
+};
+
+GPUMEMPROF_NAMESPACE_END

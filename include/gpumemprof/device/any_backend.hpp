@@ -1,0 +1,169 @@
+// Layer 1: a backend chosen at run time from a Device. The default per-device allocators hold
+// one, so "cuda:0" and "sim:0" share one allocator type. Backend calls are rare (segment
+// allocation, events), so the indirection costs nothing on the allocator's hot path.
+#pragma once
+
+#include <charconv>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "gpumemprof/config.hpp"
+#include "gpumemprof/device/backend.hpp"
+#include "gpumemprof/device/cuda.hpp"
+#include "gpumemprof/device/device.hpp"
+#include "gpumemprof/device/host.hpp"
+#include "gpumemprof/device/simulated.hpp"
+#include "gpumemprof/error.hpp"
+
+GPUMEMPROF_NAMESPACE_BEGIN
+
+namespace detail {
+/// "80GiB", "512M", "1048576" -> bytes (binary units). Throws std::invalid_argument.
+inline std::size_t parse_bytes(std::string_view text, std::string_view what) {
+  std::size_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  std::string_view unit(end, static_cast<std::size_t>(text.data() + text.size() - end));
+  int shift = -1;
+  if (ec == std::errc() && end != text.data()) {
+    if (unit.empty() || unit == "B") shift = 0;
+    else if (unit == "K" || unit == "KiB") shift = 10;
+    else if (unit == "M" || unit == "MiB") shift = 20;
+    else if (unit == "G" || unit == "GiB") shift = 30;
+    else if (unit == "T" || unit == "TiB") shift = 40;
+  }
+  if (shift < 0 || (shift > 0 && value > (~std::size_t{0} >> shift))) {
+    throw std::invalid_argument(std::string(what) + ": cannot read \"" + std::string(text) +
+                                "\" as a size; write bytes, or a number with K, M, G or T (binary units)");
+  }
+  return value << shift;
+}
+}  // namespace detail
+
+class AnyBackend {
+ public:
+  template <DeviceBackend B>
+  explicit AnyBackend(B backend) : impl_(std::make_unique<Model<B>>(std::move(backend))) {}
+
+  /// The backend of `device`. Simulated devices take their capacity from
+  /// $GPUMEMPROF_SIM_CAPACITY (e.g. "16GiB"; default 80 GiB).
+  static AnyBackend for_device(const Device& device) {
+    switch (device.kind()) {
+      case DeviceKind::host: return AnyBackend(HostBackend{});
+      case DeviceKind::sim: {
+        SimulatedOptions opt;
+        opt.index = device.index();
+        if (const char* cap = std::getenv("GPUMEMPROF_SIM_CAPACITY"); cap != nullptr && *cap != '\0') {
+          opt.capacity = detail::parse_bytes(cap, "GPUMEMPROF_SIM_CAPACITY");
+        }
+        return AnyBackend(SimulatedBackend(opt));
+      }
+      case DeviceKind::cuda:
+#if GPUMEMPROF_WITH_CUDA
+        return AnyBackend(CudaBackend(device.index()));
+#else
+        break;
+#endif
+    }
+    throw DeviceError("device " + device.str() + " needs the CUDA backend; " + cuda_unavailable_reason());
+  }
+
+  [[nodiscard]] void* malloc(std::size_t n) { return impl_->malloc(n); }
+  void free(void* p) { impl_->free(p); }
+  [[nodiscard]] MemInfo mem_get_info() const { return impl_->mem_get_info(); }
+  [[nodiscard]] Event record_event(Stream s) { return impl_->record_event(s); }
+  [[nodiscard]] bool query_event(Event e) { return impl_->query_event(e); }
+  void synchronize_event(Event e) { impl_->synchronize_event(e); }
+  void release_event(Event e) { impl_->release_event(e); }
+  [[nodiscard]] int index() const { return impl_->index(); }
+  [[nodiscard]] std::string name() const { return impl_->name(); }
+
+  /// Whether the wrapped backend offers virtual-memory mapping (expandable segments).
+  [[nodiscard]] bool supports_virtual_memory() const { return impl_->supports_vm(); }
+  [[nodiscard]] std::size_t granularity() const { return impl_->granularity(); }
+  [[nodiscard]] Reservation reserve(std::size_t n) { return impl_->reserve(n); }
+  void release(Reservation r) { impl_->release(r); }
+  [[nodiscard]] bool map(Reservation r, std::size_t off, std::size_t n) { return impl_->map(r, off, n); }
+  void unmap(Reservation r, std::size_t off, std::size_t n) { impl_->unmap(r, off, n); }
+
+  /// The wrapped backend when it is a `B`, else nullptr (like std::function::target).
+  template <class B>
+  [[nodiscard]] B* target() noexcept {
+    auto* m = dynamic_cast<Model<B>*>(impl_.get());
+    return m != nullptr ? &m->backend : nullptr;
+  }
+
+ private:
+  struct Concept {
+    virtual ~Concept() = default;
+    virtual void* malloc(std::size_t) = 0;
+    virtual void free(void*) = 0;
+    [[nodiscard]] virtual MemInfo mem_get_info() const = 0;
+    virtual Event record_event(Stream) = 0;
+    virtual bool query_event(Event) = 0;
+    virtual void synchronize_event(Event) = 0;
+    virtual void release_event(Event) = 0;
+    [[nodiscard]] virtual int index() const = 0;
+    [[nodiscard]] virtual std::string name() const = 0;
+    [[nodiscard]] virtual bool supports_vm() const = 0;
+    [[nodiscard]] virtual std::size_t granularity() const = 0;
+    virtual Reservation reserve(std::size_t) = 0;
+    virtual void release(Reservation) = 0;
+    virtual bool map(Reservation, std::size_t, std::size_t) = 0;
+    virtual void unmap(Reservation, std::size_t, std::size_t) = 0;
+  };
+
+  template <class B>
+  struct Model final : Concept {
+    explicit Model(B b) : backend(std::move(b)) {}
+    void* malloc(std::size_t n) override { return backend.malloc(n); }
+    void free(void* p) override { backend.free(p); }
+    [[nodiscard]] MemInfo mem_get_info() const override { return backend.mem_get_info(); }
+    Event record_event(Stream s) override { return backend.record_event(s); }
+    bool query_event(Event e) override { return backend.query_event(e); }
+    void synchronize_event(Event e) override { backend.synchronize_event(e); }
+    void release_event(Event e) override { backend.release_event(e); }
+    [[nodiscard]] int index() const override { return backend.index(); }
+    [[nodiscard]] std::string name() const override { return backend.name(); }
+    [[nodiscard]] bool supports_vm() const override {
+      if constexpr (VirtualMemoryBackend<B>) {
+        if constexpr (requires { backend.supports_virtual_memory(); }) return backend.supports_virtual_memory();
+        return true;
+      }
+      return false;
+    }
+    [[nodiscard]] std::size_t granularity() const override {
+      if constexpr (VirtualMemoryBackend<B>) return backend.granularity();
+      return 0;
+    }
+    Reservation reserve(std::size_t n) override {
+      if constexpr (VirtualMemoryBackend<B>) return backend.reserve(n);
+      unsupported();
+    }
+    void release(Reservation r) override {
+      if constexpr (VirtualMemoryBackend<B>) backend.release(r);
+      else unsupported();
+    }
+    bool map(Reservation r, std::size_t off, std::size_t n) override {
+      if constexpr (VirtualMemoryBackend<B>) return backend.map(r, off, n);
+      unsupported();
+    }
+    void unmap(Reservation r, std::size_t off, std::size_t n) override {
+      if constexpr (VirtualMemoryBackend<B>) backend.unmap(r, off, n);
+      else unsupported();
+    }
+    [[noreturn]] void unsupported() const {
+      throw DeviceRuntimeError(backend.name() + " does not support virtual memory mapping");
+    }
+    B backend;
+  };
+
+  std::unique_ptr<Concept> impl_;
+};
+
+static_assert(DeviceBackend<AnyBackend>);
+static_assert(VirtualMemoryBackend<AnyBackend>);
+
+GPUMEMPROF_NAMESPACE_END

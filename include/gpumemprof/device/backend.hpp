@@ -1,0 +1,81 @@
+// Layer 1: the narrow interface every device backend offers the allocator.
+//
+// A backend owns one device. It hands out device memory in large pieces (the allocator's
+// segments), reports the device's free/total memory, and records/queries events on streams so
+// the allocator can tell when a block used on another stream may be reused. All device and
+// runtime calls of the library go through a backend; the allocator core never touches CUDA.
+#pragma once
+
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "gpumemprof/config.hpp"
+
+GPUMEMPROF_NAMESPACE_BEGIN
+
+/// An opaque stream handle. Holds a cudaStream_t (or a simulated stream number); 0 is the
+/// device's default stream.
+struct Stream {
+  std::uintptr_t id = 0;
+
+  constexpr Stream() noexcept = default;
+  constexpr explicit Stream(std::uintptr_t value) noexcept : id(value) {}
+  /// From any stream pointer type (cudaStream_t is `CUstream_st*`).
+  template <class T>
+  Stream(T* handle) noexcept : id(reinterpret_cast<std::uintptr_t>(handle)) {}  // NOLINT(google-explicit-constructor)
+  template <class T>
+  [[nodiscard]] T* as() const noexcept {
+    return reinterpret_cast<T*>(id);
+  }
+  friend constexpr bool operator==(Stream, Stream) noexcept = default;
+  friend constexpr auto operator<=>(Stream, Stream) noexcept = default;
+};
+
+/// An opaque, backend-owned event handle.
+struct Event {
+  std::uintptr_t id = 0;
+  friend constexpr bool operator==(Event, Event) noexcept = default;
+};
+
+/// Device memory as the device reports it, in bytes.
+struct MemInfo {
+  std::size_t free = 0;
+  std::size_t total = 0;
+};
+
+/// One virtual-memory reservation for expandable segments.
+struct Reservation {
+  std::uintptr_t base = 0;
+  std::size_t size = 0;
+};
+
+/// What the allocator needs from a device. `malloc` returns nullptr when the device is out of
+/// memory (and leaves no sticky error behind); every other failure throws DeviceRuntimeError.
+template <class B>
+concept DeviceBackend = requires(B& b, const B& cb, std::size_t n, void* p, Stream s, Event e) {
+  { b.malloc(n) } -> std::same_as<void*>;
+  { b.free(p) } -> std::same_as<void>;
+  { b.mem_get_info() } -> std::same_as<MemInfo>;
+  { b.record_event(s) } -> std::same_as<Event>;  // an event that completes after s's current work
+  { b.query_event(e) } -> std::same_as<bool>;    // true when complete
+  { b.synchronize_event(e) } -> std::same_as<void>;
+  { b.release_event(e) } -> std::same_as<void>;  // back to the backend's event pool
+  { cb.index() } -> std::convertible_to<int>;
+  { cb.name() } -> std::convertible_to<std::string>;  // "cuda:0", "sim:1", "host"
+};
+
+/// Backends that also offer virtual-memory mapping (for expandable segments): reserve address
+/// space, map/unmap physical pages of `granularity()` bytes inside it.
+template <class B>
+concept VirtualMemoryBackend =
+    DeviceBackend<B> && requires(B& b, const B& cb, std::size_t n, Reservation r, std::size_t off) {
+      { cb.granularity() } -> std::same_as<std::size_t>;
+      { b.reserve(n) } -> std::same_as<Reservation>;       // size 0 on failure
+      { b.release(r) } -> std::same_as<void>;
+      { b.map(r, off, n) } -> std::same_as<bool>;          // false when out of memory
+      { b.unmap(r, off, n) } -> std::same_as<void>;
+    };
+
+GPUMEMPROF_NAMESPACE_END

@@ -1,0 +1,318 @@
+// Layer 1: a simulated device. It reserves a range of address space with no memory behind it
+// (PROT_NONE), hands out pieces of that range as "device memory" against a configurable
+// capacity, and keeps events pending until a test completes them. Everything above the
+// device layer can therefore be tested, deterministically, on a machine without a GPU.
+// Pointers it returns must never be dereferenced.
+#pragma once
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "gpumemprof/config.hpp"
+#include "gpumemprof/device/backend.hpp"
+#include "gpumemprof/error.hpp"
+
+GPUMEMPROF_NAMESPACE_BEGIN
+
+struct SimulatedOptions {
+  std::size_t capacity = std::size_t{80} << 30;   ///< device memory, bytes (default 80 GiB)
+  int index = 0;                                  ///< the N of "sim:N"
+  std::size_t granularity = std::size_t{2} << 20; ///< allocation/mapping granularity, bytes
+  bool auto_complete_events = false;              ///< events complete as soon as recorded
+};
+
+/// Counts of the calls the allocator made, for tests and the replay tool.
+struct SimulatedCounters {
+  std::size_t malloc_calls = 0;
+  std::size_t malloc_failures = 0;  ///< mallocs refused for lack of capacity
+  std::size_t free_calls = 0;
+  std::size_t events_recorded = 0;
+  std::size_t event_queries = 0;
+  std::size_t event_synchronizations = 0;
+  std::size_t map_calls = 0;
+  std::size_t unmap_calls = 0;
+};
+
+class SimulatedBackend {
+ public:
+  explicit SimulatedBackend(SimulatedOptions options = {}) : s_(std::make_unique<State>(options)) {}
+
+  // --- DeviceBackend -------------------------------------------------------------------------
+  [[nodiscard]] void* malloc(std::size_t bytes) {
+    std::lock_guard lock(s_->mutex);
+    ++s_->counters.malloc_calls;
+    const std::size_t charged = round_up(std::max<std::size_t>(bytes, 1), s_->opt.granularity);
+    if (charged > s_->opt.capacity - std::min(s_->opt.capacity, used_locked())) {
+      ++s_->counters.malloc_failures;
+      return nullptr;
+    }
+    const std::uintptr_t addr = s_->take_range(charged);
+    if (addr == 0) {  // address space exhausted (only with pathological fragmentation)
+      ++s_->counters.malloc_failures;
+      return nullptr;
+    }
+    s_->live.emplace(addr, charged);
+    s_->used += charged;
+    return reinterpret_cast<void*>(addr);
+  }
+
+  void free(void* ptr) {
+    std::lock_guard lock(s_->mutex);
+    const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
+    auto it = s_->live.find(addr);
+    if (it == s_->live.end()) {
+      throw DeviceRuntimeError(name() + ": free of " + hex(addr) +
+                               ", which this simulated device did not allocate");
+    }
+    ++s_->counters.free_calls;
+    s_->used -= it->second;
+    s_->give_range(addr, it->second);
+    s_->live.erase(it);
+  }
+
+  [[nodiscard]] MemInfo mem_get_info() const {
+    std::lock_guard lock(s_->mutex);
+    const std::size_t used = std::min(s_->opt.capacity, used_locked());
+    return {s_->opt.capacity - used, s_->opt.capacity};
+  }
+
+  [[nodiscard]] Event record_event(Stream stream) {
+    std::lock_guard lock(s_->mutex);
+    ++s_->counters.events_recorded;
+    const std::uintptr_t id = ++s_->next_event;
+    const bool done = s_->opt.auto_complete_events;
+    s_->events.emplace(id, EventState{stream, done});
+    if (!done) s_->pending_by_stream[stream.id].push_back(id);
+    return Event{id};
+  }
+
+  [[nodiscard]] bool query_event(Event e) {
+    std::lock_guard lock(s_->mutex);
+    ++s_->counters.event_queries;
+    return s_->event(e).complete;
+  }
+
+  void synchronize_event(Event e) {
+    std::lock_guard lock(s_->mutex);
+    ++s_->counters.event_synchronizations;
+    // Waiting for an event means its stream's work up to it is done.
+    complete_stream_locked(s_->event(e).stream, e.id);
+  }
+
+  void release_event(Event e) {
+    std::lock_guard lock(s_->mutex);
+    s_->event(e);  // validates
+    s_->events.erase(e.id);
+  }
+
+  [[nodiscard]] int index() const noexcept { return s_->opt.index; }
+  [[nodiscard]] std::string name() const { return "sim:" + std::to_string(s_->opt.index); }
+
+  // --- VirtualMemoryBackend --------------------------------------------------------------------
+  [[nodiscard]] std::size_t granularity() const noexcept { return s_->opt.granularity; }
+
+  [[nodiscard]] Reservation reserve(std::size_t bytes) {
+    std::lock_guard lock(s_->mutex);
+    const std::size_t size = round_up(bytes, s_->opt.granularity);
+    const std::uintptr_t base = s_->take_range(size);
+    if (base == 0) return {};
+    s_->reservations.emplace(base, size);
+    return {base, size};
+  }
+
+  void release(Reservation r) {
+    std::lock_guard lock(s_->mutex);
+    auto it = s_->reservations.find(r.base);
+    if (it == s_->reservations.end() || it->second != r.size) {
+      throw DeviceRuntimeError(name() + ": release of an unknown reservation at " + hex(r.base));
+    }
+    s_->give_range(r.base, r.size);
+    s_->reservations.erase(it);
+  }
+
+  [[nodiscard]] bool map(Reservation r, std::size_t offset, std::size_t bytes) {
+    std::lock_guard lock(s_->mutex);
+    ++s_->counters.map_calls;
+    check_mapping(r, offset, bytes);
+    if (bytes > s_->opt.capacity - std::min(s_->opt.capacity, used_locked())) {
+      ++s_->counters.malloc_failures;
+      return false;
+    }
+    s_->mapped += bytes;
+    return true;
+  }
+
+  void unmap(Reservation r, std::size_t offset, std::size_t bytes) {
+    std::lock_guard lock(s_->mutex);
+    ++s_->counters.unmap_calls;
+    check_mapping(r, offset, bytes);
+    s_->mapped -= std::min(s_->mapped, bytes);
+  }
+
+  // --- Test controls -----------------------------------------------------------------------------
+  /// Completes every event recorded so far on `stream` (its work "finished").
+  void complete_events(Stream stream) {
+    std::lock_guard lock(s_->mutex);
+    complete_stream_locked(stream, s_->next_event);
+  }
+  /// Completes every event recorded so far on any stream.
+  void complete_all_events() {
+    std::lock_guard lock(s_->mutex);
+    for (auto& [stream, q] : s_->pending_by_stream) {
+      for (auto id : q) s_->events.at(id).complete = true;
+      q.clear();
+    }
+  }
+  /// Pretends another process (or a non-caching library) uses `bytes` of the device.
+  void set_external_usage(std::size_t bytes) {
+    std::lock_guard lock(s_->mutex);
+    s_->external = bytes;
+  }
+  [[nodiscard]] SimulatedCounters counters() const {
+    std::lock_guard lock(s_->mutex);
+    return s_->counters;
+  }
+  /// Bytes currently handed out by malloc and map (not counting external usage).
+  [[nodiscard]] std::size_t used_bytes() const {
+    std::lock_guard lock(s_->mutex);
+    return s_->used + s_->mapped;
+  }
+  [[nodiscard]] std::size_t capacity() const noexcept { return s_->opt.capacity; }
+  [[nodiscard]] std::size_t pending_events() const {
+    std::lock_guard lock(s_->mutex);
+    std::size_t n = 0;
+    for (const auto& [stream, q] : s_->pending_by_stream) n += q.size();
+    return n;
+  }
+
+ private:
+  struct EventState {
+    Stream stream;
+    bool complete = false;
+  };
+
+  struct State {
+    explicit State(const SimulatedOptions& o) : opt(o) {
+      if (opt.granularity == 0 || (opt.granularity & (opt.granularity - 1)) != 0) {
+        throw std::invalid_argument("SimulatedOptions.granularity must be a power of two, got " +
+                                    std::to_string(opt.granularity));
+      }
+      // Address space for mallocs and reservations: twice the capacity, so expandable
+      // reservations and fragmentation never run out of addresses before memory runs out.
+      span = round_up(std::max<std::size_t>(opt.capacity, opt.granularity) * 2, opt.granularity);
+      void* p = ::mmap(nullptr, span + opt.granularity, PROT_NONE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (p == MAP_FAILED) {
+        throw DeviceRuntimeError("sim:" + std::to_string(opt.index) + ": cannot reserve " +
+                                 std::to_string(span >> 20) +
+                                 " MiB of address space for the simulated device; lower "
+                                 "SimulatedOptions.capacity");
+      }
+      mapping = p;
+      base = round_up(reinterpret_cast<std::uintptr_t>(p), opt.granularity);
+      free_ranges.emplace(base, span);
+    }
+    ~State() { ::munmap(mapping, span + opt.granularity); }
+    State(const State&) = delete;
+    State& operator=(const State&) = delete;
+
+    // First fit at the lowest address: deterministic, like a fresh device.
+    std::uintptr_t take_range(std::size_t size) {
+      for (auto it = free_ranges.begin(); it != free_ranges.end(); ++it) {
+        if (it->second >= size) {
+          const std::uintptr_t addr = it->first;
+          const std::size_t rest = it->second - size;
+          free_ranges.erase(it);
+          if (rest != 0) free_ranges.emplace(addr + size, rest);
+          return addr;
+        }
+      }
+      return 0;
+    }
+    void give_range(std::uintptr_t addr, std::size_t size) {
+      auto next = free_ranges.lower_bound(addr);
+      if (next != free_ranges.end() && addr + size == next->first) {
+        size += next->second;
+        next = free_ranges.erase(next);
+      }
+      if (next != free_ranges.begin()) {
+        auto prev = std::prev(next);
+        if (prev->first + prev->second == addr) {
+          prev->second += size;
+          return;
+        }
+      }
+      free_ranges.emplace(addr, size);
+    }
+    EventState& event(Event e) {
+      auto it = events.find(e.id);
+      if (it == events.end()) {
+        throw DeviceRuntimeError("sim:" + std::to_string(opt.index) + ": unknown event " +
+                                 std::to_string(e.id));
+      }
+      return it->second;
+    }
+
+    SimulatedOptions opt;
+    mutable std::mutex mutex;
+    void* mapping = nullptr;
+    std::uintptr_t base = 0;
+    std::size_t span = 0;
+    std::map<std::uintptr_t, std::size_t> free_ranges;    // address -> bytes
+    std::map<std::uintptr_t, std::size_t> live;           // malloc'd address -> charged bytes
+    std::map<std::uintptr_t, std::size_t> reservations;   // base -> bytes
+    std::size_t used = 0;
+    std::size_t mapped = 0;
+    std::size_t external = 0;
+    std::uintptr_t next_event = 0;
+    std::unordered_map<std::uintptr_t, EventState> events;
+    std::map<std::uintptr_t, std::deque<std::uintptr_t>> pending_by_stream;
+    SimulatedCounters counters;
+  };
+
+  static std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
+  static std::string hex(std::uintptr_t v) {
+    char buf[2 + 16 + 1];
+    std::snprintf(buf, sizeof buf, "0x%zx", static_cast<std::size_t>(v));
+    return buf;
+  }
+  [[nodiscard]] std::size_t used_locked() const { return s_->used + s_->mapped + s_->external; }
+
+  // Events on one stream complete in order: completing one completes all recorded before it.
+  void complete_stream_locked(Stream stream, std::uintptr_t up_to) {
+    auto it = s_->pending_by_stream.find(stream.id);
+    if (it == s_->pending_by_stream.end()) return;
+    auto& q = it->second;
+    while (!q.empty() && q.front() <= up_to) {
+      s_->events.at(q.front()).complete = true;
+      q.pop_front();
+    }
+  }
+
+  void check_mapping(const Reservation& r, std::size_t offset, std::size_t bytes) const {
+    auto it = s_->reservations.find(r.base);
+    if (it == s_->reservations.end() || offset + bytes > it->second ||
+        offset % s_->opt.granularity != 0 || bytes % s_->opt.granularity != 0) {
+      throw DeviceRuntimeError(name() + ": bad map/unmap of " + std::to_string(bytes) +
+                               " bytes at offset " + std::to_string(offset) +
+                               " of reservation " + hex(r.base));
+    }
+  }
+
+  std::unique_ptr<State> s_;
+};
+
+static_assert(VirtualMemoryBackend<SimulatedBackend>);
+
+GPUMEMPROF_NAMESPACE_END

@@ -1,0 +1,88 @@
+// Layer 3: the value types of a memory snapshot, with PyTorch's schema
+// (torch.cuda.memory._snapshot()): segments with their blocks, one trace per device,
+// the allocator settings and the external annotations. Exporters (pickle, JSON, HTML)
+// and readers work on these types only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "gpumemprof/allocator/introspection.hpp"
+#include "gpumemprof/config.hpp"
+
+GPUMEMPROF_NAMESPACE_BEGIN
+
+/// One stack frame, as PyTorch writes it.
+struct Frame {
+  std::string filename;
+  std::int64_t line = 0;
+  std::string name;
+  friend bool operator==(const Frame&, const Frame&) = default;
+};
+
+/// A stack, innermost frame first. Shared: entries with the same stack point at one list, so
+/// exporters write it once (pickle memo). nullptr means "no frames".
+using Frames = std::shared_ptr<const std::vector<Frame>>;
+
+/// A block of a segment. Blocks of a segment tile it in address order.
+struct SnapshotBlock {
+  std::uint64_t address = 0;
+  std::uint64_t size = 0;            ///< bytes
+  std::uint64_t requested_size = 0;  ///< bytes the client asked for (0 for inactive blocks)
+  BlockState state = BlockState::inactive;
+  Frames frames;  ///< stack of the allocation that owns the block (when recorded)
+};
+
+/// One device allocation (cudaMalloc) held by the allocator.
+struct SnapshotSegment {
+  int device = 0;
+  std::uint64_t address = 0;
+  std::uint64_t total_size = 0;      ///< bytes
+  std::uint64_t allocated_size = 0;  ///< bytes in active_allocated blocks
+  std::uint64_t active_size = 0;     ///< bytes in active_allocated + active_pending_free blocks
+  std::uint64_t requested_size = 0;  ///< requested bytes of the active blocks
+  std::uint64_t stream = 0;
+  bool is_large = true;  ///< segment_type "large" (else "small")
+  bool is_expandable = false;
+  Frames frames;  ///< stack of the allocation that created the segment (when recorded)
+  std::vector<SnapshotBlock> blocks;
+};
+
+/// One event of the allocation history (PyTorch's TraceEntry).
+struct TraceEntry {
+  TraceAction action = TraceAction::alloc;
+  std::uint64_t addr = 0;  ///< for `oom`: the device's free bytes (written as "device_free")
+  std::uint64_t size = 0;  ///< requested bytes for alloc/free_*, segment bytes for segment_*
+  std::uint64_t stream = 0;
+  std::int64_t time_us = 0;  ///< microseconds since the Unix epoch
+  std::string compile_context = "N/A";
+  std::string user_metadata;
+  Frames frames;
+};
+
+/// An external annotation: a named range begun (START) or ended (END) on a device.
+struct Annotation {
+  std::string name;
+  bool start = true;  ///< stage "START" (else "END")
+  int device = 0;
+  std::int64_t time_us = 0;
+};
+
+/// A value of allocator_settings: PyTorch writes ints, floats, bools, strings and one dict
+/// (roundup_power2_divisions, string keys to ints).
+using SettingValue = std::variant<std::int64_t, double, bool, std::string,
+                                  std::vector<std::pair<std::string, std::int64_t>>>;
+
+/// The whole snapshot (torch.cuda.memory._snapshot()).
+struct Snapshot {
+  std::vector<SnapshotSegment> segments;
+  std::vector<std::vector<TraceEntry>> device_traces;  ///< index = device, oldest entry first
+  std::vector<std::pair<std::string, SettingValue>> allocator_settings;
+  std::vector<Annotation> external_annotations;
+};
+
+GPUMEMPROF_NAMESPACE_END

@@ -1,0 +1,10 @@
+// Test-side shim: Catch2 v2 (Debian's single header) or v3 (other distributions, the GPU host).
+#pragma once
+#if __has_include(<catch2/catch_test_macros.hpp>)
+#include <catch2/catch_approx.hpp>
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_all.hpp>
+using Catch::Approx;
+#else
+#include <catch2/catch.hpp>
+#endif

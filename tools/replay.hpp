@@ -1,0 +1,61 @@
+// Replaying a trace through an allocator: the request stream PyTorch's allocator saw, timed.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include "gpumemprof/allocator/memory_stats.hpp"
+#include "gpumemprof/device/backend.hpp"
+#include "trace.hpp"
+
+namespace gpumemprof::tools {
+
+struct ReplayResult {
+  std::size_t allocs = 0;
+  std::size_t frees = 0;
+  std::uint64_t peak_requested_bytes = 0;  // from the trace: the least any allocator must hold
+  std::int64_t peak_allocated_bytes = 0;
+  std::int64_t peak_reserved_bytes = 0;
+  std::int64_t num_device_alloc = 0;
+  double seconds = 0;      // the replay loop alone
+  double ns_per_pair = 0;  // seconds / allocs
+  MemoryStats stats;       // at the end
+};
+
+/// Runs every op of `t` through `alloc` (anything with allocate(bytes, Stream),
+/// deallocate(ptr), memory_stats()). Blocks live at the end stay allocated; `live` receives
+/// them so the caller can free them.
+template <class Allocator>
+ReplayResult replay(const Trace& t, Allocator& alloc, std::vector<void*>* live = nullptr) {
+  std::vector<void*> ptrs(t.id_count, nullptr);
+  const auto start = std::chrono::steady_clock::now();
+  for (const TraceOp& op : t.ops) {
+    if (op.is_alloc) {
+      ptrs[op.id] = alloc.allocate(op.bytes, Stream(static_cast<std::uintptr_t>(op.stream)));
+    } else {
+      alloc.deallocate(ptrs[op.id]);
+      ptrs[op.id] = nullptr;
+    }
+  }
+  const auto stop = std::chrono::steady_clock::now();
+  ReplayResult r;
+  r.allocs = t.allocs;
+  r.frees = t.frees;
+  r.peak_requested_bytes = t.peak_requested_bytes;
+  r.seconds = std::chrono::duration<double>(stop - start).count();
+  r.ns_per_pair = t.allocs != 0 ? r.seconds * 1e9 / static_cast<double>(t.allocs) : 0.0;
+  r.stats = alloc.memory_stats();
+  r.peak_allocated_bytes = r.stats.allocated_bytes.all().peak;
+  r.peak_reserved_bytes = r.stats.reserved_bytes.all().peak;
+  r.num_device_alloc = r.stats.num_device_alloc;
+  if (live != nullptr) {
+    live->clear();
+    for (void* p : ptrs) {
+      if (p != nullptr) live->push_back(p);
+    }
+  }
+  return r;
+}
+
+}  // namespace gpumemprof::tools

@@ -208,9 +208,9 @@ class SimulatedBackend {
         throw std::invalid_argument("SimulatedOptions.granularity must be a power of two, got " +
                                     std::to_string(opt.granularity));
       }
-      // Address space for mallocs and reservations: twice the capacity, so expandable
+      // Address space for mallocs and reservations: four times the capacity, so expandable
       // reservations and fragmentation never run out of addresses before memory runs out.
-      span = round_up(std::max<std::size_t>(opt.capacity, opt.granularity) * 2, opt.granularity);
+      span = round_up(std::max<std::size_t>(opt.capacity, opt.granularity) * 4, opt.granularity);
       void* p = ::mmap(nullptr, span + opt.granularity, PROT_NONE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
       if (p == MAP_FAILED) {

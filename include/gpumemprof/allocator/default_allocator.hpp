@@ -1,0 +1,97 @@
+// Layer 2: one caching allocator per device for the whole process, and the torch.cuda.*-style
+// free functions over it. Every function takes a Device ("cuda:0", "sim:1", 0, ...); the default
+// is the current device (Device()).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+
+#include "gpumemprof/allocator/caching_allocator.hpp"
+#include "gpumemprof/allocator/memory_stats.hpp"
+#include "gpumemprof/config.hpp"
+#include "gpumemprof/device/any_backend.hpp"
+#include "gpumemprof/device/device.hpp"
+
+GPUMEMPROF_NAMESPACE_BEGIN
+
+/// The allocator type behind default_allocator(): a CachingAllocator over whichever backend
+/// the device needs.
+using DeviceAllocator = CachingAllocator<AnyBackend>;
+
+namespace detail {
+struct DefaultAllocatorSlot {
+  std::once_flag once;
+  DeviceAllocator* allocator = nullptr;
+};
+inline constexpr int max_cuda_devices = 64;
+
+inline DefaultAllocatorSlot& default_allocator_slot(const Device& device) {
+  // Never destroyed: other static destructors (and late frees at exit) may still use them.
+  static auto* cuda = new std::array<DefaultAllocatorSlot, max_cuda_devices>();
+  static auto* sim = new std::array<DefaultAllocatorSlot, Device::simulated_device_count>();
+  static auto* host = new DefaultAllocatorSlot();
+  switch (device.kind()) {
+    case DeviceKind::cuda:
+      if (device.index() >= max_cuda_devices) {
+        throw DeviceError("device " + device.str() + ": gpumemprof supports at most " +
+                          std::to_string(max_cuda_devices) + " CUDA devices");
+      }
+      return (*cuda)[static_cast<std::size_t>(device.index())];
+    case DeviceKind::sim: return (*sim)[static_cast<std::size_t>(device.index())];
+    case DeviceKind::host: break;
+  }
+  return *host;
+}
+}  // namespace detail
+
+/// The process-wide allocator of `device`, created on first use with $GPUMEMPROF_ALLOC_CONF.
+[[nodiscard]] inline DeviceAllocator& default_allocator(const Device& device = Device()) {
+  auto& slot = detail::default_allocator_slot(device);
+  std::call_once(slot.once, [&] {
+    slot.allocator = new DeviceAllocator(AnyBackend::for_device(device), AllocatorConfig::from_env());
+  });
+  return *slot.allocator;
+}
+
+/// torch.cuda.memory_stats(device).
+[[nodiscard]] inline MemoryStats memory_stats(const Device& device = Device()) {
+  return default_allocator(device).memory_stats();
+}
+/// Bytes in allocated blocks now (torch.cuda.memory_allocated).
+[[nodiscard]] inline std::int64_t memory_allocated(const Device& device = Device()) {
+  return default_allocator(device).gauges().allocated_bytes;
+}
+/// Peak of memory_allocated since the last reset_peak_memory_stats.
+[[nodiscard]] inline std::int64_t max_memory_allocated(const Device& device = Device()) {
+  return default_allocator(device).memory_stats().allocated_bytes.all().peak;
+}
+/// Bytes held from the device now (torch.cuda.memory_reserved).
+[[nodiscard]] inline std::int64_t memory_reserved(const Device& device = Device()) {
+  return default_allocator(device).gauges().reserved_bytes;
+}
+/// Peak of memory_reserved since the last reset_peak_memory_stats.
+[[nodiscard]] inline std::int64_t max_memory_reserved(const Device& device = Device()) {
+  return default_allocator(device).memory_stats().reserved_bytes.all().peak;
+}
+inline void reset_peak_memory_stats(const Device& device = Device()) {
+  default_allocator(device).reset_peak_memory_stats();
+}
+inline void reset_accumulated_memory_stats(const Device& device = Device()) {
+  default_allocator(device).reset_accumulated_memory_stats();
+}
+/// Returns the cached, unused memory of `device` to the device (torch.cuda.empty_cache).
+inline void empty_cache(const Device& device = Device()) { default_allocator(device).empty_cache(); }
+/// Caps the default allocator of `device` at `fraction` of the device's memory.
+inline void set_per_process_memory_fraction(double fraction, const Device& device = Device()) {
+  default_allocator(device).set_memory_fraction(fraction);
+}
+/// Bytes in use on the whole device (total - free, as cudaMemGetInfo says), including memory
+/// this library does not own: other allocators, other processes, the CUDA context.
+[[nodiscard]] inline std::size_t device_memory_used(const Device& device = Device()) {
+  const MemInfo info = default_allocator(device).mem_get_info();
+  return info.total - info.free;
+}
+
+GPUMEMPROF_NAMESPACE_END

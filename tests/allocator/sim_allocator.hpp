@@ -1,0 +1,28 @@
+// Test helper: a caching allocator over a fresh simulated device.
+#pragma once
+
+#include <string_view>
+
+#include "gpumemprof/allocator/caching_allocator.hpp"
+#include "gpumemprof/device/simulated.hpp"
+
+namespace gmp = gpumemprof;
+
+inline constexpr std::size_t KiB = std::size_t{1} << 10;
+inline constexpr std::size_t MiB = std::size_t{1} << 20;
+inline constexpr std::size_t GiB = std::size_t{1} << 30;
+
+using SimAllocator = gmp::CachingAllocator<gmp::SimulatedBackend>;
+
+/// A simulated device of `capacity` bytes under an allocator configured by `conf`.
+struct SimAlloc {
+  explicit SimAlloc(std::string_view conf = "", std::size_t capacity = 80 * GiB,
+                    bool auto_complete_events = false)
+      : a(gmp::SimulatedBackend(gmp::SimulatedOptions{capacity, 0, 2 * MiB, auto_complete_events}),
+          gmp::AllocatorConfig(conf)) {}
+  gmp::MemoryStats stats() const { return a.memory_stats(); }
+  gmp::SimulatedBackend& sim() { return a.backend(); }
+  SimAllocator a;
+};
+
+inline std::uintptr_t addr(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }

@@ -1,0 +1,77 @@
+// Parsing PYTORCH_CUDA_ALLOC_CONF-style strings; every bad input names its key.
+#include <cstdlib>
+
+#include "catch.hpp"
+#include "gpumemprof/allocator/allocator_config.hpp"
+#include "sim_allocator.hpp"
+
+using Catch::Matchers::Contains;
+using gmp::AllocatorConfig;
+using gmp::ConfigError;
+
+TEST_CASE("defaults") {
+  const AllocatorConfig c;
+  CHECK(c.max_split_size == AllocatorConfig::unlimited);
+  CHECK(c.max_split_size_stat() == -1);
+  CHECK(c.max_non_split_rounding_size == 20 * MiB);
+  CHECK(c.garbage_collection_threshold == 0.0);
+  CHECK_FALSE(c.expandable_segments);
+  CHECK_FALSE(c.per_process_memory_fraction.has_value());
+  for (auto d : c.roundup_power2_divisions) CHECK(d == 0);
+  CHECK(AllocatorConfig("").max_split_size == AllocatorConfig::unlimited);
+}
+
+TEST_CASE("every key, with whitespace ignored") {
+  const AllocatorConfig c(
+      " max_split_size_mb : 128 , garbage_collection_threshold:0.6,roundup_power2_divisions:[256:1,>:4],"
+      "expandable_segments:False,max_non_split_rounding_mb:64,per_process_memory_fraction:0.5,backend:native");
+  CHECK(c.max_split_size == 128 * MiB);
+  CHECK(c.max_split_size_stat() == static_cast<std::int64_t>(128 * MiB));
+  CHECK(c.garbage_collection_threshold == Approx(0.6));
+  CHECK(c.roundup_power2_divisions[8] == 1);
+  CHECK(c.roundup_power2_divisions[9] == 4);
+  CHECK_FALSE(c.expandable_segments);
+  CHECK(c.max_non_split_rounding_size == 64 * MiB);
+  CHECK(c.per_process_memory_fraction.value() == Approx(0.5));
+  CHECK(AllocatorConfig("expandable_segments:True").expandable_segments);
+  CHECK(AllocatorConfig("roundup_power2_divisions:8").roundup_power2_divisions[15] == 8);
+}
+
+TEST_CASE("bad values and unknown keys are errors that name the key") {
+  CHECK_THROWS_WITH(AllocatorConfig("max_split_size_mb:19"), Contains("max_split_size_mb") && Contains(">= 20"));
+  CHECK_THROWS_WITH(AllocatorConfig("max_split_size_mb:abc"), Contains("max_split_size_mb"));
+  CHECK_THROWS_WITH(AllocatorConfig("max_split_size_mb"), Contains("ended early"));
+  CHECK_THROWS_WITH(AllocatorConfig("garbage_collection_threshold:1.0"), Contains("garbage_collection_threshold"));
+  CHECK_THROWS_WITH(AllocatorConfig("garbage_collection_threshold:0"), Contains("(0.0, 1.0)"));
+  CHECK_THROWS_WITH(AllocatorConfig("roundup_power2_divisions:3"), Contains("power of 2"));
+  CHECK_THROWS_WITH(AllocatorConfig("roundup_power2_divisions:[100:2]"), Contains("powers of 2"));
+  CHECK_THROWS_WITH(AllocatorConfig("roundup_power2_divisions:[256:2"), Contains("']'"));
+  CHECK_THROWS_WITH(AllocatorConfig("expandable_segments:yes"), Contains("'True' or 'False'"));
+  CHECK_THROWS_WITH(AllocatorConfig("max_split_sise_mb:100"), Contains("'max_split_sise_mb'") && Contains("not an allocator option"));
+  CHECK_THROWS_WITH(AllocatorConfig("backend:cudaMallocAsync"), Contains("backend"));
+  CHECK_THROWS_WITH(AllocatorConfig("pinned_use_cuda_host_register:True"), Contains("does not implement"));
+  CHECK_THROWS_WITH(AllocatorConfig("max_split_size_mb:100;expandable_segments:True"), Contains("max_split_size_mb"));
+  CHECK_THROWS_AS(AllocatorConfig("per_process_memory_fraction:2"), ConfigError);
+  CHECK_THROWS_AS(AllocatorConfig("max_split_size_mb:100 expandable_segments"), ConfigError);
+}
+
+TEST_CASE("config errors are std::invalid_argument") {
+  CHECK_THROWS_AS(AllocatorConfig("nope:1"), std::invalid_argument);
+}
+
+TEST_CASE("GPUMEMPROF_ALLOC_CONF is read by from_env and its errors say so") {
+  ::setenv("GPUMEMPROF_ALLOC_CONF", "max_split_size_mb:64", 1);
+  CHECK(AllocatorConfig::from_env().max_split_size == 64 * MiB);
+  ::setenv("GPUMEMPROF_ALLOC_CONF", "max_split_size_mb:1", 1);
+  CHECK_THROWS_WITH(AllocatorConfig::from_env(), Contains("GPUMEMPROF_ALLOC_CONF"));
+  ::unsetenv("GPUMEMPROF_ALLOC_CONF");
+  CHECK(AllocatorConfig::from_env().max_split_size == AllocatorConfig::unlimited);
+}
+
+TEST_CASE("per_process_memory_fraction in the config caps the allocator") {
+  SimAlloc s("per_process_memory_fraction:0.25", 100 * MiB);
+  CHECK_THROWS_AS(s.a.allocate(30 * MiB), gmp::OutOfMemoryError);
+  void* p = s.a.allocate(24 * MiB);
+  s.a.deallocate(p);
+  s.a.validate();
+}

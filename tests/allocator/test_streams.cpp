@@ -1,0 +1,120 @@
+// Cross-stream safety: a block used on another stream waits for that stream's events.
+#include "catch.hpp"
+#include "sim_allocator.hpp"
+
+TEST_CASE("record_stream: the block is not reused before the other stream's work completes") {
+  SimAlloc s;
+  const gmp::Stream s0(0), s1(1);
+  void* p = s.a.allocate(4096, s0);
+  s.a.record_stream(p, s1);
+  s.a.deallocate(p);
+  s.a.validate();
+  auto st = s.stats();
+  CHECK(st.allocation.all().current == 0);   // the client gave it up...
+  CHECK(st.active.all().current == 1);       // ...but it is still active, pending free
+  CHECK(st.active_bytes.all().current == 4096);
+  CHECK(s.sim().pending_events() == 1);
+
+  void* q = s.a.allocate(4096, s0);  // the event is pending: p's block is not handed out
+  CHECK(q != p);
+  s.a.validate();
+
+  s.sim().complete_events(s1);       // s1's work finished
+  void* r = s.a.allocate(4096, s0);  // the next allocation processes events and frees p's block
+  s.a.validate();
+  CHECK(r == p);
+  CHECK(s.sim().pending_events() == 0);
+  s.a.deallocate(q);
+  s.a.deallocate(r);
+  s.a.validate();
+  st = s.stats();
+  CHECK(st.active.all().current == 0);
+}
+
+TEST_CASE("record_stream on the block's own stream is a no-op; duplicates record one event") {
+  SimAlloc s;
+  const gmp::Stream s1(1), s2(2);
+  void* p = s.a.allocate(4096, s1);
+  s.a.record_stream(p, s1);
+  s.a.deallocate(p);
+  CHECK(s.sim().counters().events_recorded == 0);
+  CHECK(s.a.allocate(4096, s1) == p);
+  s.a.record_stream(p, s2);
+  s.a.record_stream(p, s2);
+  s.a.deallocate(p);
+  CHECK(s.sim().counters().events_recorded == 1);
+  s.a.validate();
+}
+
+TEST_CASE("a block used on two other streams waits for both") {
+  SimAlloc s;
+  const gmp::Stream s0(0), s1(1), s2(2);
+  void* p = s.a.allocate(4096, s0);
+  s.a.record_stream(p, s1);
+  s.a.record_stream(p, s2);
+  s.a.deallocate(p);
+  s.sim().complete_events(s1);
+  void* q = s.a.allocate(4096, s0);
+  CHECK(q != p);  // s2 still running
+  s.sim().complete_events(s2);
+  void* r = s.a.allocate(4096, s0);
+  CHECK(r == p);
+  s.a.deallocate(q);
+  s.a.deallocate(r);
+  s.a.validate();
+}
+
+TEST_CASE("events are polled in order per stream: a later complete event waits behind an earlier one") {
+  SimAlloc s;
+  const gmp::Stream s0(0), s1(1);
+  void* a = s.a.allocate(4096, s0);
+  void* b = s.a.allocate(8192, s0);
+  s.a.record_stream(a, s1);
+  s.a.deallocate(a);  // event e1 on s1
+  s.a.record_stream(b, s1);
+  s.a.deallocate(b);  // event e2 on s1
+  CHECK(s.sim().pending_events() == 2);
+  s.sim().complete_all_events();
+  void* c = s.a.allocate(512, s0);  // both processed; a and b merge back into the segment
+  s.a.validate();
+  CHECK(s.stats().active.all().current == 1);
+  s.a.deallocate(c);
+  s.a.validate();
+}
+
+TEST_CASE("empty_cache synchronizes pending events, frees the blocks and releases whole segments") {
+  SimAlloc s;
+  const gmp::Stream s0(0), s1(1);
+  void* p = s.a.allocate(30 * MiB, s0);
+  s.a.record_stream(p, s1);
+  s.a.deallocate(p);
+  CHECK(s.stats().reserved_bytes.all().current == static_cast<std::int64_t>(30 * MiB));
+  s.a.empty_cache();
+  s.a.validate();
+  const auto st = s.stats();
+  CHECK(st.reserved_bytes.all().current == 0);
+  CHECK(st.active.all().current == 0);
+  CHECK(st.num_sync_all_streams == 1);
+  CHECK(s.sim().counters().event_synchronizations == 1);
+}
+
+TEST_CASE("pending-free neighbours do not merge until their events complete") {
+  SimAlloc s;
+  const gmp::Stream s0(0), s1(1);
+  void* a = s.a.allocate(1024, s0);
+  void* b = s.a.allocate(1024, s0);
+  void* c = s.a.allocate(1024, s0);
+  s.a.record_stream(b, s1);
+  s.a.deallocate(b);  // pending
+  s.a.deallocate(a);  // free, but its neighbour b is pending: no merge
+  s.a.validate();
+  CHECK(s.stats().inactive_split.all().current == 2);  // a, and the tail after c
+  s.sim().complete_events(s1);
+  s.a.deallocate(c);
+  void* d = s.a.allocate(512, s0);  // processes b's event: a, b, c and the tail merge
+  s.a.validate();
+  CHECK(d == a);
+  s.a.deallocate(d);
+  s.a.validate();
+  CHECK(s.stats().inactive_split.all().current == 0);
+}

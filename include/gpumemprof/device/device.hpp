@@ -81,7 +81,7 @@ class Device {
     }
     throw DeviceError("unknown device \"" + text +
                       "\": write \"cuda:N\", \"sim:N\", \"host\" or a CUDA device number; available: " +
-                      available_list());
+                      available_list() + (cuda_device_count() == 0 ? " (" + cuda_unavailable_reason() + ")" : ""));
   }
 
   /// Every device that can be used now, e.g. "cuda:0, sim:0 ... sim:7, host".
@@ -90,7 +90,6 @@ class Device {
     const int n = cuda_device_count();
     for (int i = 0; i < n; ++i) out += "cuda:" + std::to_string(i) + ", ";
     out += "sim:0 ... sim:" + std::to_string(simulated_device_count - 1) + ", host";
-    if (n == 0) out += " (" + cuda_unavailable_reason() + ")";
     return out;
   }
 

@@ -1,0 +1,133 @@
+// `gpumemprof replay TRACE`: replays a recorded PyTorch request stream through our allocator on
+// a simulated or real device and reports what it held and how fast it answered.
+#pragma once
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cli_args.hpp"
+#include "gpumemprof/allocator/caching_allocator.hpp"
+#include "gpumemprof/allocator/default_allocator.hpp"
+#include "gpumemprof/device/any_backend.hpp"
+#include "replay.hpp"
+#include "trace.hpp"
+
+namespace gpumemprof::tools {
+
+inline const char* replay_usage() {
+  return "usage: gpumemprof replay TRACE [--device sim:0|cuda:0] [--config \"<ALLOC_CONF>\"]\n"
+         "                        [--snapshot OUT.pickle] [--repeat N] [--json]\n"
+         "  Replays a trace (../shared/traces format, gzip or text) through the caching allocator.\n"
+         "  Peaks come from the first (cold) replay; ns_per_pair is the best of N warm replays\n"
+         "  (default 3) on the same allocator, like PyTorch's anchor figures.\n";
+}
+
+struct ReplayReport {
+  std::string trace;
+  std::string device;
+  ReplayResult result;
+  double best_ns_per_pair = 0;
+};
+
+/// Cold replay (peaks), then `repeat` warm replays (timing) on one allocator.
+inline ReplayReport run_replay(const Trace& t, const Device& device, const AllocatorConfig& config, int repeat,
+                               bool progress) {
+  DeviceAllocator alloc(AnyBackend::for_device(device), config);
+  ReplayReport rep;
+  rep.trace = t.path;
+  rep.device = device.str();
+  std::vector<void*> live;
+  auto say = [&](int run) {
+    if (progress) std::fprintf(stderr, "\rreplaying %zu allocations: run %d of %d ", t.allocs, run, repeat + 1);
+  };
+  say(1);
+  rep.result = replay(t, alloc, &live);
+  for (void* p : live) alloc.deallocate(p);
+  rep.best_ns_per_pair = rep.result.ns_per_pair;
+  for (int i = 0; i < repeat; ++i) {
+    say(i + 2);
+    const ReplayResult warm = replay(t, alloc, &live);
+    for (void* p : live) alloc.deallocate(p);
+    if (i == 0 || warm.ns_per_pair < rep.best_ns_per_pair) rep.best_ns_per_pair = warm.ns_per_pair;
+  }
+  if (progress) std::fprintf(stderr, "\r%60s\r", "");
+  alloc.validate();
+  return rep;
+}
+
+inline std::string json_quote(const std::string& s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+inline void print_replay(const ReplayReport& rep, bool json) {
+  const ReplayResult& r = rep.result;
+  if (json) {
+    std::printf(
+        "{\"trace\": %s, \"device\": %s, \"allocs\": %zu, \"frees\": %zu, \"peak_requested_bytes\": %llu, "
+        "\"peak_allocated_bytes\": %lld, \"peak_reserved_bytes\": %lld, \"num_device_alloc\": %lld, "
+        "\"ns_per_pair\": %.1f}\n",
+        json_quote(rep.trace).c_str(), json_quote(rep.device).c_str(), r.allocs, r.frees,
+        static_cast<unsigned long long>(r.peak_requested_bytes), static_cast<long long>(r.peak_allocated_bytes),
+        static_cast<long long>(r.peak_reserved_bytes), static_cast<long long>(r.num_device_alloc),
+        rep.best_ns_per_pair);
+    return;
+  }
+  const double req = static_cast<double>(r.peak_requested_bytes);
+  auto mib = [](double b) { return b / 1048576.0; };
+  std::printf("replay of %s on %s\n", rep.trace.c_str(), rep.device.c_str());
+  std::printf("  allocs                %12zu\n", r.allocs);
+  std::printf("  frees                 %12zu\n", r.frees);
+  std::printf("  peak_requested_bytes  %12llu  (%.1f MiB: the live-bytes limit)\n",
+              static_cast<unsigned long long>(r.peak_requested_bytes), mib(req));
+  std::printf("  peak_allocated_bytes  %12lld  (%.1f MiB, %.3fx requested)\n",
+              static_cast<long long>(r.peak_allocated_bytes), mib(static_cast<double>(r.peak_allocated_bytes)),
+              req > 0 ? static_cast<double>(r.peak_allocated_bytes) / req : 0.0);
+  std::printf("  peak_reserved_bytes   %12lld  (%.1f MiB, %.3fx requested)\n",
+              static_cast<long long>(r.peak_reserved_bytes), mib(static_cast<double>(r.peak_reserved_bytes)),
+              req > 0 ? static_cast<double>(r.peak_reserved_bytes) / req : 0.0);
+  std::printf("  num_device_alloc      %12lld\n", static_cast<long long>(r.num_device_alloc));
+  std::printf("  ns_per_pair           %12.1f  (best warm replay)\n", rep.best_ns_per_pair);
+}
+
+inline int cmd_replay(int argc, char** argv) {
+  const Args args(argc, argv, 2, {"--json", "--help"}, {"--device", "--config", "--snapshot", "--repeat"});
+  if (args.has("--help")) {
+    std::fputs(replay_usage(), stdout);
+    return 0;
+  }
+  args.expect_positional(1, "one TRACE file");
+  const Device device(args.get("--device", "sim:0"));
+  const AllocatorConfig config = args.has("--config") ? AllocatorConfig(args.get("--config")) : AllocatorConfig{};
+  int repeat = 3;
+  try {
+    repeat = std::stoi(args.get("--repeat", "3"));
+  } catch (const std::exception&) {
+    repeat = -1;
+  }
+  if (repeat < 0 || repeat > 1000) throw UsageError("--repeat takes a number from 0 to 1000");
+  if (args.has("--snapshot")) {
+    throw UsageError("--snapshot needs allocation history, which this build of gpumemprof does not have yet");
+  }
+  const Trace t = load_trace(args.positional()[0]);
+  const ReplayReport rep = run_replay(t, device, config, repeat, ::isatty(2) != 0 && !args.has("--json"));
+  print_replay(rep, args.has("--json"));
+  return 0;
+}
+
+}  // namespace gpumemprof::tools

@@ -18,8 +18,10 @@ CachingAllocator<Backend>::CachingAllocator(Backend backend, AllocatorConfig con
     : backend_(std::move(backend)), cfg_(std::move(config)) {
   small_.small = true;
   small_.stat_pool = StatPool::small_pool;
+  small_.exact_limit = kSmallBuffer;  // small blocks never exceed their 2 MiB segment
   large_.small = false;
   large_.stat_pool = StatPool::large_pool;
+  large_.exact_limit = std::size_t{256} << 20;  // larger free blocks are few: one tree holds them
   for (std::size_t d : cfg_.roundup_power2_divisions) has_roundup_ = has_roundup_ || d > 1;
   stats_.max_split_size = cfg_.max_split_size_stat();
   if (cfg_.expandable_segments) {
@@ -268,7 +270,7 @@ bool CachingAllocator<Backend>::release_available_cached_blocks(Pool& pool, Stre
   // No single block is large enough: release oversize blocks, largest first.
   std::size_t released = 0;
   for (Block* cur = tree->last(); cur != nullptr && released < key && cur->size >= max_split;) {
-    Block* smaller = Tree::prev(cur);
+    Block* smaller = tree->prev(cur);
     if (!cur->is_split()) {
       released += cur->size;
       release_segment(cur);
@@ -289,7 +291,7 @@ template <DeviceBackend Backend>
 void CachingAllocator<Backend>::release_pool(Pool& pool) {
   std::vector<Block*> whole;
   for (auto& [stream, tree] : pool.trees) {
-    for (Block* b = tree.first(); b != nullptr; b = Tree::next(b)) {
+    for (Block* b = tree.first(); b != nullptr; b = tree.next(b)) {
       if (!b->is_split()) whole.push_back(b);
     }
   }
@@ -306,7 +308,7 @@ void CachingAllocator<Backend>::garbage_collect_cached_blocks() {
   const std::size_t target = total_reserved_ - threshold;
   std::vector<Block*> candidates;
   for (auto& [stream, tree] : large_.trees) {
-    for (Block* b = tree.first(); b != nullptr; b = Tree::next(b)) {
+    for (Block* b = tree.first(); b != nullptr; b = tree.next(b)) {
       if (!b->is_split()) candidates.push_back(b);
     }
   }
@@ -541,7 +543,7 @@ void CachingAllocator<Backend>::validate_locked() const {
     for (const auto& [stream, tree] : pool->trees) {
       tree.check();
       tree_nodes += tree.size();
-      for (const Block* b = tree.first(); b != nullptr; b = Tree::next(const_cast<Block*>(b))) {
+      for (const Block* b = tree.first(); b != nullptr; b = tree.next(const_cast<Block*>(b))) {
         if (!b->is_free() || b->segment->stream != stream || b->small_pool != pool->small) {
           fail("a tree holds a block that is not free, or of another stream/pool");
         }

@@ -27,7 +27,7 @@
 #include "gpumemprof/allocator/allocator_config.hpp"
 #include "gpumemprof/allocator/block.hpp"
 #include "gpumemprof/allocator/format_size.hpp"
-#include "gpumemprof/allocator/free_tree.hpp"
+#include "gpumemprof/allocator/free_index.hpp"
 #include "gpumemprof/allocator/introspection.hpp"
 #include "gpumemprof/allocator/memory_stats.hpp"
 #include "gpumemprof/allocator/peak_windows.hpp"
@@ -135,11 +135,12 @@ class CachingAllocator {
  private:
   using Block = detail::Block;
   using Segment = detail::Segment;
-  using Tree = detail::FreeTree<Block>;
+  using Tree = detail::FreeIndex<Block>;
 
   struct Pool {
     bool small = false;
     StatPool stat_pool = StatPool::large_pool;
+    std::size_t exact_limit = 0;                 // FreeIndex bins cover sizes up to this
     std::vector<std::pair<Stream, Tree>> trees;  // one per stream; few streams, so a vector
     std::uint64_t free_lookups = 0;              // PyTorch's get_free_blocks_call_count (GC ages)
 
@@ -151,7 +152,7 @@ class CachingAllocator {
     }
     Tree& at(Stream s) {
       if (Tree* t = find(s)) return *t;
-      trees.emplace_back(s, Tree{});
+      trees.emplace_back(s, Tree(exact_limit));
       return trees.back().second;
     }
   };
@@ -369,7 +370,7 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::hand_out(
 template <DeviceBackend Backend>
 void CachingAllocator<Backend>::insert_free(Pool& pool, Block* b) {
   b->gc_base = pool.free_lookups;
-  pool.at(b->segment->stream).insert(b);
+  pool.at(b->stream).insert(b);
 }
 
 template <DeviceBackend Backend>
@@ -408,7 +409,7 @@ void CachingAllocator<Backend>::free_block(Block* b) {
 template <DeviceBackend Backend>
 std::size_t CachingAllocator<Backend>::try_merge(Block* dst, Block* src, Pool& pool) {
   if (src == nullptr || !src->is_free() || src->mapped != dst->mapped) return 0;
-  pool.find(src->segment->stream)->erase(src);
+  pool.find(src->stream)->erase(src);
   if (dst->prev == src) {  // [src dst]
     dst->addr = src->addr;
     dst->prev = src->prev;

@@ -1,0 +1,73 @@
+// Allocator hot-path benchmarks on the simulated device (host time only; no GPU needed).
+// Compare ratios within one run: CPU timings on shared machines are noisy.
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gpumemprof/allocator/caching_allocator.hpp"
+#include "gpumemprof/device/simulated.hpp"
+#include "replay.hpp"
+
+namespace gmp = gpumemprof;
+using SimAllocator = gmp::CachingAllocator<gmp::SimulatedBackend>;
+
+namespace {
+std::string data_path(const std::string& name) {
+  const char* src = std::getenv("GPUMEMPROF_SOURCE_DIR");
+  return std::string(src != nullptr ? src : ".") + "/tests/data/" + name;
+}
+
+void BM_FixedPair(benchmark::State& state) {
+  SimAllocator a(gmp::SimulatedBackend{}, gmp::AllocatorConfig{});
+  const auto size = static_cast<std::size_t>(state.range(0));
+  a.deallocate(a.allocate(size));
+  for (auto _ : state) {
+    void* p = a.allocate(size);
+    benchmark::DoNotOptimize(p);
+    a.deallocate(p);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_FixedPair)->Arg(512)->Arg(1 << 20)->Arg(64 << 20);
+
+// Warm replays of a recorded PyTorch trace; reports ns per allocate+free pair.
+void BM_ReplayWarm(benchmark::State& state, const std::string& trace) {
+  const auto t = gmp::tools::load_trace(data_path(trace));
+  SimAllocator a(gmp::SimulatedBackend{}, gmp::AllocatorConfig{});
+  std::vector<void*> live;
+  auto once = [&] {
+    gmp::tools::replay(t, a, &live);
+    for (void* p : live) a.deallocate(p);
+  };
+  once();  // cold run fills the cache
+  for (auto _ : state) once();
+  // Seconds per pair, printed with an SI prefix (e.g. "85.3n").
+  state.counters["time_per_pair"] = benchmark::Counter(
+      static_cast<double>(state.iterations() * t.allocs), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK_CAPTURE(BM_ReplayWarm, resnet50_train, std::string("resnet50_train.trace.gz"))->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_ReplayWarm, gpt2_train, std::string("gpt2_train.trace.gz"))->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_ReplayWarm, gpt2_generate, std::string("gpt2_generate.trace.gz"))->Unit(benchmark::kMillisecond);
+
+// Several threads on one allocator: the cost of the shared lock under contention.
+void BM_ThreadedPairs(benchmark::State& state) {
+  static SimAllocator* shared = nullptr;
+  if (state.thread_index() == 0) shared = new SimAllocator(gmp::SimulatedBackend{}, gmp::AllocatorConfig{});
+  for (auto _ : state) {
+    void* p = shared->allocate(4096);
+    benchmark::DoNotOptimize(p);
+    shared->deallocate(p);
+  }
+  state.SetItemsProcessed(state.iterations());
+  if (state.thread_index() == 0) {
+    delete shared;
+    shared = nullptr;
+  }
+}
+BENCHMARK(BM_ThreadedPairs)->Threads(1)->Threads(2)->UseRealTime();
+}  // namespace
+
+BENCHMARK_MAIN();

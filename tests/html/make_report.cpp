@@ -1,0 +1,91 @@
+// Writes an HTML report of a synthetic snapshot (or of a snapshot file) for the browser check.
+//   html_make_report OUT.html [--events N] [--no-trace] [--no-frames] [--two-devices] [--title TEXT]
+//   html_make_report OUT.html --snapshot FILE.pickle     (when the snapshot reader is built in)
+// Prints one line: bytes written, entries, seconds spent rendering.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <string>
+
+#include "gpumemprof/export/html_report.hpp"
+#include "synthetic_snapshot.hpp"
+
+#if __has_include("gpumemprof/export/snapshot_reader.hpp")
+#include "gpumemprof/export/snapshot_reader.hpp"
+#define HTML_TEST_HAS_READER 1
+#else
+#define HTML_TEST_HAS_READER 0
+#endif
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(
+        stderr,
+        "usage: %s OUT.html [--events N] [--no-trace] [--no-frames] [--two-devices] [--title TEXT] [--snapshot FILE]\n",
+        argv[0]);
+    return 2;
+  }
+  const std::string out = argv[1];
+  html_test::SyntheticOptions opt;
+  gpumemprof::HtmlReportOptions ropt;
+  std::string snapshot_path;
+  bool two_devices = false;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--events" && i + 1 < argc)
+      opt.target_events = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--no-trace")
+      opt.with_trace = false;
+    else if (a == "--no-frames")
+      opt.with_frames = false;
+    else if (a == "--two-devices")
+      two_devices = true;
+    else if (a == "--title" && i + 1 < argc)
+      ropt.title = argv[++i];
+    else if (a == "--snapshot" && i + 1 < argc)
+      snapshot_path = argv[++i];
+    else {
+      std::fprintf(stderr, "unknown argument: %s\n", a.c_str());
+      return 2;
+    }
+  }
+  try {
+    gpumemprof::Snapshot snap;
+    if (!snapshot_path.empty()) {
+#if HTML_TEST_HAS_READER
+      snap = gpumemprof::load_snapshot(snapshot_path);
+#else
+      std::fprintf(stderr, "this build has no snapshot reader; cannot read %s\n", snapshot_path.c_str());
+      return 77;
+#endif
+    } else {
+      snap = html_test::make_synthetic_snapshot(opt);
+    }
+    if (two_devices) {  // device 1: another run (other seed, half the length)
+      html_test::SyntheticOptions o1 = opt;
+      o1.seed += 1;
+      o1.target_events /= 2;
+      o1.layers = 12;
+      gpumemprof::Snapshot other = html_test::make_synthetic_snapshot(o1);
+      snap.device_traces.resize(2);
+      snap.device_traces[1] = std::move(other.device_traces[0]);
+      for (auto& seg : other.segments) {
+        seg.device = 1;
+        snap.segments.push_back(std::move(seg));
+      }
+    }
+    std::size_t entries = 0;
+    for (const auto& t : snap.device_traces) entries += t.size();
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::string html = gpumemprof::render_html_report(snap, ropt);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    gpumemprof::write_file_atomically(out, std::string_view(html));
+    std::printf("wrote %s: %zu bytes, %zu trace entries, %zu segments, rendered in %.3f s\n", out.c_str(), html.size(),
+                entries, snap.segments.size(), secs);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,213 @@
+// Layer 5: files written all-or-nothing, and whole files read back.
+//
+// A snapshot or report is written to a temporary file in the target's directory, flushed
+// and fsync'ed, then renamed over the target: readers see the old file or the complete new
+// one, never a torn mix, and a failure (full disk, no permission, an exception while
+// producing the content) leaves the old file untouched and no temporary behind.
+// POSIX only (open/fsync/rename), like the rest of the toolkit.
+#pragma once
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstddef>
+#include <exception>
+#include <memory>
+#include <ostream>
+#include <streambuf>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+#include "gpumemprof/config.hpp"
+#include "gpumemprof/error.hpp"
+
+GPUMEMPROF_NAMESPACE_BEGIN
+namespace detail {
+
+/// The system's text for errno value err (thread-safe, unlike strerror).
+[[nodiscard]] inline std::string errno_text(int err) { return std::generic_category().message(err); }
+
+/// A std::streambuf over a file descriptor that remembers the first write error (errno)
+/// instead of losing it inside std::ostream.
+class FdStreambuf final : public std::streambuf {
+ public:
+  explicit FdStreambuf(int fd) : fd_(fd), buffer_(new char[kSize]) { setp(buffer_.get(), buffer_.get() + kSize); }
+  FdStreambuf(const FdStreambuf&) = delete;
+  FdStreambuf& operator=(const FdStreambuf&) = delete;
+  ~FdStreambuf() override = default;
+
+  /// errno of the first failed write, 0 when none failed.
+  [[nodiscard]] int error() const noexcept { return error_; }
+
+ protected:
+  int_type overflow(int_type ch) override {
+    if (!drain()) return traits_type::eof();
+    if (!traits_type::eq_int_type(ch, traits_type::eof())) {
+      *pptr() = traits_type::to_char_type(ch);
+      pbump(1);
+    }
+    return traits_type::not_eof(ch);
+  }
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    // Large writes skip the buffer.
+    if (n >= static_cast<std::streamsize>(kSize)) {
+      if (!drain() || !write_all(s, static_cast<std::size_t>(n))) return 0;
+      return n;
+    }
+    return std::streambuf::xsputn(s, n);
+  }
+  int sync() override { return drain() ? 0 : -1; }
+
+ private:
+  static constexpr std::size_t kSize = 64 * 1024;
+
+  bool drain() {
+    const auto n = static_cast<std::size_t>(pptr() - pbase());
+    setp(buffer_.get(), buffer_.get() + kSize);
+    return n == 0 || write_all(buffer_.get(), n);
+  }
+  bool write_all(const char* p, std::size_t n) {
+    if (error_ != 0) return false;
+    while (n > 0) {
+      const ::ssize_t w = ::write(fd_, p, n);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        error_ = errno;
+        return false;
+      }
+      p += w;
+      n -= static_cast<std::size_t>(w);
+    }
+    return true;
+  }
+
+  int fd_;
+  std::unique_ptr<char[]> buffer_;
+  int error_ = 0;
+};
+
+[[noreturn]] inline void throw_io(std::string_view verb, const std::string& path, int err, std::string_view step = {}) {
+  std::string msg = "cannot ";
+  msg.append(verb).append(" '").append(path).append("': ").append(errno_text(err));
+  if (!step.empty()) msg.append(" (").append(step).append(")");
+  throw IoError(msg);
+}
+
+/// The directory part of path ("." when there is none).
+[[nodiscard]] inline std::string parent_directory(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+/// Creates a fresh temporary file next to path; returns its descriptor and sets tmp_path.
+inline int create_temporary(const std::string& path, std::string& tmp_path) {
+  static std::atomic<unsigned> counter{0};
+  const auto stamp = static_cast<unsigned long long>(std::chrono::steady_clock::now().time_since_epoch().count());
+  for (int attempt = 0;; ++attempt) {
+    tmp_path = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter.fetch_add(1)) + "-" +
+               std::to_string(stamp % 1000000007ULL);
+    // 0666 lets the umask decide, as for any new file (mkstemp would force 0600).
+    const int fd = ::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd >= 0) return fd;
+    if (errno != EEXIST || attempt >= 100) {
+      const int err = errno;
+      throw_io("write", path, err, "creating a temporary file in '" + parent_directory(path) + "'");
+    }
+  }
+}
+
+}  // namespace detail
+
+/// Writes the file at `path` atomically: `produce(std::ostream&)` writes the content into a
+/// temporary file in the same directory, which is then fsync'ed and renamed over `path`.
+/// Throws IoError (naming the path and the system's reason) when the file cannot be
+/// written; an exception from `produce` propagates unchanged. Either way the old file, if
+/// any, is left intact and the temporary file is removed. An existing file's permission
+/// bits are kept; a symbolic link at `path` is replaced by the new file.
+template <class Produce>
+void write_file_atomically(const std::string& path, Produce&& produce) {
+  std::string tmp;
+  int fd = detail::create_temporary(path, tmp);
+  struct stat old {};
+  if (::stat(path.c_str(), &old) == 0) (void)::fchmod(fd, old.st_mode & 07777);
+
+  const auto abandon = [&] {
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+    ::unlink(tmp.c_str());
+  };
+  try {
+    detail::FdStreambuf sink(fd);
+    {
+      std::ostream os(&sink);
+      try {
+        produce(os);
+      } catch (const IoError&) {
+        // A stream failure surfaces as a generic IoError from the writer; name the cause.
+        if (sink.error() != 0) detail::throw_io("write", path, sink.error());
+        throw;
+      }
+      os.flush();
+    }
+    if (sink.error() != 0) detail::throw_io("write", path, sink.error());
+    if (::fsync(fd) != 0) detail::throw_io("write", path, errno, "fsync");
+    const int closing = fd;
+    fd = -1;
+    if (::close(closing) != 0) detail::throw_io("write", path, errno, "close");
+    if (::rename(tmp.c_str(), path.c_str()) != 0) {
+      const int err = errno;
+      detail::throw_io("write", path, err, "renaming '" + tmp + "' over it");
+    }
+  } catch (...) {
+    abandon();
+    throw;
+  }
+  // Make the rename itself durable; a failure here loses nothing already visible.
+  const int dir = ::open(detail::parent_directory(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    (void)::fsync(dir);
+    ::close(dir);
+  }
+}
+
+/// Writes `contents` to `path` atomically (see the overload above).
+inline void write_file_atomically(const std::string& path, std::string_view contents) {
+  write_file_atomically(
+      path, [&](std::ostream& os) { os.write(contents.data(), static_cast<std::streamsize>(contents.size())); });
+}
+
+/// The whole content of the file at `path`. Throws IoError naming the path and the reason.
+[[nodiscard]] inline std::string read_file(const std::string& path) {
+  constexpr std::size_t kReadChunk = 64 * 1024;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) detail::throw_io("read", path, errno);
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) detail::throw_io("read", path, errno);
+  if (S_ISDIR(st.st_mode)) detail::throw_io("read", path, EISDIR);
+  std::string data;
+  if (S_ISREG(st.st_mode) && st.st_size > 0) data.reserve(static_cast<std::size_t>(st.st_size));
+  const std::unique_ptr<char[]> chunk(new char[kReadChunk]);
+  for (;;) {
+    const ::ssize_t n = ::read(fd, chunk.get(), kReadChunk);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      detail::throw_io("read", path, errno);
+    }
+    if (n == 0) break;
+    data.append(chunk.get(), static_cast<std::size_t>(n));
+  }
+  return data;
+}
+
+GPUMEMPROF_NAMESPACE_END

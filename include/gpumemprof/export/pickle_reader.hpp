@@ -1,0 +1,361 @@
+// Layer 5: a small, safe pickle reader (protocols 2..5) into DataValue.
+//
+// It runs the pickle machine for plain data only -- None, bool, int (64-bit), float, str,
+// bytes, list, tuple, dict with str or int keys -- with every opcode CPython emits for those
+// (memo ops, FRAME, MEMOIZE, LONG1/LONG4, BINUNICODE8, BINBYTES8, ...). Anything that would
+// import or call code (GLOBAL, REDUCE, BUILD, ...) is refused, so reading a foreign file is
+// safe. Every length is checked against the bytes left before anything is allocated, and a
+// memo reference shares instead of copying, so memory stays proportional to the input.
+//
+// Why "sealing": a container becomes immutable once placed inside another. CPython's
+// pickles of acyclic data never modify a container after that, and with the rule no input
+// can build a cycle (which would leak and send readers into endless loops).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "gpumemprof/config.hpp"
+#include "gpumemprof/error.hpp"
+#include "gpumemprof/export/data_value.hpp"
+#include "gpumemprof/export/pickle_opcodes.hpp"
+#include "gpumemprof/export/utf8.hpp"
+
+GPUMEMPROF_NAMESPACE_BEGIN
+
+/// Limits of read_pickle.
+struct PickleReadOptions {
+  /// Deepest nesting of containers accepted (a snapshot needs 7).
+  std::uint32_t max_depth = 256;
+};
+
+namespace detail {
+
+/// The pickle virtual machine, restricted to plain data (see the header comment).
+class PickleMachine {
+ public:
+  PickleMachine(std::string_view data, const PickleReadOptions& options) : d_(data), max_depth_(options.max_depth) {}
+
+  DataValue run() {
+    while (true) {
+      op_at_ = pos_;
+      const std::uint8_t code = u8();
+      switch (code) {
+        case op::PROTO: {
+          const std::uint8_t version = u8();
+          if (version > 5) fail("unsupported pickle protocol " + std::to_string(version));
+          break;
+        }
+        case op::FRAME: {
+          const std::uint64_t n = le(8);
+          if (n > d_.size() - pos_)
+            fail("truncated pickle: a FRAME of " + std::to_string(n) + " bytes runs past the end of the data");
+          break;  // frames only group opcodes; nothing to do
+        }
+        case op::STOP: {
+          if (stack_.size() <= fence()) fail("STOP with an empty stack");
+          return stack_.back();
+        }
+
+        case op::MARK: marks_.push_back(stack_.size()); break;
+        case op::POP: (void)pop(); break;
+        case op::POP_MARK: stack_.resize(pop_mark()); break;
+        case op::DUP: push(DataValue(top())); break;
+
+        case op::NONE: push(DataValue()); break;
+        case op::NEWTRUE: push(DataValue::boolean(true)); break;
+        case op::NEWFALSE: push(DataValue::boolean(false)); break;
+        case op::BININT: push(DataValue::integer(static_cast<std::int32_t>(le(4)))); break;
+        case op::BININT1: push(DataValue::integer(u8())); break;
+        case op::BININT2: push(DataValue::integer(static_cast<std::int64_t>(le(2)))); break;
+        case op::LONG1: push(DataValue::integer(long_int(u8()))); break;
+        case op::LONG4: {
+          const auto n = static_cast<std::int32_t>(le(4));
+          if (n < 0) fail("LONG4 with a negative length");
+          push(DataValue::integer(long_int(static_cast<std::size_t>(n))));
+          break;
+        }
+        case op::BINFLOAT: {
+          const std::uint64_t bits = be8();
+          double v = 0;
+          std::memcpy(&v, &bits, sizeof v);
+          push(DataValue::floating(v));
+          break;
+        }
+
+        case op::SHORT_BINUNICODE: push(DataValue::string(text(u8()))); break;
+        case op::BINUNICODE: push(DataValue::string(text(le(4)))); break;
+        case op::BINUNICODE8: push(DataValue::string(text(le(8)))); break;
+        // Python 2's str at protocols 1..2; Python 3 reads it as str (ASCII by default).
+        case op::SHORT_BINSTRING: push(DataValue::string(text(u8()))); break;
+        case op::BINSTRING: {
+          const auto n = static_cast<std::int32_t>(le(4));
+          if (n < 0) fail("BINSTRING with a negative length");
+          push(DataValue::string(text(static_cast<std::uint64_t>(n))));
+          break;
+        }
+        case op::SHORT_BINBYTES: push(DataValue::bytes(std::string(take(u8())))); break;
+        case op::BINBYTES: push(DataValue::bytes(std::string(take(le(4))))); break;
+        case op::BINBYTES8:
+        case op::BYTEARRAY8: push(DataValue::bytes(std::string(take(le(8))))); break;
+
+        case op::EMPTY_LIST: push(DataValue::list()); break;
+        case op::EMPTY_DICT: push(DataValue::dict()); break;
+        case op::EMPTY_TUPLE: push(DataValue::tuple()); break;
+        case op::LIST: {
+          const std::size_t mark = pop_mark();
+          DataValue list = DataValue::list();
+          for (std::size_t i = mark; i < stack_.size(); ++i) append(list, std::move(stack_[i]));
+          stack_.resize(mark);
+          push(std::move(list));
+          break;
+        }
+        case op::TUPLE: make_tuple(pop_mark()); break;
+        case op::TUPLE1: make_tuple(items_above(1)); break;
+        case op::TUPLE2: make_tuple(items_above(2)); break;
+        case op::TUPLE3: make_tuple(items_above(3)); break;
+        case op::DICT: {
+          const std::size_t mark = pop_mark();
+          DataValue dict = DataValue::dict();
+          set_items(dict, mark);
+          push(std::move(dict));
+          break;
+        }
+        case op::APPEND: {
+          DataValue v = pop();
+          append(top(), std::move(v));
+          break;
+        }
+        case op::APPENDS: {
+          const std::size_t mark = pop_mark();
+          DataValue& list = below(mark);
+          if (list.is(DataValue::Kind::list)) grow(std::get<DataValue::SeqPtr>(list.v_)->items, stack_.size() - mark);
+          for (std::size_t i = mark; i < stack_.size(); ++i) append(list, std::move(stack_[i]));
+          stack_.resize(mark);
+          break;
+        }
+        case op::SETITEM: {
+          DataValue v = pop();
+          DataValue k = pop();
+          set_item(top(), std::move(k), std::move(v));
+          break;
+        }
+        case op::SETITEMS: {
+          const std::size_t mark = pop_mark();
+          set_items(below(mark), mark);
+          break;
+        }
+
+        case op::BINPUT: put(u8()); break;
+        case op::LONG_BINPUT: put(le(4)); break;
+        case op::MEMOIZE: put(memo_.size() + sparse_.size()); break;
+        case op::BINGET: get(u8()); break;
+        case op::LONG_BINGET: get(le(4)); break;
+
+        default: {
+          if (const char* name = PickleOp::name(code)) {
+            fail(std::string("unsupported opcode ") + name + " (" + hex(code) +
+                 "): only None, bool, int, float, str, bytes, list, tuple and dict are read");
+          }
+          fail("invalid opcode " + hex(code));
+        }
+      }
+    }
+  }
+
+ private:
+  using op = PickleOp;
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw FormatError("pickle: " + what + " at byte " + std::to_string(op_at_));
+  }
+  static std::string hex(std::uint8_t b) {
+    static constexpr char kHex[] = "0123456789abcdef";
+    return std::string("0x") + kHex[b >> 4] + kHex[b & 0xF];
+  }
+
+  // ---- input ----
+  std::string_view take(std::uint64_t n) {
+    if (n > d_.size() - pos_) {
+      const char* name = PickleOp::name(static_cast<std::uint8_t>(d_[op_at_]));
+      fail(std::string("truncated data in ") + (name ? name : "opcode") + " (needs " + std::to_string(n) + " bytes, " +
+           std::to_string(d_.size() - pos_) + " left)");
+    }
+    const std::string_view s = d_.substr(pos_, static_cast<std::size_t>(n));
+    pos_ += static_cast<std::size_t>(n);
+    return s;
+  }
+  std::uint8_t u8() {
+    if (pos_ >= d_.size()) {
+      if (op_at_ == pos_) fail("truncated pickle: no STOP opcode before the end of the data");
+      (void)take(1);
+    }
+    return static_cast<std::uint8_t>(d_[pos_++]);
+  }
+  std::uint64_t le(std::size_t n) {
+    const std::string_view s = take(n);
+    std::uint64_t v = 0;
+    for (std::size_t k = 0; k < n; ++k) v |= static_cast<std::uint64_t>(static_cast<std::uint8_t>(s[k])) << (8 * k);
+    return v;
+  }
+  std::uint64_t be8() {
+    const std::string_view s = take(8);
+    std::uint64_t v = 0;
+    for (std::size_t k = 0; k < 8; ++k) v = (v << 8) | static_cast<std::uint8_t>(s[k]);
+    return v;
+  }
+  std::string text(std::uint64_t n) {
+    const std::string_view s = take(n);
+    if (!is_valid_utf8(s, /*allow_surrogates=*/true)) fail("a string that is not valid UTF-8");
+    return std::string(s);
+  }
+  // A little-endian two's-complement integer of n bytes that must fit in 64 bits.
+  std::int64_t long_int(std::size_t n) {
+    const std::string_view s = take(n);
+    if (n == 0) return 0;
+    const bool negative = (static_cast<std::uint8_t>(s[n - 1]) & 0x80U) != 0;
+    for (std::size_t k = 8; k < n; ++k) {
+      if (static_cast<std::uint8_t>(s[k]) != (negative ? 0xFFU : 0x00U))
+        fail("an integer that does not fit in 64 bits");
+    }
+    std::uint64_t v = negative ? ~std::uint64_t{0} : 0;
+    for (std::size_t k = 0; k < n && k < 8; ++k) {
+      v &= ~(std::uint64_t{0xFF} << (8 * k));
+      v |= static_cast<std::uint64_t>(static_cast<std::uint8_t>(s[k])) << (8 * k);
+    }
+    const auto result = static_cast<std::int64_t>(v);
+    if (n >= 8 && (result < 0) != negative) fail("an integer that does not fit in 64 bits");
+    return result;
+  }
+
+  // ---- stack ----
+  std::size_t fence() const noexcept { return marks_.empty() ? 0 : marks_.back(); }
+  void push(DataValue v) { stack_.push_back(std::move(v)); }
+  DataValue pop() {
+    if (stack_.size() <= fence()) fail("stack underflow");
+    DataValue v = std::move(stack_.back());
+    stack_.pop_back();
+    return v;
+  }
+  DataValue& top() {
+    if (stack_.size() <= fence()) fail("stack underflow");
+    return stack_.back();
+  }
+  std::size_t pop_mark() {
+    if (marks_.empty()) fail("no MARK to pop");
+    const std::size_t mark = marks_.back();
+    marks_.pop_back();
+    return mark;
+  }
+  // The object below a MARK (the list or dict that APPENDS/SETITEMS fill).
+  DataValue& below(std::size_t mark) {
+    if (mark == 0 || mark - 1 < fence()) fail("stack underflow");
+    return stack_[mark - 1];
+  }
+  // Start index of the top n items (all above the current MARK).
+  std::size_t items_above(std::size_t n) {
+    if (stack_.size() < fence() + n) fail("stack underflow");
+    return stack_.size() - n;
+  }
+
+  // ---- containers ----
+  // Room for n more items, keeping geometric growth across batches.
+  template <class Vec>
+  static void grow(Vec& v, std::size_t n) {
+    if (v.capacity() - v.size() < n) v.reserve(std::max(v.size() + n, 2 * v.capacity()));
+  }
+  // Checks and records that child goes inside parent (see "sealing" above).
+  void adopt(DataValue& parent, std::uint32_t& parent_depth, const DataValue& child) {
+    const std::uint32_t d = child.depth();
+    if (d == 0) return;
+    if (child.identity() == parent.identity()) fail("a container that contains itself");
+    if (auto* seq = std::get_if<DataValue::SeqPtr>(&child.v_)) (*seq)->sealed = true;
+    if (auto* map = std::get_if<DataValue::MapPtr>(&child.v_)) (*map)->sealed = true;
+    if (d + 1 > max_depth_) fail("containers nested deeper than " + std::to_string(max_depth_) + " levels");
+    if (d + 1 > parent_depth) parent_depth = d + 1;
+  }
+  void append(DataValue& list, DataValue v) {
+    if (!list.is(DataValue::Kind::list)) fail(std::string("APPEND to a ") + to_string(list.kind()) + ", not a list");
+    DataValue::Seq& seq = *std::get<DataValue::SeqPtr>(list.v_);
+    if (seq.sealed) fail("a list modified after it was placed in another container");
+    adopt(list, seq.depth, v);
+    seq.items.push_back(std::move(v));
+  }
+  void set_item(DataValue& dict, DataValue key, DataValue v) {
+    if (!dict.is(DataValue::Kind::dict)) fail(std::string("SETITEM on a ") + to_string(dict.kind()) + ", not a dict");
+    DataValue::Map& map = *std::get<DataValue::MapPtr>(dict.v_);
+    if (map.sealed) fail("a dict modified after it was placed in another container");
+    if (!key.is(DataValue::Kind::string) && !key.is(DataValue::Kind::integer)) {
+      fail(std::string("a dict key of type ") + to_string(key.kind()) + " (only str and int keys are read)");
+    }
+    adopt(dict, map.depth, v);
+    map.set(std::move(key), std::move(v));
+  }
+  void set_items(DataValue& dict, std::size_t mark) {
+    if ((stack_.size() - mark) % 2 != 0) fail("odd number of items for a dict");
+    if (dict.is(DataValue::Kind::dict)) grow(std::get<DataValue::MapPtr>(dict.v_)->entries, (stack_.size() - mark) / 2);
+    for (std::size_t i = mark; i < stack_.size(); i += 2)
+      set_item(dict, std::move(stack_[i]), std::move(stack_[i + 1]));
+    stack_.resize(mark);
+  }
+  void make_tuple(std::size_t from) {
+    DataValue tuple = DataValue::tuple();
+    DataValue::Seq& seq = *std::get<DataValue::SeqPtr>(tuple.v_);
+    seq.items.reserve(stack_.size() - from);
+    for (std::size_t i = from; i < stack_.size(); ++i) {
+      adopt(tuple, seq.depth, stack_[i]);
+      seq.items.push_back(std::move(stack_[i]));
+    }
+    seq.sealed = true;  // tuples are immutable anyway
+    stack_.resize(from);
+    push(std::move(tuple));
+  }
+
+  // ---- memo ----
+  // Dense indices (what picklers emit) live in a vector; any other index in a map, so a huge
+  // index cannot make the reader allocate a huge vector.
+  void put(std::uint64_t index) {
+    const DataValue& v = top();
+    if (index < memo_.size()) {
+      memo_[index] = v;
+    } else if (index == memo_.size() && sparse_.empty()) {
+      memo_.push_back(v);
+    } else {
+      sparse_[index] = v;
+    }
+  }
+  void get(std::uint64_t index) {
+    if (index < memo_.size()) {
+      push(memo_[index]);
+      return;
+    }
+    const auto it = sparse_.find(index);
+    if (it == sparse_.end()) fail("memo entry " + std::to_string(index) + " was never stored");
+    push(it->second);
+  }
+
+  std::string_view d_;
+  std::uint32_t max_depth_;
+  std::size_t pos_ = 0;
+  std::size_t op_at_ = 0;  // offset of the opcode being run (for messages)
+  std::vector<DataValue> stack_;
+  std::vector<std::size_t> marks_;
+  std::vector<DataValue> memo_;
+  std::unordered_map<std::uint64_t, DataValue> sparse_;
+};
+
+}  // namespace detail
+
+/// Reads a pickle of plain data. Throws FormatError("pickle: <what> at byte <offset>") on an
+/// unsupported opcode, truncated or inconsistent data, or nesting beyond options.max_depth.
+[[nodiscard]] inline DataValue read_pickle(std::string_view data, const PickleReadOptions& options = {}) {
+  return detail::PickleMachine(data, options).run();
+}
+
+GPUMEMPROF_NAMESPACE_END

@@ -1,0 +1,360 @@
+// Layer 5: reading a snapshot file back into a Snapshot -- our pickles and JSON files, and the
+// pickles PyTorch writes (torch.cuda.memory._dump_snapshot).
+//
+// The format is recognised from the content (a pickle starts with PROTO 0x80, JSON with '{'),
+// not from the file name. Missing optional keys take defaults (older PyTorch versions omit
+// some); keys we do not know are ignored. Anything else wrong -- not a snapshot, a corrupt
+// file, a value of the wrong type -- is a FormatError naming the path and the place
+// ("snap.pickle: segments[3].blocks[0].size: expected int, found str").
+// Frames lists that the file shares (pickle memo) or that are equal end up as one Frames.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "gpumemprof/config.hpp"
+#include "gpumemprof/error.hpp"
+#include "gpumemprof/export/atomic_file.hpp"
+#include "gpumemprof/export/data_value.hpp"
+#include "gpumemprof/export/json_reader.hpp"
+#include "gpumemprof/export/pickle_reader.hpp"
+#include "gpumemprof/history/snapshot.hpp"
+
+GPUMEMPROF_NAMESPACE_BEGIN
+namespace detail {
+
+/// A place in the document, built on the stack as the decoder descends; spelled out only
+/// when an error needs it ("device_traces[0][12].size").
+struct Where {
+  const Where* parent = nullptr;
+  std::string_view key;   // a field name, or empty for a list index
+  std::size_t index = 0;  // the list index when key is empty
+
+  [[nodiscard]] Where at(std::string_view k) const noexcept { return Where{this, k, 0}; }
+  [[nodiscard]] Where at(std::size_t i) const noexcept { return Where{this, {}, i}; }
+  [[nodiscard]] std::string str() const {
+    if (parent == nullptr) return std::string(key);  // the document itself
+    std::string head = parent->str();
+    if (!key.empty()) return head.empty() ? std::string(key) : head + "." + std::string(key);
+    return head + "[" + std::to_string(index) + "]";
+  }
+};
+
+/// Converts a DataValue tree in PyTorch's snapshot schema to a Snapshot.
+class SnapshotDecoder {
+ public:
+  explicit SnapshotDecoder(const std::string& name) : name_(name) {}
+
+  Snapshot decode(const DataValue& root) {
+    if (root.is(K::list)) {
+      fail(
+          "a list at the top level, not a snapshot dict (torch.cuda.memory_snapshot() writes that list; "
+          "torch.cuda.memory._snapshot() writes the snapshot with 'segments' and 'device_traces')");
+    }
+    if (!root.is(K::dict)) fail(std::string("a ") + to_string(root.kind()) + " at the top level, not a snapshot dict");
+    const Where top{};
+    Snapshot snap;
+    const DataValue* segments = root.find("segments");
+    if (segments == nullptr) fail("not a memory snapshot: the top-level dict has no 'segments'");
+    const Where ws = top.at("segments");
+    need(*segments, K::list, ws);
+    snap.segments.reserve(segments->size());
+    for (std::size_t i = 0; i < segments->size(); ++i) snap.segments.push_back(segment(segments->items()[i], ws.at(i)));
+
+    if (const DataValue* traces = root.find("device_traces")) {
+      const Where wt = top.at("device_traces");
+      need(*traces, K::list, wt);
+      for (std::size_t d = 0; d < traces->size(); ++d) {
+        const DataValue& trace = traces->items()[d];
+        const Where wd = wt.at(d);
+        need(trace, K::list, wd);
+        std::vector<TraceEntry> entries;
+        entries.reserve(trace.size());
+        for (std::size_t k = 0; k < trace.size(); ++k) entries.push_back(trace_entry(trace.items()[k], wd.at(k)));
+        snap.device_traces.push_back(std::move(entries));
+      }
+    }
+    if (const DataValue* settings = root.find("allocator_settings")) {
+      need(*settings, K::dict, top.at("allocator_settings"));
+      for (const auto& [k, v] : settings->entries()) add_setting(snap, key_text(k), v);
+    }
+    if (const DataValue* notes = root.find("external_annotations")) {
+      const Where wa = top.at("external_annotations");
+      need(*notes, K::list, wa);
+      for (std::size_t i = 0; i < notes->size(); ++i)
+        snap.external_annotations.push_back(annotation(notes->items()[i], wa.at(i)));
+    }
+    return snap;
+  }
+
+ private:
+  using K = DataValue::Kind;
+  static constexpr std::int64_t kMaxDevice = 65535;
+
+  [[noreturn]] void fail(const std::string& what) const { throw FormatError(name_ + ": " + what); }
+  [[noreturn]] void fail(const Where& w, const std::string& what) const { fail(w.str() + ": " + what); }
+  void need(const DataValue& v, K kind, const Where& w) const {
+    if (!v.is(kind)) fail(w, std::string("expected ") + to_string(kind) + ", found " + to_string(v.kind()));
+  }
+  static std::string key_text(const DataValue& k) {
+    return k.is(DataValue::Kind::string) ? k.as_string() : std::to_string(k.as_int());
+  }
+
+  // ---- typed fields (absent -> fallback; present with the wrong type -> FormatError) ----
+  std::int64_t int_field(const DataValue& d, std::string_view key, const Where& w, std::int64_t fallback,
+                         bool required = false) const {
+    const DataValue* v = d.find(key);
+    if (v == nullptr || v->is_none()) {
+      if (required) fail(w, "missing '" + std::string(key) + "'");
+      return fallback;
+    }
+    if (v->is(K::integer)) return v->as_int();
+    if (v->is(K::boolean)) return v->as_bool() ? 1 : 0;
+    fail(w.at(key), std::string("expected int, found ") + to_string(v->kind()));
+  }
+  std::uint64_t size_field(const DataValue& d, std::string_view key, const Where& w, std::uint64_t fallback,
+                           bool required = false) const {
+    if (d.find(key) == nullptr && !required) return fallback;
+    const std::int64_t v = int_field(d, key, w, static_cast<std::int64_t>(fallback), required);
+    if (v < 0) fail(w.at(key), "negative value " + std::to_string(v));
+    return static_cast<std::uint64_t>(v);
+  }
+  std::int64_t time_field(const DataValue& d, const Where& w) const {
+    const DataValue* v = d.find("time_us");
+    if (v != nullptr && v->is(K::floating)) {
+      const double t = v->as_double();
+      // (older writers used floats; a cast of NaN or of a value beyond int64 would be undefined)
+      if (!(t >= -9.2e18 && t <= 9.2e18)) fail(w.at("time_us"), "time out of range");
+      return static_cast<std::int64_t>(t);
+    }
+    return int_field(d, "time_us", w, 0);
+  }
+  int device_field(const DataValue& d, const Where& w) const {
+    const std::int64_t v = int_field(d, "device", w, 0);
+    if (v < 0 || v > kMaxDevice) fail(w.at("device"), "device index " + std::to_string(v) + " out of range");
+    return static_cast<int>(v);
+  }
+  bool bool_field(const DataValue& d, std::string_view key, const Where& w, bool fallback) const {
+    const DataValue* v = d.find(key);
+    if (v == nullptr || v->is_none()) return fallback;
+    if (v->is(K::boolean)) return v->as_bool();
+    if (v->is(K::integer)) return v->as_int() != 0;
+    fail(w.at(key), std::string("expected bool, found ") + to_string(v->kind()));
+  }
+  std::string str_field(const DataValue& d, std::string_view key, const Where& w, std::string_view fallback,
+                        bool required = false) const {
+    const DataValue* v = d.find(key);
+    if (v == nullptr || v->is_none()) {
+      if (required) fail(w, "missing '" + std::string(key) + "'");
+      return std::string(fallback);
+    }
+    if (!v->is(K::string)) fail(w.at(key), std::string("expected str, found ") + to_string(v->kind()));
+    return v->as_string();
+  }
+
+  // ---- schema ----
+  SnapshotSegment segment(const DataValue& d, const Where& w) {
+    need(d, K::dict, w);
+    SnapshotSegment seg;
+    seg.device = device_field(d, w);
+    seg.address = size_field(d, "address", w, 0, true);
+    seg.total_size = size_field(d, "total_size", w, 0, true);
+    seg.stream = size_field(d, "stream", w, 0);
+    const std::string type = str_field(d, "segment_type", w, "large");
+    if (type != "large" && type != "small") fail(w.at("segment_type"), "'" + type + "' is neither 'large' nor 'small'");
+    seg.is_large = type == "large";
+    seg.is_expandable = bool_field(d, "is_expandable", w, false);
+    seg.frames = frames(d.find("frames"), w.at("frames"));
+
+    const DataValue* blocks = d.find("blocks");
+    if (blocks == nullptr) fail(w, "missing 'blocks'");
+    const Where wb = w.at("blocks");
+    need(*blocks, K::list, wb);
+    std::uint64_t addr = seg.address;
+    std::uint64_t allocated = 0;
+    std::uint64_t active = 0;
+    std::uint64_t requested = 0;
+    seg.blocks.reserve(blocks->size());
+    for (std::size_t i = 0; i < blocks->size(); ++i) {
+      SnapshotBlock b = block(blocks->items()[i], wb.at(i), addr);
+      addr = b.address + b.size;
+      if (b.state == BlockState::active_allocated) allocated += b.size;
+      if (b.state != BlockState::inactive) {
+        active += b.size;
+        requested += b.requested_size;
+      }
+      seg.blocks.push_back(std::move(b));
+    }
+    // Older PyTorch versions leave these out; they are sums over the blocks.
+    seg.allocated_size = size_field(d, "allocated_size", w, allocated);
+    seg.active_size = size_field(d, "active_size", w, active);
+    seg.requested_size = size_field(d, "requested_size", w, requested);
+    return seg;
+  }
+
+  SnapshotBlock block(const DataValue& d, const Where& w, std::uint64_t next_address) {
+    need(d, K::dict, w);
+    SnapshotBlock b;
+    b.size = size_field(d, "size", w, 0, true);
+    const std::string state = str_field(d, "state", w, "", true);
+    if (state == "active_allocated") {
+      b.state = BlockState::active_allocated;
+    } else if (state == "active_pending_free") {
+      b.state = BlockState::active_pending_free;
+    } else if (state == "inactive") {
+      b.state = BlockState::inactive;
+    } else {
+      fail(w.at("state"), "unknown block state '" + state + "'");
+    }
+    b.address = size_field(d, "address", w, next_address);
+    b.requested_size = size_field(d, "requested_size", w, b.state == BlockState::inactive ? 0 : b.size);
+    b.frames = frames(d.find("frames"), w.at("frames"));
+    return b;
+  }
+
+  TraceEntry trace_entry(const DataValue& d, const Where& w) {
+    need(d, K::dict, w);
+    TraceEntry e;
+    const std::string action = str_field(d, "action", w, "", true);
+    if (!parse_action(action, e.action)) fail(w.at("action"), "unknown action '" + action + "'");
+    const char* addr_key = e.action == TraceAction::oom && d.find("device_free") != nullptr ? "device_free" : "addr";
+    e.addr = size_field(d, addr_key, w, 0);
+    e.size = size_field(d, "size", w, 0);
+    e.stream = size_field(d, "stream", w, 0);
+    e.time_us = time_field(d, w);
+    e.compile_context = str_field(d, "compile_context", w, "N/A");
+    e.user_metadata = str_field(d, "user_metadata", w, "");
+    e.frames = frames(d.find("frames"), w.at("frames"));
+    return e;
+  }
+
+  static bool parse_action(std::string_view s, TraceAction& out) noexcept {
+    for (auto a : {TraceAction::alloc, TraceAction::free_requested, TraceAction::free_completed,
+                   TraceAction::segment_alloc, TraceAction::segment_free, TraceAction::segment_map,
+                   TraceAction::segment_unmap, TraceAction::snapshot, TraceAction::oom}) {
+      if (s == to_string(a)) {
+        out = a;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  Annotation annotation(const DataValue& d, const Where& w) const {
+    need(d, K::dict, w);
+    Annotation a;
+    a.name = str_field(d, "name", w, "");
+    const std::string stage = str_field(d, "stage", w, "", true);
+    if (stage != "START" && stage != "END") fail(w.at("stage"), "'" + stage + "' is neither 'START' nor 'END'");
+    a.start = stage == "START";
+    a.device = device_field(d, w);
+    a.time_us = time_field(d, w);
+    return a;
+  }
+
+  void add_setting(Snapshot& snap, std::string name, const DataValue& v) const {
+    switch (v.kind()) {
+      case K::boolean: snap.allocator_settings.emplace_back(std::move(name), v.as_bool()); return;
+      case K::integer: snap.allocator_settings.emplace_back(std::move(name), v.as_int()); return;
+      case K::floating: snap.allocator_settings.emplace_back(std::move(name), v.as_double()); return;
+      case K::string: snap.allocator_settings.emplace_back(std::move(name), v.as_string()); return;
+      case K::dict: {
+        std::vector<std::pair<std::string, std::int64_t>> table;
+        for (const auto& [k, x] : v.entries()) {
+          if (!x.is(K::integer)) return;  // not a shape SettingValue holds: skipped
+          table.emplace_back(key_text(k), x.as_int());
+        }
+        snap.allocator_settings.emplace_back(std::move(name), std::move(table));
+        return;
+      }
+      default: return;  // None, lists, ...: settings of later PyTorch versions we cannot hold
+    }
+  }
+
+  // Frames: the same list object (memo) or an equal list becomes one shared Frames.
+  Frames frames(const DataValue* v, const Where& w) {
+    if (v == nullptr || v->is_none()) return nullptr;
+    need(*v, K::list, w);
+    if (v->size() == 0) return nullptr;
+    if (const auto it = by_identity_.find(v->identity()); it != by_identity_.end()) return it->second;
+    std::vector<Frame> stack;
+    stack.reserve(v->size());
+    std::size_t h = v->size();
+    for (std::size_t i = 0; i < v->size(); ++i) {
+      const DataValue& f = v->items()[i];
+      const Where wf = w.at(i);
+      need(f, K::dict, wf);
+      Frame frame;
+      frame.filename = str_field(f, "filename", wf, "");
+      frame.line = int_field(f, "line", wf, 0);
+      frame.name = str_field(f, "name", wf, "");
+      h = h * 1000003U ^ std::hash<std::string>{}(frame.filename) ^ (std::hash<std::string>{}(frame.name) << 1) ^
+          std::hash<std::int64_t>{}(frame.line);
+      stack.push_back(std::move(frame));
+    }
+    Frames shared;
+    auto& bucket = by_content_[h];
+    for (const Frames& known : bucket) {
+      if (*known == stack) {
+        shared = known;
+        break;
+      }
+    }
+    if (!shared) {
+      shared = std::make_shared<const std::vector<Frame>>(std::move(stack));
+      bucket.push_back(shared);
+    }
+    by_identity_.emplace(v->identity(), shared);
+    return shared;
+  }
+
+  std::string name_;
+  std::unordered_map<const void*, Frames> by_identity_;
+  std::unordered_map<std::size_t, std::vector<Frames>> by_content_;
+};
+
+}  // namespace detail
+
+/// Converts a value tree in PyTorch's snapshot schema (what read_pickle/parse_json return) to
+/// a Snapshot; `name` (a path) starts every error message.
+[[nodiscard]] inline Snapshot snapshot_from_value(const DataValue& root, const std::string& name = "snapshot") {
+  return detail::SnapshotDecoder(name).decode(root);
+}
+
+/// Parses snapshot bytes already in memory: a pickle or JSON, recognised from the content.
+/// Throws FormatError starting with `name` when they are not a readable snapshot.
+[[nodiscard]] inline Snapshot parse_snapshot(std::string_view bytes, const std::string& name = "snapshot") {
+  DataValue root;
+  std::size_t first = 0;
+  while (first < bytes.size() &&
+         (bytes[first] == ' ' || bytes[first] == '\n' || bytes[first] == '\r' || bytes[first] == '\t')) {
+    ++first;
+  }
+  try {
+    if (!bytes.empty() && static_cast<unsigned char>(bytes[0]) == 0x80) {
+      root = read_pickle(bytes);
+    } else if (first < bytes.size() && (bytes[first] == '{' || bytes[first] == '[')) {
+      root = parse_json(bytes);
+    } else if (bytes.empty()) {
+      throw FormatError("the file is empty");
+    } else {
+      throw FormatError("not a snapshot: neither a pickle (first byte 0x80) nor JSON (first character '{')");
+    }
+  } catch (const FormatError& e) {
+    throw FormatError(name + ": " + e.what());
+  }
+  return snapshot_from_value(root, name);
+}
+
+/// Reads the snapshot file at `path` (our pickle or JSON, or PyTorch's pickle). Throws IoError
+/// when the file cannot be read and FormatError (naming the path and the problem) when it
+/// is not a readable snapshot.
+[[nodiscard]] inline Snapshot load_snapshot(const std::string& path) { return parse_snapshot(read_file(path), path); }
+
+GPUMEMPROF_NAMESPACE_END

@@ -1,0 +1,223 @@
+// Layer 5: a Snapshot in PyTorch's schema (torch.cuda.memory._snapshot()), as a pickle that
+// pytorch.org/memory_viz and torch.cuda._memory_viz read, or as the same data in JSON.
+//
+// Key names and their order follow what PyTorch 2.11 writes (see PYTORCH-COMPAT.md and
+// tests/data/resnet50_train.snapshot.pickle): segments carry segment_pool_id (0, 0) and
+// is_expandable, trace entries compile_context and user_metadata, the oom entry device_free
+// in place of addr, annotations stage "START"/"END". A frames list shared by many entries
+// (one Frames pointer) is written once and referenced through the pickle memo, as are the
+// repeated action/state names.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "gpumemprof/config.hpp"
+#include "gpumemprof/export/atomic_file.hpp"
+#include "gpumemprof/export/json_writer.hpp"
+#include "gpumemprof/export/pickle_writer.hpp"
+#include "gpumemprof/export/value_writer.hpp"
+#include "gpumemprof/history/snapshot.hpp"
+
+GPUMEMPROF_NAMESPACE_BEGIN
+
+/// The file formats of a snapshot.
+enum class SnapshotFormat : std::uint8_t {
+  pickle,  ///< PyTorch's format (protocol 4), for the memory viewers
+  json,    ///< the same data as JSON (tuples as arrays)
+};
+
+namespace detail {
+
+// Names written many times go through the memo by address (string literals have one).
+inline void write_name(ValueWriter& w, const char* name) {
+  if (w.reuse(name)) return;
+  w.value(name);
+  w.remember(name);
+}
+
+inline void write_frames(ValueWriter& w, const Frames& frames) {
+  if (!frames || frames->empty()) {
+    w.begin_list();
+    w.end_list();
+    return;
+  }
+  if (w.reuse(frames.get())) return;
+  w.begin_list();
+  for (const Frame& f : *frames) {
+    w.begin_dict();  // PyTorch's key order
+    w.field("name", f.name);
+    w.field("filename", f.filename);
+    w.field("line", f.line);
+    w.end_dict();
+  }
+  w.end_list();
+  w.remember(frames.get());
+}
+
+inline void write_segment(ValueWriter& w, const SnapshotSegment& seg) {
+  w.begin_dict();
+  w.field("device", seg.device);
+  w.field("address", seg.address);
+  w.field("total_size", seg.total_size);
+  w.field("allocated_size", seg.allocated_size);
+  w.field("active_size", seg.active_size);
+  w.field("requested_size", seg.requested_size);
+  w.field("stream", seg.stream);
+  w.key("segment_type");
+  write_name(w, seg.is_large ? "large" : "small");
+  w.key("segment_pool_id");  // the private pool's id; (0, 0) = the default pools
+  w.begin_tuple();
+  w.value(0);
+  w.value(0);
+  w.end_tuple();
+  w.field("is_expandable", seg.is_expandable);
+  // PyTorch adds an empty frames list before the blocks and a gathered one after them.
+  const bool has_frames = seg.frames && !seg.frames->empty();
+  if (!has_frames) {
+    w.key("frames");
+    write_frames(w, seg.frames);
+  }
+  w.key("blocks");
+  w.begin_list();
+  for (const SnapshotBlock& b : seg.blocks) {
+    w.begin_dict();
+    w.field("address", b.address);
+    w.field("size", b.size);
+    w.field("requested_size", b.requested_size);
+    w.key("state");
+    write_name(w, to_string(b.state));
+    w.key("frames");
+    write_frames(w, b.frames);
+    w.end_dict();
+  }
+  w.end_list();
+  if (has_frames) {
+    w.key("frames");
+    write_frames(w, seg.frames);
+  }
+  w.end_dict();
+}
+
+inline void write_trace_entry(ValueWriter& w, const TraceEntry& e) {
+  static constexpr const char* kNotAvailable = "N/A";
+  w.begin_dict();
+  w.key("action");
+  write_name(w, to_string(e.action));
+  w.field(e.action == TraceAction::oom ? "device_free" : "addr", e.addr);
+  w.field("size", e.size);
+  w.field("stream", e.stream);
+  w.field("time_us", e.time_us);
+  w.key("compile_context");
+  if (e.compile_context == kNotAvailable) {
+    write_name(w, kNotAvailable);
+  } else {
+    w.value(e.compile_context);
+  }
+  w.field("user_metadata", e.user_metadata);
+  w.key("frames");
+  write_frames(w, e.frames);
+  w.end_dict();
+}
+
+inline void write_setting(ValueWriter& w, const SettingValue& v) {
+  std::visit(
+      [&](const auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, std::vector<std::pair<std::string, std::int64_t>>>) {
+          w.begin_dict();
+          for (const auto& [k, n] : x) w.field(k, n);
+          w.end_dict();
+        } else {
+          w.value(x);
+        }
+      },
+      v);
+}
+
+}  // namespace detail
+
+/// Writes `snap` as one value (a dict in PyTorch's schema) through any ValueWriter; the
+/// caller calls finish(). Throws std::invalid_argument from a PickleWriter when a number
+/// exceeds 2^53.
+inline void write_snapshot(const Snapshot& snap, ValueWriter& w) {
+  w.begin_dict();
+  w.key("segments");
+  w.begin_list();
+  for (const SnapshotSegment& seg : snap.segments) detail::write_segment(w, seg);
+  w.end_list();
+
+  w.key("device_traces");
+  w.begin_list();
+  for (const auto& trace : snap.device_traces) {
+    w.begin_list();
+    for (const TraceEntry& e : trace) detail::write_trace_entry(w, e);
+    w.end_list();
+  }
+  w.end_list();
+
+  w.key("allocator_settings");
+  w.begin_dict();
+  for (const auto& [name, v] : snap.allocator_settings) {
+    w.key(name);
+    detail::write_setting(w, v);
+  }
+  w.end_dict();
+
+  w.key("external_annotations");
+  w.begin_list();
+  for (const Annotation& a : snap.external_annotations) {
+    w.begin_dict();
+    w.key("stage");
+    detail::write_name(w, a.start ? "START" : "END");
+    w.field("name", a.name);
+    w.field("device", a.device);
+    w.field("time_us", a.time_us);
+    w.end_dict();
+  }
+  w.end_list();
+  w.end_dict();
+}
+
+/// Writes `snap` to a stream as a pickle (protocol 4) or JSON.
+inline void write_snapshot(const Snapshot& snap, std::ostream& out, SnapshotFormat format = SnapshotFormat::pickle) {
+  if (format == SnapshotFormat::json) {
+    JsonWriter w(out);
+    write_snapshot(snap, w);
+    w.finish();
+  } else {
+    PickleWriter w(out);
+    write_snapshot(snap, w);
+    w.finish();
+  }
+}
+
+/// The format a snapshot path asks for: ".json" (any case) is JSON, anything else a pickle.
+[[nodiscard]] inline SnapshotFormat snapshot_format_for(std::string_view path) noexcept {
+  constexpr std::string_view kJson = ".json";
+  if (path.size() < kJson.size()) return SnapshotFormat::pickle;
+  const std::string_view tail = path.substr(path.size() - kJson.size());
+  for (std::size_t i = 0; i < kJson.size(); ++i) {
+    char c = tail[i];
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    if (c != kJson[i]) return SnapshotFormat::pickle;
+  }
+  return SnapshotFormat::json;
+}
+
+/// Writes `snap` to the file at `path` atomically, in the format its extension asks for
+/// (snapshot_format_for). Throws IoError naming the path and the reason on failure, leaving
+/// any old file intact.
+inline void write_snapshot_file(const Snapshot& snap, const std::string& path) {
+  const SnapshotFormat format = snapshot_format_for(path);
+  write_file_atomically(path, [&](std::ostream& os) { write_snapshot(snap, os, format); });
+}
+
+GPUMEMPROF_NAMESPACE_END

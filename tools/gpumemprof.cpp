@@ -7,6 +7,7 @@
 
 #include "cli_args.hpp"
 #include "cmd_replay.hpp"
+#include "cmd_snapshot.hpp"
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/error.hpp"
 
@@ -15,6 +16,8 @@ const char* usage() {
   return "usage: gpumemprof <command> [options]\n"
          "commands:\n"
          "  replay TRACE     replay an allocation trace through the caching allocator\n"
+         "  summary SNAPSHOT segments, fragmentation and top allocation sites of a snapshot\n"
+         "  html SNAPSHOT -o REPORT.html   an offline HTML report of a snapshot\n"
          "  --version        print the version\n"
          "Run 'gpumemprof <command> --help' for a command's options.\n";
 }
@@ -33,6 +36,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (cmd == "replay") return tools::cmd_replay(argc, argv);
+    if (cmd == "summary") return tools::cmd_summary(argc, argv);
+    if (cmd == "html") return tools::cmd_html(argc, argv);
     throw tools::UsageError("unknown command '" + cmd + "'; run 'gpumemprof --help'");
   } catch (const tools::UsageError& e) {
     std::fprintf(stderr, "gpumemprof %s: %s\n", cmd.c_str(), e.what());

@@ -1,0 +1,117 @@
+// Layer 5: memory_summary(), the text table of torch.cuda.memory_summary(): the same rows,
+// columns, unit rules and frame, generated from the MemoryStats key list.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "gpumemprof/allocator/default_allocator.hpp"
+#include "gpumemprof/allocator/memory_stats.hpp"
+#include "gpumemprof/config.hpp"
+
+GPUMEMPROF_NAMESPACE_BEGIN
+namespace detail {
+
+// PyTorch's _format_size: scale by 1024 while the row's reference value is >= 768 KiB.
+inline std::string summary_size(std::int64_t sz, std::int64_t ref) {
+  static constexpr const char* prefixes[] = {"B  ", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  std::size_t p = 0;
+  double r = static_cast<double>(ref);
+  while (p + 1 < std::size(prefixes) && r >= 768.0 * 1024.0) {
+    ++p;
+    sz /= 1024;
+    r /= 1024.0;
+  }
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%6lld %s", static_cast<long long>(sz), prefixes[p]);
+  return buf;
+}
+
+// PyTorch's _format_count: scale by 1000 while the reference value is >= 750 K.
+inline std::string summary_count(std::int64_t n, std::int64_t ref) {
+  static constexpr const char* prefixes[] = {" ", "K", "M"};
+  std::size_t p = 0;
+  double r = static_cast<double>(ref);
+  while (p + 1 < std::size(prefixes) && r >= 750.0 * 1000.0) {
+    ++p;
+    n /= 1000;
+    r /= 1000.0;
+  }
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%7lld %s ", static_cast<long long>(n), prefixes[p]);
+  return buf;
+}
+
+inline std::string pad(std::string s, std::size_t width) {
+  if (s.size() < width) s.append(width - s.size(), ' ');
+  return s;
+}
+
+}  // namespace detail
+
+/// The summary table of `stats` for device `device_name`; `abbreviated` leaves out the
+/// per-pool rows, as in PyTorch.
+[[nodiscard]] inline std::string memory_summary(const MemoryStats& stats, const std::string& device_name,
+                                                bool abbreviated = false) {
+  using detail::pad;
+  std::vector<std::string> lines;
+  const std::string rule(75, '-');
+  const std::string double_rule(75, '=');
+  lines.push_back(double_rule);
+  lines.push_back(pad(" " + std::string(16, ' ') + " gpumemprof memory summary, device " + device_name, 75));
+  lines.push_back(rule);
+  lines.push_back(pad("  " + std::string(9, ' ') + " CUDA OOMs: " + pad(std::to_string(stats.num_ooms), 12) + " | " +
+                          std::string(6, ' ') + " cudaMalloc retries: " + pad(std::to_string(stats.num_alloc_retries), 8),
+                      75));
+  lines.push_back(double_rule);
+  lines.push_back("        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  ");
+
+  using Format = std::string (*)(std::int64_t, std::int64_t);
+  auto row = [&](const std::string& name, const Stat& s, const Stat& ref, Format f) {
+    lines.push_back(" " + pad(name, 21) + " | " + f(s.current, ref.current) + " | " + f(s.peak, ref.peak) + " | " +
+                    f(s.allocated, ref.allocated) + " | " + f(s.freed, ref.freed) + " ");
+  };
+  struct Metric {
+    const StatArray* stat;
+    const char* name;
+    Format format;
+  };
+  const Metric metrics[] = {
+      {&stats.allocated_bytes, "Allocated memory", detail::summary_size},
+      {&stats.active_bytes, "Active memory", detail::summary_size},
+      {&stats.requested_bytes, "Requested memory", detail::summary_size},
+      {&stats.reserved_bytes, "GPU reserved memory", detail::summary_size},
+      {&stats.inactive_split_bytes, "Non-releasable memory", detail::summary_size},
+      {&stats.allocation, "Allocations", detail::summary_count},
+      {&stats.active, "Active allocs", detail::summary_count},
+      {&stats.segment, "GPU reserved segments", detail::summary_count},
+      {&stats.inactive_split, "Non-releasable allocs", detail::summary_count},
+  };
+  for (const Metric& m : metrics) {
+    lines.push_back(rule);
+    const Stat& all = (*m.stat)[StatPool::all];
+    row(m.name, all, all, m.format);
+    if (!abbreviated) {
+      row("      from large pool", (*m.stat)[StatPool::large_pool], all, m.format);
+      row("      from small pool", (*m.stat)[StatPool::small_pool], all, m.format);
+    }
+  }
+  lines.push_back(rule);
+  row("Oversize allocations", stats.oversize_allocations, stats.oversize_allocations, detail::summary_count);
+  lines.push_back(rule);
+  row("Oversize GPU segments", stats.oversize_segments, stats.oversize_segments, detail::summary_count);
+  lines.push_back(double_rule);
+
+  std::string out;
+  for (const std::string& l : lines) out += "|" + l + "|\n";
+  return out;
+}
+
+/// torch.cuda.memory_summary(device, abbreviated) for the default allocator of `device`.
+[[nodiscard]] inline std::string memory_summary(const Device& device = Device(), bool abbreviated = false) {
+  return memory_summary(default_allocator(device).memory_stats(), device.str(), abbreviated);
+}
+
+GPUMEMPROF_NAMESPACE_END

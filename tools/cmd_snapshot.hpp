@@ -1,0 +1,61 @@
+// `gpumemprof summary SNAPSHOT` and `gpumemprof html SNAPSHOT -o report.html`: read a snapshot
+// (ours or PyTorch's pickle, or our JSON) and explain it as text or as an offline HTML page.
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+#include "cli_args.hpp"
+#include "gpumemprof/export/html_report.hpp"
+#include "gpumemprof/export/snapshot_reader.hpp"
+#include "gpumemprof/export/snapshot_summary.hpp"
+
+namespace gpumemprof::tools {
+
+inline std::size_t parse_count(const Args& args, const std::string& option, std::size_t fallback) {
+  if (!args.has(option)) return fallback;
+  const std::string v = args.get(option);
+  if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos || v.size() > 12) {
+    throw UsageError(option + " takes a non-negative number, got '" + v + "'");
+  }
+  return std::stoull(v);
+}
+
+inline int cmd_summary(int argc, char** argv) {
+  const Args args(argc, argv, 2, {"--help"}, {"--top"});
+  if (args.has("--help")) {
+    std::fputs("usage: gpumemprof summary SNAPSHOT [--top N]\n"
+               "  Segments, fragmentation, the trace's events and the top allocation sites of a\n"
+               "  snapshot (ours or PyTorch's .pickle, or our .json).\n",
+               stdout);
+    return 0;
+  }
+  args.expect_positional(1, "one SNAPSHOT file");
+  const std::string& path = args.positional()[0];
+  const Snapshot snap = load_snapshot(path);
+  std::printf("snapshot %s\n%s", path.c_str(), format_summary(summarize(snap), parse_count(args, "--top", 10)).c_str());
+  return 0;
+}
+
+inline int cmd_html(int argc, char** argv) {
+  const Args args(argc, argv, 2, {"--help"}, {"--output", "--title", "--max-entries"}, {{"-o", "--output"}});
+  if (args.has("--help")) {
+    std::fputs("usage: gpumemprof html SNAPSHOT -o REPORT.html [--title T] [--max-entries N]\n"
+               "  Writes one self-contained HTML page (no network needed): memory timeline, peak,\n"
+               "  segments and fragmentation, top allocation sites. --max-entries keeps the newest N\n"
+               "  trace entries per device.\n",
+               stdout);
+    return 0;
+  }
+  args.expect_positional(1, "one SNAPSHOT file");
+  if (!args.has("--output")) throw UsageError("name the report file with -o REPORT.html");
+  const Snapshot snap = load_snapshot(args.positional()[0]);
+  HtmlReportOptions opt;
+  opt.title = args.get("--title", opt.title);
+  opt.max_trace_entries = parse_count(args, "--max-entries", 0);
+  write_html_report(snap, args.get("--output"), opt);
+  std::printf("wrote %s\n", args.get("--output").c_str());
+  return 0;
+}
+
+}  // namespace gpumemprof::tools

@@ -26,7 +26,9 @@ namespace detail {
 
 struct Segment;
 
-struct Block {
+// Field order matters: the first cache line holds what tree operations and merges touch
+// (links, flags, address, size, neighbours); the second what only allocation and free read.
+struct alignas(64) Block {
   // FreeTree links (meaningful only while the block is free).
   Block* tree_left = nullptr;
   Block* tree_right = nullptr;
@@ -39,11 +41,12 @@ struct Block {
   std::uint32_t event_count = 0;  // outstanding cross-stream events (pending free while > 0)
 
   std::uintptr_t addr = 0;
-  std::size_t size = 0;       // bytes, a multiple of 512
-  std::size_t requested = 0;  // bytes the client asked for (0 when not active)
-  Stream stream;
+  std::size_t size = 0;   // bytes, a multiple of 512
   Block* prev = nullptr;  // address neighbours in the segment
   Block* next = nullptr;
+
+  std::size_t requested = 0;  // bytes the client asked for (0 when not active)
+  Stream stream;
   Segment* segment = nullptr;
   std::uint64_t gc_base = 0;   // pool's free-block lookups count when the block became free
   std::uint64_t context = 0;   // history handle of the allocation (0 = none)

@@ -1,0 +1,56 @@
+// gpumemprof: everything, in layer order. Include this one header; `namespace gmp = gpumemprof;`.
+#pragma once
+
+// 0 config & errors
+#include "gpumemprof/config.hpp"
+#include "gpumemprof/error.hpp"
+
+// 1 devices
+#include "gpumemprof/device/any_backend.hpp"
+#include "gpumemprof/device/backend.hpp"
+#include "gpumemprof/device/cuda.hpp"
+#include "gpumemprof/device/device.hpp"
+#include "gpumemprof/device/host.hpp"
+#include "gpumemprof/device/simulated.hpp"
+
+// 2 allocator
+#include "gpumemprof/allocator/allocator_config.hpp"
+#include "gpumemprof/allocator/caching_allocator.hpp"
+#include "gpumemprof/allocator/default_allocator.hpp"
+#include "gpumemprof/allocator/format_size.hpp"
+#include "gpumemprof/allocator/introspection.hpp"
+#include "gpumemprof/allocator/memory_resource.hpp"
+#include "gpumemprof/allocator/memory_stats.hpp"
+#include "gpumemprof/allocator/size_policy.hpp"
+#include "gpumemprof/allocator/std_allocator.hpp"
+
+// 3 history & snapshot
+#include "gpumemprof/history/annotations.hpp"
+#include "gpumemprof/history/history_options.hpp"
+#include "gpumemprof/history/history_recorder.hpp"
+#include "gpumemprof/history/oom_report.hpp"
+#include "gpumemprof/history/snapshot.hpp"
+#include "gpumemprof/history/snapshot_builder.hpp"
+#include "gpumemprof/history/stacks.hpp"
+#include "gpumemprof/history/user_metadata.hpp"
+
+// 4 profiler
+#include "gpumemprof/profiler/leak_detector.hpp"
+#include "gpumemprof/profiler/memory_snapshot.hpp"
+#include "gpumemprof/profiler/profile_result.hpp"
+#include "gpumemprof/profiler/profile_summary.hpp"
+#include "gpumemprof/profiler/profiler.hpp"
+#include "gpumemprof/profiler/tracker.hpp"
+
+// 5 export
+#include "gpumemprof/export/dump_snapshot.hpp"
+#include "gpumemprof/export/html_report.hpp"
+#include "gpumemprof/export/memory_summary.hpp"
+#include "gpumemprof/export/perfetto.hpp"
+#include "gpumemprof/export/profile_export.hpp"
+#include "gpumemprof/export/snapshot_reader.hpp"
+#include "gpumemprof/export/snapshot_summary.hpp"
+#include "gpumemprof/export/snapshot_writer.hpp"
+
+// 6 integrations
+#include "gpumemprof/integrations/nvtx.hpp"

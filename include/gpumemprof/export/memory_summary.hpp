@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -14,34 +15,26 @@
 GPUMEMPROF_NAMESPACE_BEGIN
 namespace detail {
 
-// PyTorch's _format_size: scale by 1024 while the row's reference value is >= 768 KiB.
-inline std::string summary_size(std::int64_t sz, std::int64_t ref) {
-  static constexpr const char* prefixes[] = {"B  ", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  std::size_t p = 0;
+// PyTorch's _format_size and _format_count: divide by `base` while the row's reference value
+// is at least `threshold` of the next unit, then print with the unit.
+inline std::string summary_scaled(std::int64_t v, std::int64_t ref, double base, double threshold,
+                                  std::initializer_list<const char*> units, const char* format) {
+  const char* unit = *units.begin();
   double r = static_cast<double>(ref);
-  while (p + 1 < std::size(prefixes) && r >= 768.0 * 1024.0) {
-    ++p;
-    sz /= 1024;
-    r /= 1024.0;
+  for (auto it = units.begin() + 1; it != units.end() && r >= threshold * base; ++it) {
+    unit = *it;
+    v /= static_cast<std::int64_t>(base);
+    r /= base;
   }
   char buf[48];
-  std::snprintf(buf, sizeof buf, "%6lld %s", static_cast<long long>(sz), prefixes[p]);
+  std::snprintf(buf, sizeof buf, format, static_cast<long long>(v), unit);
   return buf;
 }
-
-// PyTorch's _format_count: scale by 1000 while the reference value is >= 750 K.
+inline std::string summary_size(std::int64_t sz, std::int64_t ref) {
+  return summary_scaled(sz, ref, 1024.0, 768.0, {"B  ", "KiB", "MiB", "GiB", "TiB", "PiB"}, "%6lld %s");
+}
 inline std::string summary_count(std::int64_t n, std::int64_t ref) {
-  static constexpr const char* prefixes[] = {" ", "K", "M"};
-  std::size_t p = 0;
-  double r = static_cast<double>(ref);
-  while (p + 1 < std::size(prefixes) && r >= 750.0 * 1000.0) {
-    ++p;
-    n /= 1000;
-    r /= 1000.0;
-  }
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%7lld %s ", static_cast<long long>(n), prefixes[p]);
-  return buf;
+  return summary_scaled(n, ref, 1000.0, 750.0, {" ", "K", "M"}, "%7lld %s ");
 }
 
 inline std::string pad(std::string s, std::size_t width) {

@@ -363,7 +363,7 @@ void CachingAllocator<Backend>::process_events() {
       backend_.release_event(pe.event);
       q.pop_front();
       --pending_events_;
-      if (--pe.block->event_count == 0) free_block(pe.block);
+      if (--pe.block->event_count == 0) free_block(pe.block, /*deferred=*/true);
     }
     it = q.empty() ? events_.erase(it) : std::next(it);
   }
@@ -381,7 +381,7 @@ void CachingAllocator<Backend>::synchronize_and_free_events() {
       backend_.release_event(pe.event);
       q.pop_front();
       --pending_events_;
-      if (--pe.block->event_count == 0) free_block(pe.block);
+      if (--pe.block->event_count == 0) free_block(pe.block, /*deferred=*/true);
     }
     events_.erase(events_.begin());
   }

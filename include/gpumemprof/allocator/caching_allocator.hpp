@@ -177,7 +177,7 @@ class CachingAllocator {
   Block* take_free_block(Pool& pool, Stream stream, std::size_t size);
   Block* hand_out(Pool& pool, Block* block, std::size_t size, std::size_t requested);
   void insert_free(Pool& pool, Block* b);
-  void free_block(Block* b);
+  void free_block(Block* b, bool deferred = false);
   std::size_t try_merge(Block* dst, Block* src, Pool& pool);
   void stat_add(StatArray& s, StatPool p, std::int64_t n) noexcept {
     s[StatPool::all].increase(n);
@@ -210,8 +210,8 @@ class CachingAllocator {
   [[noreturn]] void throw_oom(Pool& pool, Stream stream, std::size_t size, std::size_t requested,
                               std::unique_lock<std::mutex>& lock);
   std::uint64_t notify(TraceAction action, std::uintptr_t addr, std::size_t size, Stream stream,
-                       std::uint64_t context = 0) {
-    return observer_ != nullptr ? observer_->on_event({action, addr, size, stream, context}) : 0;
+                       std::uint64_t context = 0, bool deferred = false) {
+    return observer_ != nullptr ? observer_->on_event({action, addr, size, stream, context, deferred}) : 0;
   }
   void validate_locked() const;
   SegmentView view_of(const Segment& s) const;
@@ -374,8 +374,8 @@ void CachingAllocator<Backend>::insert_free(Pool& pool, Block* b) {
 }
 
 template <DeviceBackend Backend>
-void CachingAllocator<Backend>::free_block(Block* b) {
-  notify(TraceAction::free_completed, b->addr, b->requested, b->stream, b->context);
+void CachingAllocator<Backend>::free_block(Block* b, bool deferred) {
+  notify(TraceAction::free_completed, b->addr, b->requested, b->stream, b->context, deferred);
   Pool& pool = pool_of(b);
   const StatPool sp = pool.stat_pool;
   const auto original_size = static_cast<std::int64_t>(b->size);

@@ -48,6 +48,7 @@ struct AllocatorEvent {
   std::size_t size = 0;      ///< requested bytes (alloc/free_*), segment bytes (segment_*), rounded request (oom)
   Stream stream;
   std::uint64_t context = 0;  ///< for free_*/segment_free: the handle returned at alloc/segment_alloc
+  bool deferred = false;      ///< free_completed only: after other streams' events, not in deallocate()
 };
 
 /// Receives allocator events. on_event runs under the allocator's lock: it must be quick and

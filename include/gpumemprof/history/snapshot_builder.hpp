@@ -1,0 +1,124 @@
+// Layer 3: building snapshots -- the body of CachingAllocator<B>::snapshot(), declared by the
+// allocator (layer 2) and defined here because it needs the history layer's types.
+//
+// Like torch.cuda.memory._snapshot(): segments in address order with their blocks and states,
+// per-block frames (the allocating stack) and per-segment frames, the device trace oldest
+// first, the allocator settings under PyTorch 2.11's keys, and the external annotations.
+// Segments and the recording are copied under the allocator's lock; symbols, frames and times
+// are resolved after it is released, so allocation continues meanwhile.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gpumemprof/allocator/allocator_config.hpp"
+#include "gpumemprof/allocator/caching_allocator.hpp"
+#include "gpumemprof/allocator/default_allocator.hpp"
+#include "gpumemprof/config.hpp"
+#include "gpumemprof/history/history_recorder.hpp"
+#include "gpumemprof/history/snapshot.hpp"
+#include "gpumemprof/history/stack_table.hpp"
+#include "gpumemprof/history/trace_clock.hpp"
+
+GPUMEMPROF_NAMESPACE_BEGIN
+
+/// PyTorch 2.11's allocator_settings for `config` (same keys, same order).
+[[nodiscard]] inline std::vector<std::pair<std::string, SettingValue>> allocator_settings(
+    const AllocatorConfig& config) {
+  std::vector<std::pair<std::string, std::int64_t>> divisions;  // keys: interval starts in MiB
+  for (std::size_t i = 0; i < kRoundUpPowerOfTwoIntervals; ++i) {
+    divisions.emplace_back(std::to_string(std::size_t{1} << i),
+                           static_cast<std::int64_t>(config.roundup_power2_divisions[i]));
+  }
+  std::vector<std::pair<std::string, SettingValue>> s;
+  s.emplace_back("PYTORCH_CUDA_ALLOC_CONF", config.source);
+  s.emplace_back("max_split_size", config.max_split_size_stat());
+  s.emplace_back("garbage_collection_threshold", config.garbage_collection_threshold);
+  s.emplace_back("expandable_segments", config.expandable_segments);
+  // PyTorch's pinned-memory and capture options, which gpumemprof has not: their defaults.
+  s.emplace_back("pinned_num_register_threads", std::int64_t{1});
+  s.emplace_back("release_lock_on_cudamalloc", false);
+  s.emplace_back("pinned_use_cuda_host_register", false);
+  s.emplace_back("graph_capture_record_stream_reuse", false);
+  s.emplace_back("roundup_power2_divisions", std::move(divisions));
+  return s;
+}
+
+namespace detail {
+
+/// The snapshot of `segments` (any order) and a recording copy, outside any lock.
+inline Snapshot build_snapshot(int device, std::vector<SegmentView> segments, const HistoryCopy& history,
+                               const AllocatorConfig& config) {
+  FrameResolver frames(history.stacks, history.stack_depth);
+  const TraceClock::Converter clock = TraceClock::converter();
+  Snapshot snap;
+  std::sort(segments.begin(), segments.end(),
+            [](const SegmentView& a, const SegmentView& b) { return a.address < b.address; });
+  snap.segments.reserve(segments.size());
+  for (const SegmentView& v : segments) {
+    SnapshotSegment& s = snap.segments.emplace_back();
+    s.device = device;
+    s.address = v.address;
+    s.total_size = v.size;
+    s.stream = v.stream.id;
+    s.is_large = v.is_large;
+    s.is_expandable = v.is_expandable;
+    s.frames = frames(history.stack_of(v.context));
+    s.blocks.reserve(v.blocks.size());
+    for (const BlockView& b : v.blocks) {
+      SnapshotBlock& sb = s.blocks.emplace_back();
+      sb.address = b.address;
+      sb.size = b.size;
+      sb.requested_size = b.requested_size;
+      sb.state = b.state;
+      sb.frames = frames(history.stack_of(b.context));
+      if (b.state == BlockState::active_allocated) s.allocated_size += b.size;
+      if (b.state != BlockState::inactive) {
+        s.active_size += b.size;
+        s.requested_size += b.requested_size;
+      }
+    }
+  }
+  const auto index = static_cast<std::size_t>(std::max(device, 0));  // device_traces[i]: device i
+  snap.device_traces.resize(index + 1);
+  snap.device_traces[index] = HistoryRecorder::trace_entries(history, frames, clock);
+  snap.allocator_settings = allocator_settings(config);
+  snap.external_annotations = HistoryRecorder::to_annotations(history, clock);
+  return snap;
+}
+
+}  // namespace detail
+
+template <DeviceBackend Backend>
+Snapshot CachingAllocator<Backend>::snapshot() const {
+  std::vector<SegmentView> views;
+  detail::HistoryCopy history;
+  {
+    std::lock_guard lock(mutex_);
+    std::size_t active = 0;
+    for (const Segment* s = segments_head_; s != nullptr; s = s->list_next) {
+      views.push_back(view_of(*s));
+      for (const BlockView& b : views.back().blocks) {
+        if (b.state != BlockState::inactive) active += b.size;
+      }
+    }
+    if (auto* recorder = dynamic_cast<HistoryRecorder*>(observer_); recorder != nullptr) {
+      // Like PyTorch, a snapshot is itself an event: size = active bytes at that moment.
+      AllocatorEvent e;
+      e.action = TraceAction::snapshot;
+      e.size = active;
+      recorder->on_event(e);
+      recorder->copy_locked(history);
+    }
+  }
+  return detail::build_snapshot(backend_.index(), std::move(views), history, cfg_);
+}
+
+/// torch.cuda.memory._snapshot(device) for the default allocator of `device`.
+[[nodiscard]] inline Snapshot snapshot(const Device& device = Device()) { return default_allocator(device).snapshot(); }
+
+GPUMEMPROF_NAMESPACE_END

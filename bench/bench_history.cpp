@@ -17,16 +17,10 @@
 #include <vector>
 
 #include "gpumemprof/device/simulated.hpp"
+#include "gpumemprof/export/snapshot_writer.hpp"
 #include "gpumemprof/history/history_recorder.hpp"
 #include "gpumemprof/history/snapshot_builder.hpp"
 #include "gpumemprof/history/stacks.hpp"
-
-#if __has_include("gpumemprof/export/snapshot_writer.hpp")
-#include "gpumemprof/export/snapshot_writer.hpp"
-#define BENCH_HISTORY_HAS_WRITER 1
-#else
-#define BENCH_HISTORY_HAS_WRITER 0
-#endif
 
 namespace gmp = gpumemprof;
 using Alloc = gmp::CachingAllocator<gmp::SimulatedBackend>;
@@ -159,7 +153,6 @@ void BM_snapshot_1M_events(benchmark::State& state) {
 }
 BENCHMARK(BM_snapshot_1M_events)->Unit(benchmark::kMillisecond)->Iterations(3);
 
-#if BENCH_HISTORY_HAS_WRITER
 void BM_snapshot_1M_events_built_and_written(benchmark::State& state) {
   Million& m = million();
   const auto path = (std::filesystem::temp_directory_path() / "gpumemprof-bench-history.pickle").string();
@@ -168,7 +161,6 @@ void BM_snapshot_1M_events_built_and_written(benchmark::State& state) {
   std::filesystem::remove(path);
 }
 BENCHMARK(BM_snapshot_1M_events_built_and_written)->Unit(benchmark::kMillisecond)->Iterations(3);
-#endif
 
 }  // namespace
 

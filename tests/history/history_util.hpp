@@ -2,12 +2,17 @@
 // look at what was recorded.
 #pragma once
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstddef>
+#include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "allocator/sim_allocator.hpp"
+#include "gpumemprof/export/dump_snapshot.hpp"
 #include "gpumemprof/history/history_recorder.hpp"
 #include "gpumemprof/history/snapshot_builder.hpp"
 
@@ -60,3 +65,11 @@ inline bool starts_at(const gmp::Frames& frames, const std::string& file, std::i
   return f.line == line && f.filename.size() >= file.size() &&
          f.filename.compare(f.filename.size() - file.size(), file.size(), file) == 0;
 }
+
+/// A path in the temporary directory, unique to this process.
+inline std::filesystem::path temp_path(const std::string& name) {
+  return std::filesystem::temp_directory_path() / ("gpumemprof-history-" + std::to_string(::getpid()) + "-" + name);
+}
+
+/// True when python3 can run the pickle checks.
+inline bool have_python() { return std::system("python3 -c 'import pickle' >/dev/null 2>&1") == 0; }

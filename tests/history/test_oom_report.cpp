@@ -1,7 +1,5 @@
 // OOM forensics on a small simulated device: a constructed fragmentation OOM, a full device,
 // a memory-fraction cap, and the snapshot written automatically at an OOM.
-#include <unistd.h>
-
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -10,13 +8,6 @@
 #include "catch.hpp"
 #include "gpumemprof/history/oom_report.hpp"
 #include "history_util.hpp"
-
-#if __has_include("gpumemprof/export/snapshot_writer.hpp")
-#include "gpumemprof/export/dump_snapshot.hpp"
-#define HISTORY_TEST_HAS_WRITER 1
-#else
-#define HISTORY_TEST_HAS_WRITER 0
-#endif
 
 namespace fs = std::filesystem;
 
@@ -158,18 +149,17 @@ TEST_CASE("An OOM under a memory fraction names the fraction") {
   a.validate();
 }
 
-#if HISTORY_TEST_HAS_WRITER
 TEST_CASE("dump_snapshot_on_oom writes the state at the OOM, atomically") {
   Fragmented f;
   auto& a = f.r.a();
-  const fs::path file = fs::temp_directory_path() / ("gpumemprof-oom-" + std::to_string(::getpid()) + ".pickle");
+  const fs::path file = temp_path("oom.pickle");
   gmp::dump_snapshot_on_oom(a, file.string());
   // A path that cannot be written is reported, and the OOM still reaches the caller.
   gmp::dump_snapshot_on_oom(a, "/nonexistent-dir/oom.pickle");
   CHECK_THROWS_AS((void)a.allocate(4 * MiB), gmp::OutOfMemoryError);
   a.validate();
   REQUIRE(fs::exists(file));
-  if (std::system("python3 -c 'import pickle' >/dev/null 2>&1") == 0) {
+  if (have_python()) {
     const std::string cmd =
         "python3 -c \"import pickle,sys; d=pickle.load(open(sys.argv[1],'rb')); t=d['device_traces'][0]; "
         "sys.exit(0 if t[-2]['action']=='oom' and t[-2]['device_free']==4*2**20 and t[-1]['action']=='snapshot' "
@@ -179,4 +169,3 @@ TEST_CASE("dump_snapshot_on_oom writes the state at the OOM, atomically") {
   }
   fs::remove(file);
 }
-#endif

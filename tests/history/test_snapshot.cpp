@@ -1,8 +1,6 @@
 // Snapshots in PyTorch's schema: a replay of a real PyTorch trace with history on, checked
 // here, then written by the export layer and checked by ../shared/tools/check_snapshot.py and
 // against the keys of the pickle PyTorch 2.11 wrote for the same workload.
-#include <unistd.h>
-
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -14,13 +12,6 @@
 #include "catch.hpp"
 #include "history_util.hpp"
 #include "trace.hpp"
-
-#if __has_include("gpumemprof/export/snapshot_writer.hpp")
-#include "gpumemprof/export/dump_snapshot.hpp"
-#define HISTORY_TEST_HAS_WRITER 1
-#else
-#define HISTORY_TEST_HAS_WRITER 0
-#endif
 
 namespace fs = std::filesystem;
 using gmp::TraceAction;
@@ -34,10 +25,6 @@ std::string shared_dir() {
   const char* shared = std::getenv("GPUMEMPROF_SHARED_DIR");
   return shared != nullptr ? shared : source_dir() + "/../shared";
 }
-fs::path temp_path(const std::string& name) {
-  return fs::temp_directory_path() / ("gpumemprof-history-" + std::to_string(::getpid()) + "-" + name);
-}
-bool have_python() { return std::system("python3 -c 'import pickle' >/dev/null 2>&1") == 0; }
 
 // Compares the key sets (and the allocator_settings key order) of two snapshot pickles.
 const char* kSchemaScript = R"PY(
@@ -168,7 +155,6 @@ TEST_CASE("A replay of resnet50_train with history on gives a snapshot in PyTorc
   CHECK(s.external_annotations[0].time_us <= t.front().time_us);
   CHECK(s.external_annotations[1].time_us >= only(t, TraceAction::free_completed).back().time_us);
 
-#if HISTORY_TEST_HAS_WRITER
   const fs::path file = temp_path("resnet50.pickle");
   gmp::write_snapshot_file(s, file.string());
   REQUIRE(fs::exists(file));
@@ -188,9 +174,6 @@ TEST_CASE("A replay of resnet50_train with history on gives a snapshot in PyTorc
     fs::remove(script);
   }
   fs::remove(file);
-#else
-  WARN("the export layer's snapshot writer is not in this tree: the pickle checks are skipped");
-#endif
   for (void* p : ptrs) {
     if (p != nullptr) a.deallocate(p);
   }
@@ -277,7 +260,6 @@ TEST_CASE("record_memory_history, snapshot and dump_snapshot on a default device
   CHECK(s.device_traces[0].empty());
   CHECK(count(s.device_traces[5], TraceAction::alloc) == 1);
   CHECK(s.segments.at(0).device == 5);
-#if HISTORY_TEST_HAS_WRITER
   const fs::path file = temp_path("sim5.pickle");
   gmp::dump_snapshot(file.string(), dev);
   CHECK(fs::file_size(file) > 100);
@@ -289,7 +271,6 @@ TEST_CASE("record_memory_history, snapshot and dump_snapshot on a default device
     CHECK(std::system(cmd.c_str()) == 0);
   }
   fs::remove(file);
-#endif
   // PyTorch's strings: enabled="state" keeps one event.
   gmp::record_memory_history("state", "alloc", "python", 100, dev);
   CHECK(gmp::default_history_recorder(dev).options().context == gmp::HistoryContext::alloc);

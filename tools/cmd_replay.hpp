@@ -12,6 +12,9 @@
 #include "gpumemprof/allocator/caching_allocator.hpp"
 #include "gpumemprof/allocator/default_allocator.hpp"
 #include "gpumemprof/device/any_backend.hpp"
+#include "gpumemprof/export/dump_snapshot.hpp"
+#include "gpumemprof/history/history_recorder.hpp"
+#include "gpumemprof/history/snapshot_builder.hpp"
 #include "replay.hpp"
 #include "trace.hpp"
 
@@ -22,7 +25,9 @@ inline const char* replay_usage() {
          "                        [--snapshot OUT.pickle] [--repeat N] [--json]\n"
          "  Replays a trace (../shared/traces format, gzip or text) through the caching allocator.\n"
          "  Peaks come from the first (cold) replay; ns_per_pair is the best of N warm replays\n"
-         "  (default 3) on the same allocator, like PyTorch's anchor figures.\n";
+         "  (default 3) on the same allocator, like PyTorch's anchor figures. --snapshot records\n"
+         "  the cold replay's history (no stacks: they would show this tool) and writes it, with the\n"
+         "  blocks live at its end, as a PyTorch snapshot (.pickle) or JSON (.json).\n";
 }
 
 struct ReplayReport {
@@ -32,10 +37,16 @@ struct ReplayReport {
   double best_ns_per_pair = 0;
 };
 
-/// Cold replay (peaks), then `repeat` warm replays (timing) on one allocator.
+/// Cold replay (peaks; recorded into `snapshot_path` when given), then `repeat` warm replays
+/// (timing) on one allocator.
 inline ReplayReport run_replay(const Trace& t, const Device& device, const AllocatorConfig& config, int repeat,
-                               bool progress) {
+                               bool progress, const std::string& snapshot_path = {}) {
   DeviceAllocator alloc(AnyBackend::for_device(device), config);
+  HistoryRecorder history(HistoryOptions{.enabled = HistoryEnabled::all,
+                                         .context = HistoryContext::none,
+                                         .stacks = HistoryStacks::none},
+                          alloc.device_index());
+  if (!snapshot_path.empty()) history.attach(alloc);
   ReplayReport rep;
   rep.trace = t.path;
   rep.device = device.str();
@@ -45,6 +56,11 @@ inline ReplayReport run_replay(const Trace& t, const Device& device, const Alloc
   };
   say(1);
   rep.result = replay(t, alloc, &live);
+  if (!snapshot_path.empty()) {
+    if (progress) std::fprintf(stderr, "\rwriting %s ", snapshot_path.c_str());
+    dump_snapshot(alloc, snapshot_path);
+    history.detach();
+  }
   for (void* p : live) alloc.deallocate(p);
   rep.best_ns_per_pair = rep.result.ns_per_pair;
   for (int i = 0; i < repeat; ++i) {
@@ -121,11 +137,9 @@ inline int cmd_replay(int argc, char** argv) {
     repeat = -1;
   }
   if (repeat < 0 || repeat > 1000) throw UsageError("--repeat takes a number from 0 to 1000");
-  if (args.has("--snapshot")) {
-    throw UsageError("--snapshot needs allocation history, which this build of gpumemprof does not have yet");
-  }
   const Trace t = load_trace(args.positional()[0]);
-  const ReplayReport rep = run_replay(t, device, config, repeat, ::isatty(2) != 0 && !args.has("--json"));
+  const ReplayReport rep =
+      run_replay(t, device, config, repeat, ::isatty(2) != 0 && !args.has("--json"), args.get("--snapshot"));
   print_replay(rep, args.has("--json"));
   return 0;
 }

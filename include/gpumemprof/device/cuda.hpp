@@ -170,6 +170,13 @@ class CudaBackend {
 
 static_assert(DeviceBackend<CudaBackend>);
 
+/// Waits until all work queued on CUDA device `device` has completed (cudaDeviceSynchronize),
+/// so that a clock read afterwards includes asynchronous kernels. Used by the profiler.
+inline void cuda_synchronize(int device) {
+  CudaDeviceGuard guard(device);
+  GPUMEMPROF_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
 #else  // !GPUMEMPROF_WITH_CUDA
 
 [[nodiscard]] inline int cuda_device_count() noexcept { return 0; }

@@ -1,0 +1,469 @@
+// Layer 4: MemoryTracker -- samples one device in the background, keeps an event log and raises
+// alerts: usage above a fraction of capacity or a byte limit, a single large jump between two
+// samples, and fragmentation (free bytes the allocator holds but cannot hand out whole).
+//
+// Alerts are edge-triggered: one fires when its condition starts to hold and re-arms once the
+// condition clears, so a program sitting at 90% raises one warning, not one per sample (a
+// critical alert still follows a warning when usage climbs further). Callbacks receive the
+// event with the sample that triggered it; they run on the sampling thread (or the caller of
+// sample_now()/process()), outside the tracker's lock, and an exception from one is logged as
+// an error event. process() evaluates any sample, so tests and replays are deterministic.
+#pragma once
+
+#include <chrono>
+#include <concepts>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gpumemprof/allocator/format_size.hpp"
+#include "gpumemprof/config.hpp"
+#include "gpumemprof/device/device.hpp"
+#include "gpumemprof/profiler/memory_snapshot.hpp"
+#include "gpumemprof/profiler/memory_source.hpp"
+#include "gpumemprof/profiler/ring_buffer.hpp"
+#include "gpumemprof/profiler/sampler.hpp"
+
+GPUMEMPROF_NAMESPACE_BEGIN
+
+enum class TrackingEventType : std::uint8_t { start, stop, allocation, deallocation, peak, warning, critical, error };
+
+[[nodiscard]] constexpr const char* to_string(TrackingEventType t) noexcept {
+  switch (t) {
+    case TrackingEventType::start: return "start";
+    case TrackingEventType::stop: return "stop";
+    case TrackingEventType::allocation: return "allocation";
+    case TrackingEventType::deallocation: return "deallocation";
+    case TrackingEventType::peak: return "peak";
+    case TrackingEventType::warning: return "warning";
+    case TrackingEventType::critical: return "critical";
+    case TrackingEventType::error: return "error";
+  }
+  return "error";
+}
+
+/// Which rule raised a warning/critical event.
+enum class AlertKind : std::uint8_t { none, usage, jump, fragmentation };
+
+[[nodiscard]] constexpr const char* to_string(AlertKind k) noexcept {
+  switch (k) {
+    case AlertKind::none: return "none";
+    case AlertKind::usage: return "usage";
+    case AlertKind::jump: return "jump";
+    case AlertKind::fragmentation: return "fragmentation";
+  }
+  return "none";
+}
+
+/// The quantity the usage thresholds compare.
+enum class UsageMeasure : std::uint8_t {
+  allocated,    ///< allocated bytes
+  reserved,     ///< bytes the allocator holds from the device (what an OOM is about)
+  device_used,  ///< the device's own account (always used at device level)
+};
+
+/// How fragmentation is measured.
+enum class FragmentationMeasure : std::uint8_t {
+  reserved_unallocated,  ///< (reserved - allocated) / reserved: cached memory not in use
+  inactive_split,        ///< inactive_split_bytes / reserved: free slivers inside split segments
+};
+
+/// Alert rules. A zero threshold disables its rule.
+struct AlertThresholds {
+  /// Warning / critical when usage reaches this fraction of the device's capacity.
+  double warning_fraction = 0.80;
+  double critical_fraction = 0.95;
+  /// Warning / critical when usage reaches this many bytes (the lower of the two limits applies).
+  std::int64_t warning_bytes = 0;
+  std::int64_t critical_bytes = 0;
+  UsageMeasure usage = UsageMeasure::reserved;
+  /// Warning when allocated bytes (device used at device level) grow by at least this many
+  /// bytes from one sample to the next.
+  std::int64_t jump_bytes = std::int64_t{100} << 20;
+  /// Warning when the fragmentation ratio reaches this value (0..1)...
+  double fragmentation_ratio = 0.30;
+  FragmentationMeasure fragmentation = FragmentationMeasure::reserved_unallocated;
+  /// ...while at least this many bytes are reserved (a few cached blocks are not a problem).
+  std::int64_t fragmentation_min_reserved = std::int64_t{64} << 20;
+};
+
+struct TrackerOptions {
+  /// The device; nullopt means the current device.
+  std::optional<Device> device = std::nullopt;
+  /// Background sampling period.
+  std::chrono::nanoseconds interval = std::chrono::milliseconds(100);
+  /// Events kept in the log (oldest dropped first).
+  std::size_t max_events = 10'000;
+  bool enable_alerts = true;
+  /// Log allocation/deallocation/peak events when memory changes between samples.
+  bool log_changes = true;
+  /// Read the process's RSS into every sample.
+  bool track_cpu_memory = false;
+  ProfileLevel level = ProfileLevel::allocator;
+  AlertThresholds thresholds = {};
+};
+
+/// One entry of the event log. Bytes in bytes, timestamp in seconds since the Unix epoch.
+struct TrackingEvent {
+  double timestamp = 0.0;
+  TrackingEventType type = TrackingEventType::start;
+  AlertKind alert = AlertKind::none;
+  std::int64_t memory_allocated = 0;  ///< device used at device level
+  std::int64_t memory_reserved = 0;   ///< 0 at device level
+  std::int64_t memory_change = 0;     ///< since the previous sample
+  int device_id = 0;
+  std::string message;
+  /// For alerts: the measured value (bytes or ratio) and the limit it reached.
+  double value = 0.0;
+  double threshold = 0.0;
+  /// The sample that triggered the event.
+  MemorySnapshot sample;
+};
+
+struct TrackingStatistics {
+  std::int64_t capacity = 0;        ///< device memory, bytes
+  std::int64_t peak_memory = 0;     ///< highest tracked value seen, bytes
+  std::int64_t current_memory = 0;  ///< tracked value of the last sample
+  std::uint64_t samples = 0;
+  std::uint64_t total_allocations = 0;        ///< samples where memory grew
+  std::uint64_t total_deallocations = 0;      ///< samples where memory shrank
+  std::int64_t total_allocation_bytes = 0;    ///< summed growth
+  std::int64_t total_deallocation_bytes = 0;  ///< summed shrinkage
+  std::uint64_t alert_count = 0;              ///< warning, critical and error events
+  std::uint64_t events = 0;                   ///< events held in the log
+  std::uint64_t events_dropped = 0;
+  double tracking_duration = 0.0;  ///< seconds of background tracking
+};
+
+class MemoryTracker {
+ public:
+  using AlertCallback = std::function<void(const TrackingEvent&)>;
+
+  explicit MemoryTracker(TrackerOptions options = {})
+      : MemoryTracker(make_memory_source(resolve(options), options.level), options) {}
+
+  /// A tracker of `device`: "cuda:0", "sim:1", 0, or a Device.
+  template <std::convertible_to<Device> D>
+  explicit MemoryTracker(D&& device) : MemoryTracker(TrackerOptions{.device = Device(std::forward<D>(device))}) {}
+
+  /// A tracker of `allocator`, which must outlive it.
+  template <DeviceBackend B>
+  explicit MemoryTracker(CachingAllocator<B>& allocator, const TrackerOptions& options = {})
+      : MemoryTracker(make_memory_source(allocator, options.level), options) {}
+
+  MemoryTracker(std::shared_ptr<MemorySource> source, const TrackerOptions& options)
+      : options_(options), source_(std::move(source)), events_(options.max_events) {
+    if (source_ == nullptr) throw std::invalid_argument("MemoryTracker: null memory source");
+    capacity_ = static_cast<std::int64_t>(source_->mem_get_info().total);
+  }
+
+  ~MemoryTracker() { sampler_.stop(); }
+  // Not copyable or movable; volatile signatures as in GPUMemoryProfiler (keeps `({})` unambiguous).
+  MemoryTracker(volatile MemoryTracker&) = delete;
+  MemoryTracker& operator=(volatile MemoryTracker&) = delete;
+
+  /// Starts background sampling every options().interval; logs a start event. No-op when on.
+  void start_tracking() {
+    if (sampler_.running()) return;
+    {
+      std::lock_guard lock(mutex_);
+      tracking_since_ = std::chrono::steady_clock::now();
+    }
+    log_marker(TrackingEventType::start, "tracking started");
+    sampler_.start(options_.interval, [this] { sample_now(); });
+  }
+
+  /// Stops and joins the sampling thread; logs a stop event. No-op when off.
+  void stop_tracking() {
+    if (!sampler_.running()) return;
+    sampler_.stop();
+    {
+      std::lock_guard lock(mutex_);
+      tracked_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - tracking_since_).count();
+    }
+    log_marker(TrackingEventType::stop, "tracking stopped");
+  }
+
+  [[nodiscard]] bool is_tracking() const noexcept { return sampler_.running(); }
+
+  /// Adds a callback for warning, critical and error events; returns its id.
+  std::size_t add_alert_callback(AlertCallback callback) {
+    std::lock_guard lock(mutex_);
+    callbacks_.emplace_back(next_callback_id_, std::move(callback));
+    return next_callback_id_++;
+  }
+  void remove_alert_callback(std::size_t id) {
+    std::lock_guard lock(mutex_);
+    std::erase_if(callbacks_, [id](const auto& c) { return c.first == id; });
+  }
+
+  void set_thresholds(const AlertThresholds& thresholds) {
+    std::lock_guard lock(mutex_);
+    options_.thresholds = thresholds;
+  }
+  [[nodiscard]] AlertThresholds thresholds() const {
+    std::lock_guard lock(mutex_);
+    return options_.thresholds;
+  }
+
+  /// Takes one sample now and evaluates it, as the background thread does every tick. A failed
+  /// reading is logged as an error event.
+  void sample_now() {
+    MemorySnapshot s;
+    try {
+      s = read_memory(*source_, "tracking", {.cpu_memory = options_.track_cpu_memory, .device_memory = true});
+    } catch (const std::exception& e) {
+      std::vector<TrackingEvent> alerts;
+      {
+        std::lock_guard lock(mutex_);
+        log(make_event(TrackingEventType::error, s, std::string("sampling failed: ") + e.what()), &alerts);
+      }
+      fire(std::move(alerts));
+      return;
+    }
+    process(s);
+  }
+
+  /// Evaluates `sample` (taken by sample_now() or elsewhere): statistics, change events, alerts.
+  void process(const MemorySnapshot& sample) {
+    std::vector<TrackingEvent> alerts;
+    {
+      std::lock_guard lock(mutex_);
+      evaluate(sample, alerts);
+    }
+    fire(std::move(alerts));
+  }
+
+  /// Logged events, oldest first, optionally only of `type` and only the newest `last_n` (0 = all).
+  [[nodiscard]] std::vector<TrackingEvent> get_events(std::optional<TrackingEventType> type = std::nullopt,
+                                                      std::size_t last_n = 0) const {
+    std::vector<TrackingEvent> out;
+    {
+      std::lock_guard lock(mutex_);
+      events_.for_each([&](const TrackingEvent& e) {
+        if (!type || e.type == *type) out.push_back(e);
+      });
+    }
+    if (last_n != 0 && out.size() > last_n) out.erase(out.begin(), out.end() - static_cast<std::ptrdiff_t>(last_n));
+    return out;
+  }
+
+  [[nodiscard]] TrackingStatistics get_statistics() const {
+    std::lock_guard lock(mutex_);
+    TrackingStatistics s = stats_;
+    s.events = events_.size();
+    s.events_dropped = events_.dropped();
+    s.tracking_duration = tracked_seconds_;
+    if (sampler_.running()) {
+      s.tracking_duration += std::chrono::duration<double>(std::chrono::steady_clock::now() - tracking_since_).count();
+    }
+    s.capacity = capacity_;
+    return s;
+  }
+
+  /// Empties the log, resets the statistics and re-arms every alert.
+  void clear_events() {
+    std::lock_guard lock(mutex_);
+    events_.clear();
+    stats_ = {};
+    have_last_ = false;
+    usage_level_ = 0;
+    fragmented_ = false;
+  }
+
+  /// The device's capacity in bytes (the base of the fractional thresholds).
+  [[nodiscard]] std::int64_t capacity() const noexcept { return capacity_; }
+  [[nodiscard]] const std::shared_ptr<MemorySource>& source() const noexcept { return source_; }
+  [[nodiscard]] const TrackerOptions& options() const noexcept { return options_; }
+
+ private:
+  static const Device& resolve(TrackerOptions& options) {
+    if (!options.device) options.device = Device();
+    return *options.device;
+  }
+
+  /// The value change, peak and jump rules look at.
+  static std::int64_t tracked_value(const MemorySnapshot& s) {
+    return s.allocator_level ? s.allocated_memory : s.device_used_memory.value_or(0);
+  }
+
+  [[nodiscard]] std::int64_t usage_of(const MemorySnapshot& s, UsageMeasure m) const {
+    if (!s.allocator_level) m = UsageMeasure::device_used;
+    switch (m) {
+      case UsageMeasure::allocated: return s.allocated_memory;
+      case UsageMeasure::reserved: return s.reserved_memory;
+      case UsageMeasure::device_used: return s.device_used_memory.value_or(0);
+    }
+    return 0;
+  }
+
+  /// The lower of the fractional and absolute limits; 0 when both are off.
+  [[nodiscard]] double limit(double fraction, std::int64_t bytes) const {
+    double l = 0.0;
+    if (fraction > 0.0 && capacity_ > 0) l = fraction * static_cast<double>(capacity_);
+    if (bytes > 0 && (l == 0.0 || static_cast<double>(bytes) < l)) l = static_cast<double>(bytes);
+    return l;
+  }
+
+  TrackingEvent make_event(TrackingEventType type, const MemorySnapshot& s, std::string message,
+                           AlertKind alert = AlertKind::none, double value = 0.0, double threshold = 0.0) const {
+    TrackingEvent e;
+    e.timestamp = s.timestamp;
+    e.type = type;
+    e.alert = alert;
+    e.memory_allocated = tracked_value(s);
+    e.memory_reserved = s.allocator_level ? s.reserved_memory : 0;
+    e.memory_change = have_last_ ? tracked_value(s) - last_value_ : 0;
+    e.device_id = s.device_id;
+    e.message = std::move(message);
+    e.value = value;
+    e.threshold = threshold;
+    e.sample = s;
+    return e;
+  }
+
+  void log(TrackingEvent e, std::vector<TrackingEvent>* alerts) {
+    const bool alert = e.type == TrackingEventType::warning || e.type == TrackingEventType::critical ||
+                       e.type == TrackingEventType::error;
+    if (alert) {
+      ++stats_.alert_count;
+      if (alerts != nullptr) alerts->push_back(e);
+    }
+    events_.push(std::move(e));
+  }
+
+  void log_marker(TrackingEventType type, const char* message) {
+    MemorySnapshot s = read_memory(*source_, "tracking", {.device_memory = true});
+    std::lock_guard lock(mutex_);
+    log(make_event(type, s, message), nullptr);
+  }
+
+  void evaluate(const MemorySnapshot& s, std::vector<TrackingEvent>& alerts) {
+    const AlertThresholds& t = options_.thresholds;
+    const std::int64_t value = tracked_value(s);
+    const std::int64_t change = have_last_ ? value - last_value_ : 0;
+    char text[160];
+
+    ++stats_.samples;
+    stats_.current_memory = value;
+    if (change > 0) {
+      ++stats_.total_allocations;
+      stats_.total_allocation_bytes += change;
+    } else if (change < 0) {
+      ++stats_.total_deallocations;
+      stats_.total_deallocation_bytes -= change;
+    }
+    if (options_.log_changes && change != 0) {
+      std::snprintf(text, sizeof text, "memory %s by %s", change > 0 ? "grew" : "shrank",
+                    format_size(static_cast<std::uint64_t>(change > 0 ? change : -change)).c_str());
+      log(make_event(change > 0 ? TrackingEventType::allocation : TrackingEventType::deallocation, s, text), &alerts);
+    }
+    if (value > stats_.peak_memory) {
+      stats_.peak_memory = value;
+      if (options_.log_changes) {
+        std::snprintf(text, sizeof text, "new peak: %s", format_size(static_cast<std::uint64_t>(value)).c_str());
+        log(make_event(TrackingEventType::peak, s, text), &alerts);
+      }
+    }
+
+    if (options_.enable_alerts) {
+      const auto usage = static_cast<double>(usage_of(s, t.usage));
+      const double warn = limit(t.warning_fraction, t.warning_bytes);
+      const double crit = limit(t.critical_fraction, t.critical_bytes);
+      const int level = crit > 0.0 && usage >= crit ? 2 : warn > 0.0 && usage >= warn ? 1 : 0;
+      if (level > usage_level_) {
+        const double lim = level == 2 ? crit : warn;
+        std::snprintf(text, sizeof text, "%s: memory use %s reached %s (%.1f%% of %s)",
+                      level == 2 ? "CRITICAL" : "WARNING", format_size(static_cast<std::uint64_t>(usage)).c_str(),
+                      format_size(static_cast<std::uint64_t>(lim)).c_str(),
+                      capacity_ > 0 ? 100.0 * usage / static_cast<double>(capacity_) : 0.0,
+                      format_size(static_cast<std::uint64_t>(capacity_)).c_str());
+        log(make_event(level == 2 ? TrackingEventType::critical : TrackingEventType::warning, s, text, AlertKind::usage,
+                       usage, lim),
+            &alerts);
+      }
+      usage_level_ = level;
+
+      if (t.jump_bytes > 0 && change >= t.jump_bytes) {
+        std::snprintf(text, sizeof text, "large jump: memory grew by %s in one sample (limit %s)",
+                      format_size(static_cast<std::uint64_t>(change)).c_str(),
+                      format_size(static_cast<std::uint64_t>(t.jump_bytes)).c_str());
+        log(make_event(TrackingEventType::warning, s, text, AlertKind::jump, static_cast<double>(change),
+                       static_cast<double>(t.jump_bytes)),
+            &alerts);
+      }
+
+      if (s.allocator_level && t.fragmentation_ratio > 0.0) {
+        const std::int64_t waste = t.fragmentation == FragmentationMeasure::reserved_unallocated
+                                       ? s.reserved_memory - s.allocated_memory
+                                       : s.inactive_memory;
+        const double ratio =
+            s.reserved_memory > 0 ? static_cast<double>(waste) / static_cast<double>(s.reserved_memory) : 0.0;
+        const bool fragmented = s.reserved_memory >= t.fragmentation_min_reserved && ratio >= t.fragmentation_ratio;
+        if (fragmented && !fragmented_) {
+          std::snprintf(
+              text, sizeof text, "high fragmentation: %.1f%% of %s reserved is %s (limit %.1f%%)", 100.0 * ratio,
+              format_size(static_cast<std::uint64_t>(s.reserved_memory)).c_str(),
+              t.fragmentation == FragmentationMeasure::reserved_unallocated ? "not allocated" : "inactive split blocks",
+              100.0 * t.fragmentation_ratio);
+          log(make_event(TrackingEventType::warning, s, text, AlertKind::fragmentation, ratio, t.fragmentation_ratio),
+              &alerts);
+        }
+        fragmented_ = fragmented;
+      }
+    }
+    last_value_ = value;
+    have_last_ = true;
+  }
+
+  /// Runs the callbacks for `alerts` (already logged), outside the lock. A callback's exception
+  /// is logged as an error event, which is not passed to callbacks again.
+  void fire(std::vector<TrackingEvent> alerts) {
+    if (alerts.empty()) return;
+    std::vector<std::pair<std::size_t, AlertCallback>> callbacks;
+    {
+      std::lock_guard lock(mutex_);
+      callbacks = callbacks_;
+    }
+    for (const TrackingEvent& e : alerts) {
+      for (const auto& [id, cb] : callbacks) {
+        try {
+          cb(e);
+        } catch (const std::exception& ex) {
+          std::lock_guard lock(mutex_);
+          log(make_event(TrackingEventType::error, e.sample, std::string("alert callback threw: ") + ex.what()),
+              nullptr);
+        } catch (...) {
+          std::lock_guard lock(mutex_);
+          log(make_event(TrackingEventType::error, e.sample, "alert callback threw a non-standard exception"), nullptr);
+        }
+      }
+    }
+  }
+
+  TrackerOptions options_;
+  std::shared_ptr<MemorySource> source_;
+  std::int64_t capacity_ = 0;
+
+  mutable std::mutex mutex_;  // guards everything below
+  detail::RingBuffer<TrackingEvent> events_;
+  TrackingStatistics stats_;
+  std::vector<std::pair<std::size_t, AlertCallback>> callbacks_;
+  std::size_t next_callback_id_ = 1;
+  std::int64_t last_value_ = 0;
+  bool have_last_ = false;
+  int usage_level_ = 0;  // 0 none, 1 warning, 2 critical
+  bool fragmented_ = false;
+  std::chrono::steady_clock::time_point tracking_since_{};
+  double tracked_seconds_ = 0.0;
+
+  PeriodicSampler sampler_;  // last: stops before the members above go away
+};
+
+GPUMEMPROF_NAMESPACE_END

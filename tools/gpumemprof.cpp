@@ -1,6 +1,7 @@
 // The gpumemprof command-line tool. Bad input gets one clear line on stderr and exit code 2.
 #include <cstdio>
 #include <cstring>
+#include <stdexcept>
 #include <exception>
 #include <new>
 #include <string>
@@ -11,13 +12,40 @@
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/error.hpp"
 
+#if GPUMEMPROF_CLI_DEMO
+#include "demo.hpp"
+#endif
+
 namespace {
+int run_demo_command(int argc, char** argv) {
+#if GPUMEMPROF_CLI_DEMO
+  for (int i = 2; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--help") == 0) {
+      std::fputs(gpumemprof_demo::demo_usage(), stdout);
+      return 0;
+    }
+  }
+  gpumemprof_demo::DemoOptions options;
+  try {
+    options = gpumemprof_demo::parse_demo_args(argc, argv, 2);
+  } catch (const std::invalid_argument& e) {
+    throw gpumemprof::tools::UsageError(e.what());
+  }
+  return gpumemprof_demo::run_demo(options);
+#else
+  (void)argc;
+  (void)argv;
+  throw gpumemprof::tools::UsageError("this gpumemprof was built without the examples (-Dexamples=false)");
+#endif
+}
+
 const char* usage() {
   return "usage: gpumemprof <command> [options]\n"
          "commands:\n"
          "  replay TRACE     replay an allocation trace through the caching allocator\n"
          "  summary SNAPSHOT segments, fragmentation and top allocation sites of a snapshot\n"
          "  html SNAPSHOT -o REPORT.html   an offline HTML report of a snapshot\n"
+         "  demo             a profiled training loop (GPU with cuBLAS, else the simulated device)\n"
          "  --version        print the version\n"
          "Run 'gpumemprof <command> --help' for a command's options.\n";
 }
@@ -38,6 +66,7 @@ int main(int argc, char** argv) {
     if (cmd == "replay") return tools::cmd_replay(argc, argv);
     if (cmd == "summary") return tools::cmd_summary(argc, argv);
     if (cmd == "html") return tools::cmd_html(argc, argv);
+    if (cmd == "demo") return run_demo_command(argc, argv);
     throw tools::UsageError("unknown command '" + cmd + "'; run 'gpumemprof --help'");
   } catch (const tools::UsageError& e) {
     std::fprintf(stderr, "gpumemprof %s: %s\n", cmd.c_str(), e.what());

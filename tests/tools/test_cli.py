@@ -99,6 +99,16 @@ with open(report, encoding="utf-8") as f:
 check(page.lstrip().lower().startswith("<!doctype html") and "http://" not in page and "https://" not in page,
       "html report must be one self-contained page")
 
+# The demo (the README's main command) on the simulated device writes every artefact.
+demo_dir = os.path.join(TMP, "demo")
+p = run("demo", "--device", "sim:1", "--output", demo_dir, "--steps", "5")
+check("GPU memory profile" in p.stdout, "demo prints the profile summary")
+for name in ("profile.json", "results.csv", "samples.csv", "snapshot.pickle", "report.html"):
+    check(os.path.exists(os.path.join(demo_dir, name)), f"demo did not write {name}")
+if os.path.exists(os.path.join(demo_dir, "snapshot.pickle")):
+    check_snapshot_file(os.path.join(demo_dir, "snapshot.pickle"))
+check_one_error_line(run("demo", "--steps", "many", expect_rc=2), "--steps")
+
 # Bad input: one clear line on stderr, exit 2, never a crash.
 bad_trace = os.path.join(TMP, "bad.trace.gz")
 with gzip.open(bad_trace, "wt") as f:

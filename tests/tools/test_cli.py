@@ -2,7 +2,7 @@
 """End-to-end tests of the gpumemprof CLI: replay (text, JSON, --snapshot), summary, html, demo,
 and the one-line error / exit 2 contract for bad input.
 
-usage: test_cli.py GPUMEMPROF_BINARY    (env: GPUMEMPROF_SOURCE_DIR, GPUMEMPROF_SHARED_DIR)"""
+usage: test_cli.py GPUMEMPROF_BINARY [--with-demo]   (env: GPUMEMPROF_SOURCE_DIR, GPUMEMPROF_SHARED_DIR)"""
 import gzip
 import json
 import os
@@ -12,6 +12,7 @@ import sys
 import tempfile
 
 BIN = sys.argv[1]
+WITH_DEMO = "--with-demo" in sys.argv[2:]  # the build has the examples (-Dexamples=true)
 SRC = os.environ.get("GPUMEMPROF_SOURCE_DIR", ".")
 DATA = os.path.join(SRC, "tests", "data")
 SHARED_CHECKER = os.path.join(os.environ.get("GPUMEMPROF_SHARED_DIR", ""), "tools", "check_snapshot.py")
@@ -100,14 +101,17 @@ check(page.lstrip().lower().startswith("<!doctype html") and "http://" not in pa
       "html report must be one self-contained page")
 
 # The demo (the README's main command) on the simulated device writes every artefact.
-demo_dir = os.path.join(TMP, "demo")
-p = run("demo", "--device", "sim:1", "--output", demo_dir, "--steps", "5")
-check("GPU memory profile" in p.stdout, "demo prints the profile summary")
-for name in ("profile.json", "results.csv", "samples.csv", "snapshot.pickle", "report.html"):
-    check(os.path.exists(os.path.join(demo_dir, name)), f"demo did not write {name}")
-if os.path.exists(os.path.join(demo_dir, "snapshot.pickle")):
-    check_snapshot_file(os.path.join(demo_dir, "snapshot.pickle"))
-check_one_error_line(run("demo", "--steps", "many", expect_rc=2), "--steps")
+if WITH_DEMO:
+    demo_dir = os.path.join(TMP, "demo")
+    p = run("demo", "--device", "sim:1", "--output", demo_dir, "--steps", "5")
+    check("GPU memory profile" in p.stdout, "demo prints the profile summary")
+    for name in ("profile.json", "results.csv", "samples.csv", "snapshot.pickle", "report.html"):
+        check(os.path.exists(os.path.join(demo_dir, name)), f"demo did not write {name}")
+    if os.path.exists(os.path.join(demo_dir, "snapshot.pickle")):
+        check_snapshot_file(os.path.join(demo_dir, "snapshot.pickle"))
+    check_one_error_line(run("demo", "--steps", "many", expect_rc=2), "--steps")
+else:
+    check_one_error_line(run("demo", expect_rc=2), "without the examples")
 
 # Bad input: one clear line on stderr, exit 2, never a crash.
 bad_trace = os.path.join(TMP, "bad.trace.gz")

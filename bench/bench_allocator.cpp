@@ -45,8 +45,8 @@ void BM_ReplayWarm(benchmark::State& state, const std::string& trace) {
   once();  // cold run fills the cache
   for (auto _ : state) once();
   // Seconds per pair, printed with an SI prefix (e.g. "85.3n").
-  state.counters["time_per_pair"] = benchmark::Counter(
-      static_cast<double>(state.iterations() * t.allocs), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["time_per_pair"] = benchmark::Counter(static_cast<double>(state.iterations() * t.allocs),
+                                                       benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 BENCHMARK_CAPTURE(BM_ReplayWarm, resnet50_train, std::string("resnet50_train.trace.gz"))->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_ReplayWarm, gpt2_train, std::string("gpt2_train.trace.gz"))->Unit(benchmark::kMillisecond);

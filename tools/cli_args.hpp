@@ -18,8 +18,8 @@ class Args {
  public:
   /// `flags`: options without a value; `valued`: options that take one ("--device sim:0" or
   /// "--device=sim:0"). Short aliases map to long names, e.g. {"-o", "--output"}.
-  Args(int argc, char** argv, int first, const std::set<std::string>& flags,
-       const std::set<std::string>& valued, const std::map<std::string, std::string>& aliases = {}) {
+  Args(int argc, char** argv, int first, const std::set<std::string>& flags, const std::set<std::string>& valued,
+       const std::map<std::string, std::string>& aliases = {}) {
     for (int i = first; i < argc; ++i) {
       std::string a = argv[i];
       if (auto it = aliases.find(a); it != aliases.end()) a = it->second;

@@ -42,10 +42,9 @@ struct ReplayReport {
 inline ReplayReport run_replay(const Trace& t, const Device& device, const AllocatorConfig& config, int repeat,
                                bool progress, const std::string& snapshot_path = {}) {
   DeviceAllocator alloc(AnyBackend::for_device(device), config);
-  HistoryRecorder history(HistoryOptions{.enabled = HistoryEnabled::all,
-                                         .context = HistoryContext::none,
-                                         .stacks = HistoryStacks::none},
-                          alloc.device_index());
+  HistoryRecorder history(
+      HistoryOptions{.enabled = HistoryEnabled::all, .context = HistoryContext::none, .stacks = HistoryStacks::none},
+      alloc.device_index());
   if (!snapshot_path.empty()) history.attach(alloc);
   ReplayReport rep;
   rep.trace = t.path;

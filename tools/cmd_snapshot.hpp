@@ -24,10 +24,11 @@ inline std::size_t parse_count(const Args& args, const std::string& option, std:
 inline int cmd_summary(int argc, char** argv) {
   const Args args(argc, argv, 2, {"--help"}, {"--top"});
   if (args.has("--help")) {
-    std::fputs("usage: gpumemprof summary SNAPSHOT [--top N]\n"
-               "  Segments, fragmentation, the trace's events and the top allocation sites of a\n"
-               "  snapshot (ours or PyTorch's .pickle, or our .json).\n",
-               stdout);
+    std::fputs(
+        "usage: gpumemprof summary SNAPSHOT [--top N]\n"
+        "  Segments, fragmentation, the trace's events and the top allocation sites of a\n"
+        "  snapshot (ours or PyTorch's .pickle, or our .json).\n",
+        stdout);
     return 0;
   }
   args.expect_positional(1, "one SNAPSHOT file");
@@ -40,11 +41,12 @@ inline int cmd_summary(int argc, char** argv) {
 inline int cmd_html(int argc, char** argv) {
   const Args args(argc, argv, 2, {"--help"}, {"--output", "--title", "--max-entries"}, {{"-o", "--output"}});
   if (args.has("--help")) {
-    std::fputs("usage: gpumemprof html SNAPSHOT -o REPORT.html [--title T] [--max-entries N]\n"
-               "  Writes one self-contained HTML page (no network needed): memory timeline, peak,\n"
-               "  segments and fragmentation, top allocation sites. --max-entries keeps the newest N\n"
-               "  trace entries per device.\n",
-               stdout);
+    std::fputs(
+        "usage: gpumemprof html SNAPSHOT -o REPORT.html [--title T] [--max-entries N]\n"
+        "  Writes one self-contained HTML page (no network needed): memory timeline, peak,\n"
+        "  segments and fragmentation, top allocation sites. --max-entries keeps the newest N\n"
+        "  trace entries per device.\n",
+        stdout);
     return 0;
   }
   args.expect_positional(1, "one SNAPSHOT file");

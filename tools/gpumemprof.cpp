@@ -1,9 +1,9 @@
 // The gpumemprof command-line tool. Bad input gets one clear line on stderr and exit code 2.
 #include <cstdio>
 #include <cstring>
-#include <stdexcept>
 #include <exception>
 #include <new>
+#include <stdexcept>
 #include <string>
 
 #include "cli_args.hpp"

@@ -28,7 +28,7 @@ struct Trace {
   std::string path;
   std::string header;  // the first comment line, without '#'
   std::vector<TraceOp> ops;
-  std::uint32_t id_count = 0;          // ids are < id_count
+  std::uint32_t id_count = 0;  // ids are < id_count
   std::size_t allocs = 0;
   std::size_t frees = 0;
   std::uint64_t peak_requested_bytes = 0;  // the most requested bytes live at once
@@ -79,9 +79,7 @@ inline Trace parse_trace(std::string_view text, const std::string& path) {
   std::vector<bool> seen;
   std::uint64_t live = 0;
   std::size_t line_no = 0;
-  auto fail = [&](const std::string& why) {
-    throw FormatError(path + ":" + std::to_string(line_no) + ": " + why);
-  };
+  auto fail = [&](const std::string& why) { throw FormatError(path + ":" + std::to_string(line_no) + ": " + why); };
   while (!text.empty()) {
     ++line_no;
     const std::size_t nl = text.find('\n');
@@ -97,7 +95,8 @@ inline Trace parse_trace(std::string_view text, const std::string& path) {
     detail::next_field(line, kind);
     std::uint64_t id = 0;
     if (!detail::next_field(line, id_s) || !detail::to_u64(id_s, id) || id >= 0xFFFFFFFFull) {
-      fail("expected 'a <id> <bytes> <stream>' or 'f <id>', got '" + std::string(kind) + " " + std::string(id_s) + "...'");
+      fail("expected 'a <id> <bytes> <stream>' or 'f <id>', got '" + std::string(kind) + " " + std::string(id_s) +
+           "...'");
     }
     if (id >= live_bytes.size()) {
       live_bytes.resize(id + 1, UINT64_MAX);

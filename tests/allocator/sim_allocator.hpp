@@ -16,8 +16,7 @@ using SimAllocator = gmp::CachingAllocator<gmp::SimulatedBackend>;
 
 /// A simulated device of `capacity` bytes under an allocator configured by `conf`.
 struct SimAlloc {
-  explicit SimAlloc(std::string_view conf = "", std::size_t capacity = 80 * GiB,
-                    bool auto_complete_events = false)
+  explicit SimAlloc(std::string_view conf = "", std::size_t capacity = 80 * GiB, bool auto_complete_events = false)
       : a(gmp::SimulatedBackend(gmp::SimulatedOptions{capacity, 0, 2 * MiB, auto_complete_events}),
           gmp::AllocatorConfig(conf)) {}
   gmp::MemoryStats stats() const { return a.memory_stats(); }

@@ -47,7 +47,8 @@ TEST_CASE("bad values and unknown keys are errors that name the key") {
   CHECK_THROWS_WITH(AllocatorConfig("roundup_power2_divisions:[100:2]"), Contains("powers of 2"));
   CHECK_THROWS_WITH(AllocatorConfig("roundup_power2_divisions:[256:2"), Contains("']'"));
   CHECK_THROWS_WITH(AllocatorConfig("expandable_segments:yes"), Contains("'True' or 'False'"));
-  CHECK_THROWS_WITH(AllocatorConfig("max_split_sise_mb:100"), Contains("'max_split_sise_mb'") && Contains("not an allocator option"));
+  CHECK_THROWS_WITH(AllocatorConfig("max_split_sise_mb:100"),
+                    Contains("'max_split_sise_mb'") && Contains("not an allocator option"));
   CHECK_THROWS_WITH(AllocatorConfig("backend:cudaMallocAsync"), Contains("backend"));
   CHECK_THROWS_WITH(AllocatorConfig("pinned_use_cuda_host_register:True"), Contains("does not implement"));
   CHECK_THROWS_WITH(AllocatorConfig("max_split_size_mb:100;expandable_segments:True"), Contains("max_split_size_mb"));

@@ -60,7 +60,7 @@ TEST_CASE("FreeIndex keeps PyTorch's (size, address) order across bins and the b
   std::vector<bool> in(nodes.size(), false);
   std::mt19937_64 rng(7);
   for (std::size_t i = 0; i < nodes.size(); ++i) {
-    nodes[i].size = 512 * (1 + rng() % 100);  // sizes on both sides of the limit, many equal
+    nodes[i].size = 512 * (1 + rng() % 100);                 // sizes on both sides of the limit, many equal
     nodes[i].addr = 4096 * (1 + rng() % 1000000) + i * 512;  // distinct
   }
   for (int step = 0; step < 20000; ++step) {

@@ -11,7 +11,7 @@ using Catch::Matchers::Contains;
 TEST_CASE("a cached block that is too small is released and the final retry succeeds") {
   SimAlloc s("", 100 * MiB);
   void* a = s.a.allocate(60 * MiB);
-  s.a.deallocate(a);  // 60 MiB cached
+  s.a.deallocate(a);                 // 60 MiB cached
   void* b = s.a.allocate(80 * MiB);  // device has 40 MiB free: release the cache, retry once
   s.a.validate();
   const auto st = s.stats();

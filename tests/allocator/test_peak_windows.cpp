@@ -7,7 +7,7 @@ TEST_CASE("PeakWindows: nested and overlapping windows each see their own peak")
   gmp::detail::PeakWindows w;
   auto a = w.open(10);
   w.on_value(50);
-  auto b = w.open(20);   // value dropped to 20 before b opened
+  auto b = w.open(20);  // value dropped to 20 before b opened
   w.on_value(30);
   auto c = w.open(30);
   w.on_value(40);

@@ -24,7 +24,7 @@ TEST_CASE("600 B -> a 1024 B block in a 2 MiB small segment") {
   s.a.validate();
   const auto after = s.stats();
   CHECK(after.allocated_bytes.all().current == 0);
-  CHECK(after.inactive_split.all().current == 0);  // merged back into one whole block
+  CHECK(after.inactive_split.all().current == 0);        // merged back into one whole block
   CHECK(after.reserved_bytes.all().current == 2 * MiB);  // cached, not returned
   CHECK(after.active.all().current == 0);
 }
@@ -158,7 +158,7 @@ TEST_CASE("best fit: smallest block that fits, lowest address among equals") {
   s.a.validate();
   CHECK(s.a.allocate(2000) == h2a);  // 2 KiB, lower address of the two
   CHECK(s.a.allocate(2048) == h2b);
-  CHECK(s.a.allocate(2049) == h3);   // 2.5 KiB: the 3 KiB hole beats the 4 KiB one
+  CHECK(s.a.allocate(2049) == h3);  // 2.5 KiB: the 3 KiB hole beats the 4 KiB one
   void* p = s.a.allocate(3500);
   CHECK(p == h4);
   s.a.validate();
@@ -200,8 +200,7 @@ TEST_CASE("max_split_size: oversize rules") {
   CHECK(addr(l1) != addr(big));
   void* l2 = s.a.allocate(55 * MiB);  // 70 < 55 + 20: takes the whole 70 MiB block, unsplit
   CHECK(l2 == big);
-  CHECK(s.stats().allocated_bytes.all().current ==
-        static_cast<std::int64_t>((30 + 46 + 70) * MiB));
+  CHECK(s.stats().allocated_bytes.all().current == static_cast<std::int64_t>((30 + 46 + 70) * MiB));
   CHECK(s.stats().oversize_allocations.current == 2);
   s.a.validate();
   for (void* p : {small, l1, l2}) s.a.deallocate(p);
@@ -276,8 +275,8 @@ TEST_CASE("as_map has exactly PyTorch's keys") {
 
 TEST_CASE("empty_cache returns whole free segments and keeps split ones") {
   SimAlloc s;
-  void* a = s.a.allocate(4096);       // small segment, stays split (live)
-  void* b = s.a.allocate(30 * MiB);   // large segment
+  void* a = s.a.allocate(4096);      // small segment, stays split (live)
+  void* b = s.a.allocate(30 * MiB);  // large segment
   s.a.deallocate(b);
   CHECK(s.stats().reserved_bytes.all().current == static_cast<std::int64_t>(32 * MiB));
   s.a.empty_cache();

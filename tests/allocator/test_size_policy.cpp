@@ -35,9 +35,9 @@ TEST_CASE("round_size with per-interval divisions [256:1,512:2,1024:4,>:8]") {
   CHECK(c.roundup_power2_divisions[9] == 2);
   CHECK(c.roundup_power2_divisions[10] == 4);
   CHECK(c.roundup_power2_divisions[15] == 8);
-  CHECK(round_size(300 * MiB + 1, c) == 300 * MiB + 512);  // 1 division: plain rounding
-  CHECK(round_size(700 * MiB + 1, c) == 768 * MiB);        // [512 MiB, 1 GiB): halves
-  CHECK(round_size(1536 * MiB + 1, c) == 1792 * MiB);      // [1 GiB, 2 GiB): quarters
+  CHECK(round_size(300 * MiB + 1, c) == 300 * MiB + 512);    // 1 division: plain rounding
+  CHECK(round_size(700 * MiB + 1, c) == 768 * MiB);          // [512 MiB, 1 GiB): halves
+  CHECK(round_size(1536 * MiB + 1, c) == 1792 * MiB);        // [1 GiB, 2 GiB): quarters
   CHECK(round_size(3 * GiB + 1, c) == 3 * GiB + 256 * MiB);  // >= 2 GiB: eighths
 }
 

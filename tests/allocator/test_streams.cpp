@@ -10,8 +10,8 @@ TEST_CASE("record_stream: the block is not reused before the other stream's work
   s.a.deallocate(p);
   s.a.validate();
   auto st = s.stats();
-  CHECK(st.allocation.all().current == 0);   // the client gave it up...
-  CHECK(st.active.all().current == 1);       // ...but it is still active, pending free
+  CHECK(st.allocation.all().current == 0);  // the client gave it up...
+  CHECK(st.active.all().current == 1);      // ...but it is still active, pending free
   CHECK(st.active_bytes.all().current == 4096);
   CHECK(s.sim().pending_events() == 1);
 

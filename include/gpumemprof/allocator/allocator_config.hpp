@@ -20,12 +20,12 @@
 GPUMEMPROF_NAMESPACE_BEGIN
 
 /// The PyTorch caching allocator's size constants, in bytes.
-inline constexpr std::size_t kMinBlockSize = 512;           // every block is a multiple of this
-inline constexpr std::size_t kSmallSize = 1 << 20;          // largest request of the small pool
-inline constexpr std::size_t kSmallBuffer = 2 << 20;        // small-pool segment size
-inline constexpr std::size_t kMinLargeAlloc = 10 << 20;     // below this, large segments are 20 MiB
-inline constexpr std::size_t kLargeBuffer = 20 << 20;       // large-pool segment size for small requests
-inline constexpr std::size_t kRoundLarge = 2 << 20;         // large segments are multiples of this
+inline constexpr std::size_t kMinBlockSize = 512;               // every block is a multiple of this
+inline constexpr std::size_t kSmallSize = 1 << 20;              // largest request of the small pool
+inline constexpr std::size_t kSmallBuffer = 2 << 20;            // small-pool segment size
+inline constexpr std::size_t kMinLargeAlloc = 10 << 20;         // below this, large segments are 20 MiB
+inline constexpr std::size_t kLargeBuffer = 20 << 20;           // large-pool segment size for small requests
+inline constexpr std::size_t kRoundLarge = 2 << 20;             // large segments are multiples of this
 inline constexpr std::size_t kRoundUpPowerOfTwoIntervals = 16;  // 1 MiB ... 64 GiB
 
 struct AllocatorConfig {
@@ -97,9 +97,10 @@ struct AllocatorConfig {
                  key == "pinned_reserve_segment_size_mb" || key == "graph_capture_record_stream_reuse") {
         t.fail(key, "is a PyTorch option that gpumemprof does not implement; remove it");
       } else {
-        t.fail(key, "is not an allocator option; known: max_split_size_mb, max_non_split_rounding_mb, "
-                    "garbage_collection_threshold, roundup_power2_divisions, expandable_segments, "
-                    "per_process_memory_fraction, backend");
+        t.fail(key,
+               "is not an allocator option; known: max_split_size_mb, max_non_split_rounding_mb, "
+               "garbage_collection_threshold, roundup_power2_divisions, expandable_segments, "
+               "per_process_memory_fraction, backend");
       }
       if (i + 1 < t.size()) t.expect(++i, ",", key);
     }

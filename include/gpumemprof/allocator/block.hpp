@@ -37,7 +37,7 @@ struct alignas(64) Block {
 
   bool allocated = false;
   bool small_pool = false;
-  bool mapped = true;  // false: an unmapped tail of an expandable segment
+  bool mapped = true;             // false: an unmapped tail of an expandable segment
   std::uint32_t event_count = 0;  // outstanding cross-stream events (pending free while > 0)
 
   std::uintptr_t addr = 0;
@@ -48,8 +48,8 @@ struct alignas(64) Block {
   std::size_t requested = 0;  // bytes the client asked for (0 when not active)
   Stream stream;
   Segment* segment = nullptr;
-  std::uint64_t gc_base = 0;   // pool's free-block lookups count when the block became free
-  std::uint64_t context = 0;   // history handle of the allocation (0 = none)
+  std::uint64_t gc_base = 0;                         // pool's free-block lookups count when the block became free
+  std::uint64_t context = 0;                         // history handle of the allocation (0 = none)
   std::unique_ptr<std::vector<Stream>> stream_uses;  // other streams recorded via record_stream
 
   [[nodiscard]] bool is_split() const noexcept { return prev != nullptr || next != nullptr; }
@@ -63,7 +63,7 @@ struct Segment {
   bool small_pool = false;
   bool expandable = false;
   Block* head = nullptr;
-  std::uint64_t context = 0;  // history handle of the allocation that created it
+  std::uint64_t context = 0;     // history handle of the allocation that created it
   Segment* list_prev = nullptr;  // all segments of the allocator, in creation order
   Segment* list_next = nullptr;
   Reservation reservation;  // expandable segments: the reserved address range
@@ -85,7 +85,7 @@ class ObjectPool {
     return p;
   }
   void put(T* p) noexcept {
-    *p = T{};  // drop links and owned state so a stale pointer sees a blank record
+    *p = T{};            // drop links and owned state so a stale pointer sees a blank record
     free_.push_back(p);  // capacity reserved in grow(): never reallocates here
     --live_;
   }

@@ -25,8 +25,9 @@ CachingAllocator<Backend>::CachingAllocator(Backend backend, AllocatorConfig con
   for (std::size_t d : cfg_.roundup_power2_divisions) has_roundup_ = has_roundup_ || d > 1;
   stats_.max_split_size = cfg_.max_split_size_stat();
   if (cfg_.expandable_segments) {
-    throw ConfigError("allocator config key 'expandable_segments': True is not supported by this "
-                      "version of gpumemprof's allocator; remove it or set it to False");
+    throw ConfigError(
+        "allocator config key 'expandable_segments': True is not supported by this "
+        "version of gpumemprof's allocator; remove it or set it to False");
   }
   if (cfg_.per_process_memory_fraction) set_memory_fraction(*cfg_.per_process_memory_fraction);
 }
@@ -85,8 +86,7 @@ void CachingAllocator<Backend>::reset_accumulated_memory_stats() {
 template <DeviceBackend Backend>
 void CachingAllocator<Backend>::set_memory_fraction(double fraction) {
   if (!(fraction >= 0.0 && fraction <= 1.0)) {
-    throw std::invalid_argument("set_memory_fraction: the fraction must be in [0, 1], got " +
-                                std::to_string(fraction));
+    throw std::invalid_argument("set_memory_fraction: the fraction must be in [0, 1], got " + std::to_string(fraction));
   }
   const MemInfo info = backend_.mem_get_info();
   std::lock_guard lock(mutex_);
@@ -169,8 +169,7 @@ SegmentView CachingAllocator<Backend>::view_of(const Segment& s) const {
 
 template <DeviceBackend Backend>
 typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::allocate_slow(
-    Pool& pool, Stream stream, std::size_t size, std::size_t requested,
-    std::unique_lock<std::mutex>& lock) {
+    Pool& pool, Stream stream, std::size_t size, std::size_t requested, std::unique_lock<std::mutex>& lock) {
   if (gc_active_) garbage_collect_cached_blocks();
   const std::size_t segment_bytes = segment_size_for(size);
   Block* b = new_segment(pool, stream, segment_bytes, false);
@@ -188,8 +187,9 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::allocate_s
 }
 
 template <DeviceBackend Backend>
-typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::new_segment(
-    Pool& pool, Stream stream, std::size_t segment_bytes, bool is_retry) {
+typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::new_segment(Pool& pool, Stream stream,
+                                                                                  std::size_t segment_bytes,
+                                                                                  bool is_retry) {
   if (is_retry) ++stats_.num_alloc_retries;
   if (allowed_max_ && total_reserved_ + segment_bytes > *allowed_max_) return nullptr;
   // Take the records first: once the device memory is ours, nothing may throw.
@@ -255,8 +255,7 @@ void CachingAllocator<Backend>::release_segment(Block* whole) {
 }
 
 template <DeviceBackend Backend>
-bool CachingAllocator<Backend>::release_available_cached_blocks(Pool& pool, Stream stream,
-                                                                std::size_t size) {
+bool CachingAllocator<Backend>::release_available_cached_blocks(Pool& pool, Stream stream, std::size_t size) {
   const std::size_t max_split = cfg_.max_split_size;
   if (max_split == AllocatorConfig::unlimited) return false;
   Tree* tree = pool.find(stream);
@@ -408,13 +407,13 @@ void CachingAllocator<Backend>::throw_invalid_pointer(const void* ptr, const cha
       }
     }
   }
-  throw InvalidPointerError(std::string("gpumemprof: ") + what + "(" + where + ") on " +
-                            backend_.name() + ": " + why + ". The allocator is unchanged.");
+  throw InvalidPointerError(std::string("gpumemprof: ") + what + "(" + where + ") on " + backend_.name() + ": " + why +
+                            ". The allocator is unchanged.");
 }
 
 template <DeviceBackend Backend>
-void CachingAllocator<Backend>::throw_oom(Pool& pool, Stream stream, std::size_t size,
-                                          std::size_t requested, std::unique_lock<std::mutex>& lock) {
+void CachingAllocator<Backend>::throw_oom(Pool& pool, Stream stream, std::size_t size, std::size_t requested,
+                                          std::unique_lock<std::mutex>& lock) {
   const MemInfo info = backend_.mem_get_info();
   const std::size_t segment_bytes = segment_size_for(size);
   notify(TraceAction::oom, info.free, size, stream);
@@ -434,19 +433,19 @@ void CachingAllocator<Backend>::throw_oom(Pool& pool, Stream stream, std::size_t
   const bool is_cuda = name.rfind("cuda:", 0) == 0;
   std::string msg = (is_cuda ? std::string("CUDA") : "Device " + name) + " out of memory. Tried to allocate " +
                     format_size(segment_bytes) + " (a request of " + format_size(requested) + "). " +
-                    (is_cuda ? "GPU " + std::to_string(oi.device) : "Device " + name) +
-                    " has a total capacity of " + format_size(info.total) + " of which " +
-                    format_size(info.free) + " is free. ";
+                    (is_cuda ? "GPU " + std::to_string(oi.device) : "Device " + name) + " has a total capacity of " +
+                    format_size(info.total) + " of which " + format_size(info.free) + " is free. ";
   if (allowed_max_) msg += format_size(*allowed_max_) + " allowed; ";
   const std::size_t unallocated = oi.reserved_bytes - oi.allocated_bytes;
-  msg += "Of the allocated memory " + format_size(oi.allocated_bytes) +
-         " is allocated by gpumemprof, and " + format_size(unallocated) +
+  msg += "Of the allocated memory " + format_size(oi.allocated_bytes) + " is allocated by gpumemprof, and " +
+         format_size(unallocated) +
          " is reserved by gpumemprof but unallocated. If reserved but unallocated memory is large "
          "try setting GPUMEMPROF_ALLOC_CONF=expandable_segments:True to avoid fragmentation.";
   if (unallocated >= size) {
-    msg += " Fragmentation is the cause here: enough memory is reserved but unallocated, yet the "
-           "largest free cached block (" + format_size(oi.largest_free_block) + ") is smaller than the " +
-           format_size(size) + " needed.";
+    msg +=
+        " Fragmentation is the cause here: enough memory is reserved but unallocated, yet the "
+        "largest free cached block (" +
+        format_size(oi.largest_free_block) + ") is smaller than the " + format_size(size) + " needed.";
   }
   publish();
   auto observers = oom_observers_;
@@ -555,7 +554,8 @@ void CachingAllocator<Backend>::validate_locked() const {
   for (const auto& se : events_) {
     for (const auto& pe : se.queue) {
       ++queued;
-      if (pe.block->allocated || pe.block->event_count == 0) fail("an event waits for a block that is not pending free");
+      if (pe.block->allocated || pe.block->event_count == 0)
+        fail("an event waits for a block that is not pending free");
     }
   }
   if (queued != pending_events_) fail("pending event count");

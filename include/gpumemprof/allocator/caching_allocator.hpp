@@ -195,8 +195,8 @@ class CachingAllocator {
   }
 
   // --- slow paths (caching_allocator-inl.hpp) ---
-  GPUMEMPROF_NOINLINE Block* allocate_slow(Pool& pool, Stream stream, std::size_t size,
-                                           std::size_t requested, std::unique_lock<std::mutex>& lock);
+  GPUMEMPROF_NOINLINE Block* allocate_slow(Pool& pool, Stream stream, std::size_t size, std::size_t requested,
+                                           std::unique_lock<std::mutex>& lock);
   Block* new_segment(Pool& pool, Stream stream, std::size_t segment_bytes, bool is_retry);
   void release_segment(Block* whole);
   bool release_available_cached_blocks(Pool& pool, Stream stream, std::size_t size);
@@ -231,7 +231,7 @@ class CachingAllocator {
   Segment* segments_tail_ = nullptr;
   std::vector<StreamEvents> events_;
   std::size_t pending_events_ = 0;
-  std::size_t total_reserved_ = 0;  // bytes held from the device
+  std::size_t total_reserved_ = 0;          // bytes held from the device
   std::optional<std::size_t> allowed_max_;  // set_memory_fraction
   MemoryStats stats_;
   detail::PeakWindows windows_;
@@ -244,10 +244,9 @@ class CachingAllocator {
 
   // Mirrors of a few stats for lock-free readers (gauges()).
   struct Mirror {
-    std::atomic<std::int64_t> allocated_bytes{0}, reserved_bytes{0}, active_bytes{0},
-        inactive_split_bytes{0}, requested_bytes{0}, allocations{0};
-    std::atomic<std::uint64_t> total_allocations{0}, total_frees{0}, total_allocated_bytes{0},
-        total_freed_bytes{0};
+    std::atomic<std::int64_t> allocated_bytes{0}, reserved_bytes{0}, active_bytes{0}, inactive_split_bytes{0},
+        requested_bytes{0}, allocations{0};
+    std::atomic<std::uint64_t> total_allocations{0}, total_frees{0}, total_allocated_bytes{0}, total_freed_bytes{0};
   } mirror_;
 };
 
@@ -293,8 +292,8 @@ void CachingAllocator<Backend>::deallocate(void* ptr) {
 }
 
 template <DeviceBackend Backend>
-typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::take_free_block(
-    Pool& pool, Stream stream, std::size_t size) {
+typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::take_free_block(Pool& pool, Stream stream,
+                                                                                      std::size_t size) {
   if (GPUMEMPROF_UNLIKELY(gc_active_)) ++pool.free_lookups;
   Tree* tree = pool.find(stream);
   if (tree == nullptr) return nullptr;
@@ -310,8 +309,9 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::take_free_
 }
 
 template <DeviceBackend Backend>
-typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::hand_out(
-    Pool& pool, Block* block, std::size_t size, std::size_t requested) {
+typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::hand_out(Pool& pool, Block* block,
+                                                                               std::size_t size,
+                                                                               std::size_t requested) {
   const StatPool sp = pool.stat_pool;
   const bool already_split = block->is_split();
   if (should_split(block->size, size, pool.small, cfg_)) {

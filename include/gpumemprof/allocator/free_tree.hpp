@@ -144,9 +144,12 @@ class FreeTree {
     x->tree_right = y->tree_left;
     if (y->tree_left) y->tree_left->tree_parent = x;
     y->tree_parent = x->tree_parent;
-    if (!x->tree_parent) root_ = y;
-    else if (x == x->tree_parent->tree_left) x->tree_parent->tree_left = y;
-    else x->tree_parent->tree_right = y;
+    if (!x->tree_parent)
+      root_ = y;
+    else if (x == x->tree_parent->tree_left)
+      x->tree_parent->tree_left = y;
+    else
+      x->tree_parent->tree_right = y;
     y->tree_left = x;
     x->tree_parent = y;
   }
@@ -155,16 +158,22 @@ class FreeTree {
     x->tree_left = y->tree_right;
     if (y->tree_right) y->tree_right->tree_parent = x;
     y->tree_parent = x->tree_parent;
-    if (!x->tree_parent) root_ = y;
-    else if (x == x->tree_parent->tree_right) x->tree_parent->tree_right = y;
-    else x->tree_parent->tree_left = y;
+    if (!x->tree_parent)
+      root_ = y;
+    else if (x == x->tree_parent->tree_right)
+      x->tree_parent->tree_right = y;
+    else
+      x->tree_parent->tree_left = y;
     y->tree_right = x;
     x->tree_parent = y;
   }
   void transplant(Node* u, Node* v) noexcept {
-    if (!u->tree_parent) root_ = v;
-    else if (u == u->tree_parent->tree_left) u->tree_parent->tree_left = v;
-    else u->tree_parent->tree_right = v;
+    if (!u->tree_parent)
+      root_ = v;
+    else if (u == u->tree_parent->tree_left)
+      u->tree_parent->tree_left = v;
+    else
+      u->tree_parent->tree_right = v;
     if (v) v->tree_parent = u->tree_parent;
   }
 

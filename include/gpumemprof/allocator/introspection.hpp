@@ -44,8 +44,8 @@ enum class TraceAction : std::uint8_t {
 /// One allocator event, reported to the observer under the allocator's lock.
 struct AllocatorEvent {
   TraceAction action = TraceAction::alloc;
-  std::uintptr_t addr = 0;   ///< for oom: the device's free bytes
-  std::size_t size = 0;      ///< requested bytes (alloc/free_*), segment bytes (segment_*), rounded request (oom)
+  std::uintptr_t addr = 0;  ///< for oom: the device's free bytes
+  std::size_t size = 0;     ///< requested bytes (alloc/free_*), segment bytes (segment_*), rounded request (oom)
   Stream stream;
   std::uint64_t context = 0;  ///< for free_*/segment_free: the handle returned at alloc/segment_alloc
   bool deferred = false;      ///< free_completed only: after other streams' events, not in deallocate()

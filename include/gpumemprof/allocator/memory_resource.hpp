@@ -14,8 +14,7 @@ GPUMEMPROF_NAMESPACE_BEGIN
 template <class Caching>
 class BasicMemoryResource : public std::pmr::memory_resource {
  public:
-  explicit BasicMemoryResource(Caching& caching, Stream stream = {}) noexcept
-      : caching_(&caching), stream_(stream) {}
+  explicit BasicMemoryResource(Caching& caching, Stream stream = {}) noexcept : caching_(&caching), stream_(stream) {}
   [[nodiscard]] Caching& caching() const noexcept { return *caching_; }
   [[nodiscard]] Stream stream() const noexcept { return stream_; }
 
@@ -28,9 +27,7 @@ class BasicMemoryResource : public std::pmr::memory_resource {
     // A zero-byte request still gets a distinct pointer, as memory_resource requires.
     return caching_->allocate(bytes == 0 ? 1 : bytes, stream_);
   }
-  void do_deallocate(void* p, std::size_t /*bytes*/, std::size_t /*alignment*/) override {
-    caching_->deallocate(p);
-  }
+  void do_deallocate(void* p, std::size_t /*bytes*/, std::size_t /*alignment*/) override { caching_->deallocate(p); }
   [[nodiscard]] bool do_is_equal(const std::pmr::memory_resource& other) const noexcept override {
     const auto* o = dynamic_cast<const BasicMemoryResource*>(&other);
     return o != nullptr && o->caching_ == caching_ && o->stream_ == stream_;

@@ -100,9 +100,9 @@ struct MemoryStats {
       m[prefix + ".allocated"] = s.allocated;
       m[prefix + ".freed"] = s.freed;
     };
-#define GPUMEMPROF_PUT_(name)                                         \
-  for (std::size_t p = 0; p < 3; ++p) {                               \
-    put(std::string(#name ".") + stat_pool_names[p], name.pools[p]);  \
+#define GPUMEMPROF_PUT_(name)                                        \
+  for (std::size_t p = 0; p < 3; ++p) {                              \
+    put(std::string(#name ".") + stat_pool_names[p], name.pools[p]); \
   }
     GPUMEMPROF_POOLED_STATS(GPUMEMPROF_PUT_)
 #undef GPUMEMPROF_PUT_
@@ -119,7 +119,8 @@ struct MemoryStats {
   /// Applies `f(stat)` to every Stat (pooled and single).
   template <class F>
   void for_each_stat(F&& f) {
-#define GPUMEMPROF_EACH_(name) for (auto& s : name.pools) f(s);
+#define GPUMEMPROF_EACH_(name) \
+  for (auto& s : name.pools) f(s);
     GPUMEMPROF_POOLED_STATS(GPUMEMPROF_EACH_)
 #undef GPUMEMPROF_EACH_
 #define GPUMEMPROF_EACH_(name) f(name);

@@ -57,8 +57,8 @@ class PeakWindows {
   };
   [[nodiscard]] std::size_t index_of(std::uint64_t id) const {
     // Ids increase with opening order, and open_ keeps that order.
-    auto it = std::lower_bound(open_.begin(), open_.end(), id,
-                               [](const Window& w, std::uint64_t v) { return w.id < v; });
+    auto it =
+        std::lower_bound(open_.begin(), open_.end(), id, [](const Window& w, std::uint64_t v) { return w.id < v; });
     if (it == open_.end() || it->id != id) {
       throw std::invalid_argument("peak window " + std::to_string(id) + " is not open");
     }

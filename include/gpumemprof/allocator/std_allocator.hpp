@@ -33,12 +33,9 @@ class Allocator {
   };
 
   /// The current device's default allocator.
-  Allocator()
-    requires std::is_same_v<Caching, DeviceAllocator>
-      : Allocator(default_allocator()) {}
+  Allocator() requires std::is_same_v<Caching, DeviceAllocator> : Allocator(default_allocator()) {}
   /// The default allocator of `device` ("host" for std::vector of real memory).
-  explicit Allocator(const Device& device, Stream stream = {})
-    requires std::is_same_v<Caching, DeviceAllocator>
+  explicit Allocator(const Device& device, Stream stream = {}) requires std::is_same_v<Caching, DeviceAllocator>
       : Allocator(default_allocator(device), stream) {}
   explicit Allocator(Caching& caching, Stream stream = {}) noexcept : caching_(&caching), stream_(stream) {}
   template <class U, class P>

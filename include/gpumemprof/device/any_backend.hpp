@@ -28,11 +28,16 @@ inline std::size_t parse_bytes(std::string_view text, std::string_view what) {
   std::string_view unit(end, static_cast<std::size_t>(text.data() + text.size() - end));
   int shift = -1;
   if (ec == std::errc() && end != text.data()) {
-    if (unit.empty() || unit == "B") shift = 0;
-    else if (unit == "K" || unit == "KiB") shift = 10;
-    else if (unit == "M" || unit == "MiB") shift = 20;
-    else if (unit == "G" || unit == "GiB") shift = 30;
-    else if (unit == "T" || unit == "TiB") shift = 40;
+    if (unit.empty() || unit == "B")
+      shift = 0;
+    else if (unit == "K" || unit == "KiB")
+      shift = 10;
+    else if (unit == "M" || unit == "MiB")
+      shift = 20;
+    else if (unit == "G" || unit == "GiB")
+      shift = 30;
+    else if (unit == "T" || unit == "TiB")
+      shift = 40;
   }
   if (shift < 0 || (shift > 0 && value > (~std::size_t{0} >> shift))) {
     throw std::invalid_argument(std::string(what) + ": cannot read \"" + std::string(text) +
@@ -143,16 +148,20 @@ class AnyBackend {
       unsupported();
     }
     void release(Reservation r) override {
-      if constexpr (VirtualMemoryBackend<B>) backend.release(r);
-      else unsupported();
+      if constexpr (VirtualMemoryBackend<B>)
+        backend.release(r);
+      else
+        unsupported();
     }
     bool map(Reservation r, std::size_t off, std::size_t n) override {
       if constexpr (VirtualMemoryBackend<B>) return backend.map(r, off, n);
       unsupported();
     }
     void unmap(Reservation r, std::size_t off, std::size_t n) override {
-      if constexpr (VirtualMemoryBackend<B>) backend.unmap(r, off, n);
-      else unsupported();
+      if constexpr (VirtualMemoryBackend<B>)
+        backend.unmap(r, off, n);
+      else
+        unsupported();
     }
     [[noreturn]] void unsupported() const {
       throw DeviceRuntimeError(backend.name() + " does not support virtual memory mapping");

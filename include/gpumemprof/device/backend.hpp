@@ -69,13 +69,13 @@ concept DeviceBackend = requires(B& b, const B& cb, std::size_t n, void* p, Stre
 /// Backends that also offer virtual-memory mapping (for expandable segments): reserve address
 /// space, map/unmap physical pages of `granularity()` bytes inside it.
 template <class B>
-concept VirtualMemoryBackend =
-    DeviceBackend<B> && requires(B& b, const B& cb, std::size_t n, Reservation r, std::size_t off) {
-      { cb.granularity() } -> std::same_as<std::size_t>;
-      { b.reserve(n) } -> std::same_as<Reservation>;       // size 0 on failure
-      { b.release(r) } -> std::same_as<void>;
-      { b.map(r, off, n) } -> std::same_as<bool>;          // false when out of memory
-      { b.unmap(r, off, n) } -> std::same_as<void>;
-    };
+concept VirtualMemoryBackend = DeviceBackend<B> &&
+    requires(B& b, const B& cb, std::size_t n, Reservation r, std::size_t off) {
+  { cb.granularity() } -> std::same_as<std::size_t>;
+  { b.reserve(n) } -> std::same_as<Reservation>;  // size 0 on failure
+  { b.release(r) } -> std::same_as<void>;
+  { b.map(r, off, n) } -> std::same_as<bool>;  // false when out of memory
+  { b.unmap(r, off, n) } -> std::same_as<void>;
+};
 
 GPUMEMPROF_NAMESPACE_END

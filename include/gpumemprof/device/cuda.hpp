@@ -26,18 +26,17 @@ GPUMEMPROF_NAMESPACE_BEGIN
 namespace detail {
 [[noreturn]] inline void throw_cuda(cudaError_t err, const char* what, const char* file, int line) {
   (void)cudaGetLastError();  // clear the sticky error so later calls are not blamed for it
-  throw DeviceRuntimeError(std::string("CUDA error ") + cudaGetErrorName(err) + " (" +
-                           cudaGetErrorString(err) + ") in " + what + " at " + file + ":" +
-                           std::to_string(line));
+  throw DeviceRuntimeError(std::string("CUDA error ") + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) +
+                           ") in " + what + " at " + file + ":" + std::to_string(line));
 }
 }  // namespace detail
 
-#define GPUMEMPROF_CUDA_CHECK(expr)                                               \
-  do {                                                                            \
-    const cudaError_t gmp_err_ = (expr);                                          \
-    if (gmp_err_ != cudaSuccess) {                                                \
-      ::gpumemprof::detail::throw_cuda(gmp_err_, #expr, __FILE__, __LINE__);      \
-    }                                                                             \
+#define GPUMEMPROF_CUDA_CHECK(expr)                                          \
+  do {                                                                       \
+    const cudaError_t gmp_err_ = (expr);                                     \
+    if (gmp_err_ != cudaSuccess) {                                           \
+      ::gpumemprof::detail::throw_cuda(gmp_err_, #expr, __FILE__, __LINE__); \
+    }                                                                        \
   } while (0)
 
 /// Number of visible CUDA devices; 0 when there is no driver or no device.
@@ -56,8 +55,7 @@ namespace detail {
   const cudaError_t err = cudaGetDeviceCount(&n);
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
-    return std::string("the CUDA runtime reports ") + cudaGetErrorName(err) + ": " +
-           cudaGetErrorString(err);
+    return std::string("the CUDA runtime reports ") + cudaGetErrorName(err) + ": " + cudaGetErrorString(err);
   }
   return n == 0 ? "no CUDA device is visible" : "";
 }
@@ -92,8 +90,7 @@ class CudaDeviceGuard {
 class CudaBackend {
  public:
   explicit CudaBackend(int device) : device_(device) {}
-  CudaBackend(CudaBackend&& other) noexcept
-      : device_(other.device_), free_events_(std::move(other.free_events_)) {}
+  CudaBackend(CudaBackend&& other) noexcept : device_(other.device_), free_events_(std::move(other.free_events_)) {}
   CudaBackend& operator=(CudaBackend&&) = delete;
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;

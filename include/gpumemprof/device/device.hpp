@@ -28,8 +28,8 @@ class Device {
   /// CUDA device `index`.
   Device(int index) : Device(checked(DeviceKind::cuda, index, std::to_string(index))) {}  // NOLINT
   /// "cuda:N", "cuda" (current CUDA device), "sim:N", "sim" (= sim:0), "host", or "auto"/"" (current).
-  Device(std::string_view spec) : Device(parse(spec)) {}  // NOLINT(google-explicit-constructor)
-  Device(const char* spec) : Device(std::string_view(spec)) {}  // NOLINT(google-explicit-constructor)
+  Device(std::string_view spec) : Device(parse(spec)) {}               // NOLINT(google-explicit-constructor)
+  Device(const char* spec) : Device(std::string_view(spec)) {}         // NOLINT(google-explicit-constructor)
   Device(const std::string& spec) : Device(std::string_view(spec)) {}  // NOLINT
 
   static Device cuda(int index) { return checked(DeviceKind::cuda, index, "cuda:" + std::to_string(index)); }
@@ -120,8 +120,7 @@ class Device {
       const int n = cuda_device_count();
       if (index < 0 || index >= n) {
         throw DeviceError("no CUDA device \"" + spelled + "\" (" +
-                          (n == 0 ? cuda_unavailable_reason()
-                                  : std::to_string(n) + " visible") +
+                          (n == 0 ? cuda_unavailable_reason() : std::to_string(n) + " visible") +
                           "); available: " + available_list());
       }
     }

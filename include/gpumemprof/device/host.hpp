@@ -21,9 +21,9 @@ class HostBackend {
   static constexpr std::size_t alignment = 512;
 
   [[nodiscard]] void* malloc(std::size_t bytes) noexcept {
-    return ::operator new(bytes, std::align_val_t{alignment}, std::nothrow);
+    return ::operator new (bytes, std::align_val_t{alignment}, std::nothrow);
   }
-  void free(void* ptr) noexcept { ::operator delete(ptr, std::align_val_t{alignment}); }
+  void free(void* ptr) noexcept { ::operator delete (ptr, std::align_val_t{alignment}); }
 
   [[nodiscard]] MemInfo mem_get_info() const noexcept {
     const long page = ::sysconf(_SC_PAGESIZE);

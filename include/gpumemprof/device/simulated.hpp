@@ -26,10 +26,10 @@
 GPUMEMPROF_NAMESPACE_BEGIN
 
 struct SimulatedOptions {
-  std::size_t capacity = std::size_t{80} << 30;   ///< device memory, bytes (default 80 GiB)
-  int index = 0;                                  ///< the N of "sim:N"
-  std::size_t granularity = std::size_t{2} << 20; ///< allocation/mapping granularity, bytes
-  bool auto_complete_events = false;              ///< events complete as soon as recorded
+  std::size_t capacity = std::size_t{80} << 30;    ///< device memory, bytes (default 80 GiB)
+  int index = 0;                                   ///< the N of "sim:N"
+  std::size_t granularity = std::size_t{2} << 20;  ///< allocation/mapping granularity, bytes
+  bool auto_complete_events = false;               ///< events complete as soon as recorded
 };
 
 /// Counts of the calls the allocator made, for tests and the replay tool.
@@ -72,8 +72,7 @@ class SimulatedBackend {
     const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
     auto it = s_->live.find(addr);
     if (it == s_->live.end()) {
-      throw DeviceRuntimeError(name() + ": free of " + hex(addr) +
-                               ", which this simulated device did not allocate");
+      throw DeviceRuntimeError(name() + ": free of " + hex(addr) + ", which this simulated device did not allocate");
     }
     ++s_->counters.free_calls;
     s_->used -= it->second;
@@ -211,11 +210,9 @@ class SimulatedBackend {
       // Address space for mallocs and reservations: four times the capacity, so expandable
       // reservations and fragmentation never run out of addresses before memory runs out.
       span = round_up(std::max<std::size_t>(opt.capacity, opt.granularity) * 4, opt.granularity);
-      void* p = ::mmap(nullptr, span + opt.granularity, PROT_NONE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      void* p = ::mmap(nullptr, span + opt.granularity, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
       if (p == MAP_FAILED) {
-        throw DeviceRuntimeError("sim:" + std::to_string(opt.index) + ": cannot reserve " +
-                                 std::to_string(span >> 20) +
+        throw DeviceRuntimeError("sim:" + std::to_string(opt.index) + ": cannot reserve " + std::to_string(span >> 20) +
                                  " MiB of address space for the simulated device; lower "
                                  "SimulatedOptions.capacity");
       }
@@ -258,8 +255,7 @@ class SimulatedBackend {
     EventState& event(Event e) {
       auto it = events.find(e.id);
       if (it == events.end()) {
-        throw DeviceRuntimeError("sim:" + std::to_string(opt.index) + ": unknown event " +
-                                 std::to_string(e.id));
+        throw DeviceRuntimeError("sim:" + std::to_string(opt.index) + ": unknown event " + std::to_string(e.id));
       }
       return it->second;
     }
@@ -269,9 +265,9 @@ class SimulatedBackend {
     void* mapping = nullptr;
     std::uintptr_t base = 0;
     std::size_t span = 0;
-    std::map<std::uintptr_t, std::size_t> free_ranges;    // address -> bytes
-    std::map<std::uintptr_t, std::size_t> live;           // malloc'd address -> charged bytes
-    std::map<std::uintptr_t, std::size_t> reservations;   // base -> bytes
+    std::map<std::uintptr_t, std::size_t> free_ranges;   // address -> bytes
+    std::map<std::uintptr_t, std::size_t> live;          // malloc'd address -> charged bytes
+    std::map<std::uintptr_t, std::size_t> reservations;  // base -> bytes
     std::size_t used = 0;
     std::size_t mapped = 0;
     std::size_t external = 0;
@@ -302,11 +298,10 @@ class SimulatedBackend {
 
   void check_mapping(const Reservation& r, std::size_t offset, std::size_t bytes) const {
     auto it = s_->reservations.find(r.base);
-    if (it == s_->reservations.end() || offset + bytes > it->second ||
-        offset % s_->opt.granularity != 0 || bytes % s_->opt.granularity != 0) {
-      throw DeviceRuntimeError(name() + ": bad map/unmap of " + std::to_string(bytes) +
-                               " bytes at offset " + std::to_string(offset) +
-                               " of reservation " + hex(r.base));
+    if (it == s_->reservations.end() || offset + bytes > it->second || offset % s_->opt.granularity != 0 ||
+        bytes % s_->opt.granularity != 0) {
+      throw DeviceRuntimeError(name() + ": bad map/unmap of " + std::to_string(bytes) + " bytes at offset " +
+                               std::to_string(offset) + " of reservation " + hex(r.base));
     }
   }
 

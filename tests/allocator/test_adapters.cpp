@@ -48,7 +48,8 @@ TEST_CASE("std::vector over the host backend holds real memory and shows in the 
 }
 
 TEST_CASE("Allocator<T> over the default host allocator") {
-  std::vector<float, gmp::Allocator<float>> v(gmp::Allocator<float>(gmp::Device::host()));
+  const gmp::Allocator<float> host_alloc(gmp::Device::host());
+  std::vector<float, gmp::Allocator<float>> v(host_alloc);
   v.assign(1000, 2.0f);
   CHECK(v[999] == 2.0f);
   CHECK(gmp::memory_allocated("host") >= static_cast<std::int64_t>(1000 * sizeof(float)));

@@ -146,12 +146,7 @@ class JsonWriter final : public ValueWriter {
 
   // ---- strings ----
   void write_string(std::string_view s) {
-    if (GPUMEMPROF_UNLIKELY(!detail::is_valid_utf8(s))) {
-      const std::string fixed = detail::sanitize_utf8(s);
-      write_escaped(fixed);
-    } else {
-      write_escaped(s);
-    }
+    detail::with_valid_utf8(s, [this](std::string_view text) { write_escaped(text); });
   }
   // s is valid UTF-8: only '"', '\\' and control characters need escapes.
   void write_escaped(std::string_view s) {

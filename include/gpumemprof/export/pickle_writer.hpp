@@ -398,12 +398,7 @@ class PickleWriter final : public ValueWriter {
     }
   }
   void write_string(std::string_view s) {
-    if (GPUMEMPROF_UNLIKELY(!detail::is_valid_utf8(s))) {
-      const std::string fixed = detail::sanitize_utf8(s);
-      write_utf8(fixed);
-    } else {
-      write_utf8(s);
-    }
+    detail::with_valid_utf8(s, [this](std::string_view text) { write_utf8(text); });
   }
   void write_utf8(std::string_view s) {
     if (protocol_ >= 4 && s.size() < 0x100) {

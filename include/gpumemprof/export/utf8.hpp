@@ -83,5 +83,17 @@ namespace detail {
   return out;
 }
 
+/// Calls `write(text)` with `s`, or with a sanitized copy when `s` is not valid UTF-8: the one
+/// way every writer turns arbitrary bytes into text.
+template <class Write>
+void with_valid_utf8(std::string_view s, Write&& write) {
+  if (GPUMEMPROF_UNLIKELY(!is_valid_utf8(s))) {
+    const std::string fixed = sanitize_utf8(s);
+    write(std::string_view(fixed));
+  } else {
+    write(s);
+  }
+}
+
 }  // namespace detail
 GPUMEMPROF_NAMESPACE_END

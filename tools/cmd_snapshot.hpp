@@ -7,6 +7,7 @@
 
 #include "cli_args.hpp"
 #include "gpumemprof/export/html_report.hpp"
+#include "gpumemprof/export/perfetto.hpp"
 #include "gpumemprof/export/snapshot_reader.hpp"
 #include "gpumemprof/export/snapshot_summary.hpp"
 
@@ -56,6 +57,22 @@ inline int cmd_html(int argc, char** argv) {
   opt.title = args.get("--title", opt.title);
   opt.max_trace_entries = parse_count(args, "--max-entries", 0);
   write_html_report(snap, args.get("--output"), opt);
+  std::printf("wrote %s\n", args.get("--output").c_str());
+  return 0;
+}
+
+inline int cmd_perfetto(int argc, char** argv) {
+  const Args args(argc, argv, 2, {"--help"}, {"--output"}, {{"-o", "--output"}});
+  if (args.has("--help")) {
+    std::fputs("usage: gpumemprof perfetto SNAPSHOT -o TRACE.json\n"
+               "  Chrome/Perfetto trace-event JSON: allocated and reserved bytes as counter tracks,\n"
+               "  annotations as slices, OOMs as instants. Open it at ui.perfetto.dev.\n",
+               stdout);
+    return 0;
+  }
+  args.expect_positional(1, "one SNAPSHOT file");
+  if (!args.has("--output")) throw UsageError("name the trace file with -o TRACE.json");
+  write_perfetto_file(load_snapshot(args.positional()[0]), args.get("--output"));
   std::printf("wrote %s\n", args.get("--output").c_str());
   return 0;
 }

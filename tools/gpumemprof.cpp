@@ -45,6 +45,7 @@ const char* usage() {
          "  replay TRACE     replay an allocation trace through the caching allocator\n"
          "  summary SNAPSHOT segments, fragmentation and top allocation sites of a snapshot\n"
          "  html SNAPSHOT -o REPORT.html   an offline HTML report of a snapshot\n"
+         "  perfetto SNAPSHOT -o TRACE.json  counter tracks for ui.perfetto.dev\n"
          "  demo             a profiled training loop (GPU with cuBLAS, else the simulated device)\n"
          "  --version        print the version\n"
          "Run 'gpumemprof <command> --help' for a command's options.\n";
@@ -66,6 +67,7 @@ int main(int argc, char** argv) {
     if (cmd == "replay") return tools::cmd_replay(argc, argv);
     if (cmd == "summary") return tools::cmd_summary(argc, argv);
     if (cmd == "html") return tools::cmd_html(argc, argv);
+    if (cmd == "perfetto") return tools::cmd_perfetto(argc, argv);
     if (cmd == "demo") return run_demo_command(argc, argv);
     throw tools::UsageError("unknown command '" + cmd + "'; run 'gpumemprof --help'");
   } catch (const tools::UsageError& e) {

@@ -113,6 +113,14 @@ if WITH_DEMO:
 else:
     check_one_error_line(run("demo", expect_rc=2), "without the examples")
 
+# perfetto: trace-event JSON with counter tracks.
+trace_json = os.path.join(TMP, "trace.json")
+run("perfetto", os.path.join(DATA, "resnet50_train.snapshot.pickle"), "-o", trace_json)
+with open(trace_json) as f:
+    events = json.load(f)["traceEvents"]
+check(any(e.get("ph") == "C" for e in events), "perfetto output has no counter events")
+check(any(e.get("ph") == "B" for e in events), "perfetto output has no annotation slices")
+
 # Bad input: one clear line on stderr, exit 2, never a crash.
 bad_trace = os.path.join(TMP, "bad.trace.gz")
 with gzip.open(bad_trace, "wt") as f:

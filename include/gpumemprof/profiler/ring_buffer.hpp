@@ -30,7 +30,7 @@ class RingBuffer {
       return;
     }
     items_[head_] = std::forward<U>(value);
-    head_ = (head_ + 1) % capacity_;
+    if (++head_ == capacity_) head_ = 0;  // no division on the hot path
     ++dropped_;
   }
 

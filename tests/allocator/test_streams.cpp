@@ -64,7 +64,7 @@ TEST_CASE("a block used on two other streams waits for both") {
   s.a.validate();
 }
 
-TEST_CASE("events are polled in order per stream: a later complete event waits behind an earlier one") {
+TEST_CASE("events on one stream are processed in recording order once complete") {
   SimAlloc s;
   const gmp::Stream s0(0), s1(1);
   void* a = s.a.allocate(4096, s0);

@@ -4,7 +4,9 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,7 @@
 #include "gpumemprof/allocator/default_allocator.hpp"
 #include "gpumemprof/device/any_backend.hpp"
 #include "gpumemprof/export/dump_snapshot.hpp"
+#include "gpumemprof/export/json_writer.hpp"
 #include "gpumemprof/history/history_recorder.hpp"
 #include "gpumemprof/history/snapshot_builder.hpp"
 #include "replay.hpp"
@@ -73,34 +76,23 @@ inline ReplayReport run_replay(const Trace& t, const Device& device, const Alloc
   return rep;
 }
 
-inline std::string json_quote(const std::string& s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
 inline void print_replay(const ReplayReport& rep, bool json) {
   const ReplayResult& r = rep.result;
   if (json) {
-    std::printf(
-        "{\"trace\": %s, \"device\": %s, \"allocs\": %zu, \"frees\": %zu, \"peak_requested_bytes\": %llu, "
-        "\"peak_allocated_bytes\": %lld, \"peak_reserved_bytes\": %lld, \"num_device_alloc\": %lld, "
-        "\"ns_per_pair\": %.1f}\n",
-        json_quote(rep.trace).c_str(), json_quote(rep.device).c_str(), r.allocs, r.frees,
-        static_cast<unsigned long long>(r.peak_requested_bytes), static_cast<long long>(r.peak_allocated_bytes),
-        static_cast<long long>(r.peak_reserved_bytes), static_cast<long long>(r.num_device_alloc),
-        rep.best_ns_per_pair);
+    JsonWriter w(std::cout);
+    w.begin_dict();
+    w.field("trace", rep.trace);
+    w.field("device", rep.device);
+    w.field("allocs", r.allocs);
+    w.field("frees", r.frees);
+    w.field("peak_requested_bytes", r.peak_requested_bytes);
+    w.field("peak_allocated_bytes", r.peak_allocated_bytes);
+    w.field("peak_reserved_bytes", r.peak_reserved_bytes);
+    w.field("num_device_alloc", r.num_device_alloc);
+    w.field("ns_per_pair", std::round(rep.best_ns_per_pair * 10.0) / 10.0);
+    w.end_dict();
+    w.finish();
+    std::cout << '\n' << std::flush;
     return;
   }
   const double req = static_cast<double>(r.peak_requested_bytes);

@@ -53,6 +53,17 @@ class Args {
     auto it = options_.find(name);
     return it == options_.end() ? fallback : it->second;
   }
+  /// The option's value as a count in [0, max] (`fallback` when absent); anything else is a
+  /// UsageError naming the option.
+  [[nodiscard]] std::size_t count(const std::string& name, std::size_t fallback,
+                                  std::size_t max = 999'999'999'999) const {
+    if (!has(name)) return fallback;
+    const std::string v = get(name);
+    if (v.empty() || v.size() > 12 || v.find_first_not_of("0123456789") != std::string::npos || std::stoull(v) > max) {
+      throw UsageError(name + " takes a number from 0 to " + std::to_string(max) + ", got '" + v + "'");
+    }
+    return std::stoull(v);
+  }
   [[nodiscard]] const std::vector<std::string>& positional() const { return positional_; }
   /// Exactly `n` positional arguments, else a UsageError naming `what`.
   void expect_positional(std::size_t n, const std::string& what) const {

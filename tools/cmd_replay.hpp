@@ -121,13 +121,7 @@ inline int cmd_replay(int argc, char** argv) {
   args.expect_positional(1, "one TRACE file");
   const Device device(args.get("--device", "sim:0"));
   const AllocatorConfig config = args.has("--config") ? AllocatorConfig(args.get("--config")) : AllocatorConfig{};
-  int repeat = 3;
-  try {
-    repeat = std::stoi(args.get("--repeat", "3"));
-  } catch (const std::exception&) {
-    repeat = -1;
-  }
-  if (repeat < 0 || repeat > 1000) throw UsageError("--repeat takes a number from 0 to 1000");
+  const int repeat = static_cast<int>(args.count("--repeat", 3, 1000));
   const Trace t = load_trace(args.positional()[0]);
   const ReplayReport rep =
       run_replay(t, device, config, repeat, ::isatty(2) != 0 && !args.has("--json"), args.get("--snapshot"));

@@ -13,15 +13,6 @@
 
 namespace gpumemprof::tools {
 
-inline std::size_t parse_count(const Args& args, const std::string& option, std::size_t fallback) {
-  if (!args.has(option)) return fallback;
-  const std::string v = args.get(option);
-  if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos || v.size() > 12) {
-    throw UsageError(option + " takes a non-negative number, got '" + v + "'");
-  }
-  return std::stoull(v);
-}
-
 inline int cmd_summary(int argc, char** argv) {
   const Args args(argc, argv, 2, {"--help"}, {"--top"});
   if (args.has("--help")) {
@@ -35,7 +26,7 @@ inline int cmd_summary(int argc, char** argv) {
   args.expect_positional(1, "one SNAPSHOT file");
   const std::string& path = args.positional()[0];
   const Snapshot snap = load_snapshot(path);
-  std::printf("snapshot %s\n%s", path.c_str(), format_summary(summarize(snap), parse_count(args, "--top", 10)).c_str());
+  std::printf("snapshot %s\n%s", path.c_str(), format_summary(summarize(snap), args.count("--top", 10)).c_str());
   return 0;
 }
 
@@ -55,7 +46,7 @@ inline int cmd_html(int argc, char** argv) {
   const Snapshot snap = load_snapshot(args.positional()[0]);
   HtmlReportOptions opt;
   opt.title = args.get("--title", opt.title);
-  opt.max_trace_entries = parse_count(args, "--max-entries", 0);
+  opt.max_trace_entries = args.count("--max-entries", 0);
   write_html_report(snap, args.get("--output"), opt);
   std::printf("wrote %s\n", args.get("--output").c_str());
   return 0;
@@ -64,10 +55,11 @@ inline int cmd_html(int argc, char** argv) {
 inline int cmd_perfetto(int argc, char** argv) {
   const Args args(argc, argv, 2, {"--help"}, {"--output"}, {{"-o", "--output"}});
   if (args.has("--help")) {
-    std::fputs("usage: gpumemprof perfetto SNAPSHOT -o TRACE.json\n"
-               "  Chrome/Perfetto trace-event JSON: allocated and reserved bytes as counter tracks,\n"
-               "  annotations as slices, OOMs as instants. Open it at ui.perfetto.dev.\n",
-               stdout);
+    std::fputs(
+        "usage: gpumemprof perfetto SNAPSHOT -o TRACE.json\n"
+        "  Chrome/Perfetto trace-event JSON: allocated and reserved bytes as counter tracks,\n"
+        "  annotations as slices, OOMs as instants. Open it at ui.perfetto.dev.\n",
+        stdout);
     return 0;
   }
   args.expect_positional(1, "one SNAPSHOT file");

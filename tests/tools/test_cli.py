@@ -139,6 +139,8 @@ check_one_error_line(run("html", os.path.join(DATA, "gpt2_train.trace.gz"), "-o"
 check_one_error_line(run("html", junk, expect_rc=2), "-o")
 check_one_error_line(run("frobnicate", expect_rc=2), "unknown command")
 check_one_error_line(run("replay", expect_rc=2), "TRACE")
+check_one_error_line(run("replay", os.path.join(DATA, "gpt2_train.trace.gz"), "--repeat", "3abc", expect_rc=2),
+                     "--repeat")
 run("--version")
 
 if failures:

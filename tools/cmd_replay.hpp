@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -37,7 +38,8 @@ struct ReplayReport {
   std::string trace;
   std::string device;
   ReplayResult result;
-  double best_ns_per_pair = 0;
+  int warm_runs = 0;            // --repeat: 0 = no timing was taken
+  double best_ns_per_pair = 0;  // meaningful only when warm_runs > 0
 };
 
 /// Cold replay (peaks; recorded into `snapshot_path` when given), then `repeat` warm replays
@@ -64,6 +66,7 @@ inline ReplayReport run_replay(const Trace& t, const Device& device, const Alloc
     history.detach();
   }
   for (void* p : live) alloc.deallocate(p);
+  rep.warm_runs = repeat;
   rep.best_ns_per_pair = rep.result.ns_per_pair;
   for (int i = 0; i < repeat; ++i) {
     say(i + 2);
@@ -89,7 +92,9 @@ inline void print_replay(const ReplayReport& rep, bool json) {
     w.field("peak_allocated_bytes", r.peak_allocated_bytes);
     w.field("peak_reserved_bytes", r.peak_reserved_bytes);
     w.field("num_device_alloc", r.num_device_alloc);
-    w.field("ns_per_pair", std::round(rep.best_ns_per_pair * 10.0) / 10.0);
+    // --repeat 0 times nothing: null, not the cold replay's first-touch figure.
+    w.field("ns_per_pair", rep.warm_runs > 0 ? std::round(rep.best_ns_per_pair * 10.0) / 10.0
+                                             : std::numeric_limits<double>::quiet_NaN());
     w.end_dict();
     w.finish();
     std::cout << '\n' << std::flush;
@@ -109,7 +114,11 @@ inline void print_replay(const ReplayReport& rep, bool json) {
               static_cast<long long>(r.peak_reserved_bytes), mib(static_cast<double>(r.peak_reserved_bytes)),
               req > 0 ? static_cast<double>(r.peak_reserved_bytes) / req : 0.0);
   std::printf("  num_device_alloc      %12lld\n", static_cast<long long>(r.num_device_alloc));
-  std::printf("  ns_per_pair           %12.1f  (best warm replay)\n", rep.best_ns_per_pair);
+  if (rep.warm_runs > 0) {
+    std::printf("  ns_per_pair           %12.1f  (best of %d warm replays)\n", rep.best_ns_per_pair, rep.warm_runs);
+  } else {
+    std::printf("  ns_per_pair           not measured (--repeat 0: no warm replay)\n");
+  }
 }
 
 inline int cmd_replay(int argc, char** argv) {

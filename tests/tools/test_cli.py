@@ -7,6 +7,7 @@ import gzip
 import json
 import os
 import pickle
+import re
 import subprocess
 import sys
 import tempfile
@@ -84,6 +85,7 @@ print(f"snapshots checked with {how}")
 p = run("replay", os.path.join(DATA, "resnet50_train.trace.gz"), "--repeat", "0")
 for key in ("allocs", "peak_reserved_bytes", "ns_per_pair", "3514.0 MiB"):
     check(key in p.stdout, f"replay text output lacks {key!r}")
+check("not measured" in p.stdout, "--repeat 0 must not print a timing")
 
 # A config changes the policy: max_split_size makes resnet's oversize blocks unsplittable.
 p = run("replay", os.path.join(DATA, "resnet50_train.trace.gz"), "--json", "--repeat", "0", "--config",
@@ -142,6 +144,108 @@ check_one_error_line(run("replay", expect_rc=2), "TRACE")
 check_one_error_line(run("replay", os.path.join(DATA, "gpt2_train.trace.gz"), "--repeat", "3abc", expect_rc=2),
                      "--repeat")
 run("--version")
+
+# Readers refuse bad input (issue 9): gzip truncation and corruption name the byte offset.
+with open(os.path.join(DATA, "resnet50_train.trace.gz"), "rb") as f:
+    good_gz = f.read()
+truncated = os.path.join(TMP, "truncated.trace.gz")
+with open(truncated, "wb") as f:
+    f.write(good_gz[:12000])
+check_one_error_line(run("replay", truncated, expect_rc=2), "truncated.trace.gz", "truncated gzip", "byte 12000")
+corrupt = os.path.join(TMP, "corrupt.trace.gz")
+with open(corrupt, "wb") as f:
+    f.write(good_gz[:4000] + bytes(b ^ 0x5A for b in good_gz[4000:4100]) + good_gz[4100:])
+check_one_error_line(run("replay", corrupt, expect_rc=2), "corrupt.trace.gz", "corrupt gzip", "at byte")
+trailing = os.path.join(TMP, "trailing.trace.gz")
+with open(trailing, "wb") as f:
+    f.write(good_gz + b"garbage")
+check_one_error_line(run("replay", trailing, expect_rc=2), "after the gzip stream", f"byte {len(good_gz)}")
+# Two gzip members back to back are one stream (as zcat reads them).
+two = os.path.join(TMP, "two_members.trace.gz")
+with open(two, "wb") as f:
+    f.write(gzip.compress(b"a 1 1000 0\n") + gzip.compress(b"f 1\n"))
+check('"allocs":1' in run("replay", two, "--json", "--repeat", "0").stdout, "two gzip members read as one trace")
+
+
+def check_quoted(p, limit=60):
+    """The error quotes input escaped (no raw control or non-ASCII bytes) and short."""
+    err = p.stderr
+    check(all(32 <= ord(c) < 127 for c in err.rstrip("\n")), f"raw bytes in the error line: {err!r}")
+    for q in re.findall(r"got '((?:[^'\\]|\\.)*)(?:'|\.\.\.')", err):
+        check(len(q) <= limit + 3, f"quoted input longer than {limit} characters: {q!r}")
+
+
+# Binary files fed to replay: the quote is escaped and cut short.
+binary = os.path.join(TMP, "binary.trace")
+with open(binary, "wb") as f:
+    f.write(b"\x80\x04\x95" + bytes(range(11, 256)) * 4)
+p = run("replay", binary, expect_rc=2)
+check_one_error_line(p, "binary.trace:1", "\\x80\\x04\\x95", "...")
+check_quoted(p)
+p = run("replay", os.path.join(DATA, "resnet50_train.snapshot.pickle"), expect_rc=2)
+check_one_error_line(p, "is this an allocation trace?")
+check_quoted(p)
+long_line = os.path.join(TMP, "long_line.trace")
+with open(long_line, "w") as f:
+    f.write("a 1 " + "9" * 100000 + " 0\n")
+p = run("replay", long_line, expect_rc=2)
+check_one_error_line(p, "long_line.trace:1")
+check(len(p.stderr) < 400, f"a 100000-character line is echoed whole: {len(p.stderr)} characters")
+p = run("summary", os.path.join(DATA, "gpt2_train.trace.gz"), expect_rc=2)
+check_quoted(p)
+bad_state = os.path.join(TMP, "bad_state.json")
+with open(bad_state, "w") as f:
+    json.dump({"segments": [{"address": 0, "total_size": 512, "stream": 0, "segment_type": "small\x1b[31m" * 20,
+                             "allocated_size": 0, "active_size": 0, "blocks": []}]}, f)
+p = run("summary", bad_state, expect_rc=2)
+check_one_error_line(p, "segment_type", "\\x1b")
+check_quoted(p)
+p = run("replay", os.path.join(DATA, "gpt2_train.trace.gz"), "--device", "\x1b[2J" + "x" * 200, expect_rc=2)
+check_one_error_line(p, "\\x1b")
+check_quoted(p)
+p = run("replay", os.path.join(DATA, "gpt2_train.trace.gz"), "--config", "max_split_size_mb:\x07" + "9" * 200, expect_rc=2)
+check_one_error_line(p, "max_split_size_mb", "\\x07")
+check_quoted(p)
+
+
+# Block ids far apart cost no memory (a dense table once took 950 MB for id 100000000 and
+# died with bad_alloc for 3000000000).
+sparse = os.path.join(TMP, "sparse_ids.trace")
+with open(sparse, "w") as f:
+    f.write("a 100000000 1 0\na 3000000000 512 0\na 18446744073709551615 2 0\nf 3000000000\n")
+child = subprocess.Popen([BIN, "replay", sparse, "--json", "--repeat", "1"], stdout=subprocess.PIPE, text=True)
+_, _, usage = os.wait4(child.pid, 0)
+out = child.stdout.read()
+check(usage.ru_maxrss < 200 * 1024, f"replay of three sparse ids took {usage.ru_maxrss} KiB")
+check('"allocs":3' in out and '"frees":1' in out, f"sparse ids replay: {out!r}")
+check_one_error_line(run("replay", sparse.replace("sparse_ids", "nope"), expect_rc=2), "nope")
+with open(sparse, "a") as f:
+    f.write("f 7\n")
+check_one_error_line(run("replay", sparse, expect_rc=2), "sparse_ids.trace:5", "block id 7", "not live")
+with open(sparse, "w") as f:
+    f.write("a 1 99999999999999999999 0\n")
+check_one_error_line(run("replay", sparse, expect_rc=2), "sparse_ids.trace:1")
+with open(sparse, "w") as f:
+    f.write("a 1 2000000000000000000 0\n")
+check_one_error_line(run("replay", sparse, expect_rc=2), "sparse_ids.trace:1", "2^60")
+
+# An empty trace is an error, not a report of zeros; --repeat 0 says no timing was taken.
+empty = os.path.join(TMP, "empty.trace")
+open(empty, "w").close()
+check_one_error_line(run("replay", empty, expect_rc=2), "empty.trace", "empty trace", "file is empty")
+with open(empty, "w") as f:
+    f.write("# header only\n\n")
+check_one_error_line(run("replay", empty, expect_rc=2), "empty trace", "only comments")
+empty_gz = os.path.join(TMP, "empty.trace.gz")
+with gzip.open(empty_gz, "wb") as f:
+    pass
+check_one_error_line(run("replay", empty_gz, expect_rc=2), "empty trace")
+p = run("replay", os.path.join(DATA, "resnet50_train.trace.gz"), "--repeat", "0")
+check("not measured (--repeat 0" in p.stdout, f"--repeat 0 must say no timing was taken: {p.stdout!r}")
+p = run("replay", os.path.join(DATA, "resnet50_train.trace.gz"), "--repeat", "0", "--json")
+check(json.loads(p.stdout).get("ns_per_pair", 0) is None, "--repeat 0 --json: ns_per_pair must be null")
+p = run("replay", os.path.join(DATA, "resnet50_train.trace.gz"), "--repeat", "2", "--json")
+check(json.loads(p.stdout)["ns_per_pair"] > 0, "--repeat 2 --json: ns_per_pair measured")
 
 if failures:
     print(f"{len(failures)} failure(s):")

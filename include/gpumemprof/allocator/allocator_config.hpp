@@ -60,7 +60,7 @@ struct AllocatorConfig {
     try {
       return parse(env);
     } catch (const ConfigError& e) {
-      throw ConfigError(std::string("GPUMEMPROF_ALLOC_CONF: ") + e.what());
+      throw ConfigError(environment_error("GPUMEMPROF_ALLOC_CONF", env, e.what()));
     }
   }
 
@@ -145,16 +145,16 @@ struct AllocatorConfig {
     }
     void expect(std::size_t i, std::string_view tok, const std::string& key) const {
       if (at(i, "'" + std::string(tok) + "' after " + key) != tok) {
-        fail(key, "expected '" + std::string(tok) + "' but found '" + tok_[i] + "'");
+        fail(key, "expected '" + std::string(tok) + "' but found " + quote_input(tok_[i]));
       }
     }
     [[noreturn]] static void fail(const std::string& key, const std::string& why) {
-      throw ConfigError("allocator config key '" + key + "': " + why);
+      throw ConfigError("allocator config key " + quote_input(key) + ": " + why);
     }
     [[nodiscard]] std::size_t unsigned_int(std::size_t i, const std::string& key) const {
       const std::string& v = at(i, "a value for " + key);
       if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos || v.size() > 19) {
-        fail(key, "expected a non-negative integer, got '" + v + "'");
+        fail(key, "expected a non-negative integer, got " + quote_input(v));
       }
       return std::stoull(v);
     }
@@ -168,14 +168,14 @@ struct AllocatorConfig {
       const std::string& v = at(i, "a value for " + key);
       char* end = nullptr;
       const double d = std::strtod(v.c_str(), &end);
-      if (v.empty() || end != v.c_str() + v.size()) fail(key, "expected a number, got '" + v + "'");
+      if (v.empty() || end != v.c_str() + v.size()) fail(key, "expected a number, got " + quote_input(v));
       return d;
     }
     [[nodiscard]] bool boolean(std::size_t i, const std::string& key) const {
       const std::string& v = at(i, "True or False for " + key);
       if (v == "True") return true;
       if (v == "False") return false;
-      fail(key, "expected 'True' or 'False', got '" + v + "'");
+      fail(key, "expected 'True' or 'False', got " + quote_input(v));
     }
 
    private:

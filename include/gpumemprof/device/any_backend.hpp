@@ -40,8 +40,8 @@ inline std::size_t parse_bytes(std::string_view text, std::string_view what) {
       shift = 40;
   }
   if (shift < 0 || (shift > 0 && value > (~std::size_t{0} >> shift))) {
-    throw std::invalid_argument(std::string(what) + ": cannot read \"" + std::string(text) +
-                                "\" as a size; write bytes, or a number with K, M, G or T (binary units)");
+    throw std::invalid_argument(std::string(what) + ": cannot read " + quote_input(text) +
+                                " as a size; write bytes, or a number with K, M, G or T (binary units)");
   }
   return value << shift;
 }
@@ -61,7 +61,11 @@ class AnyBackend {
         SimulatedOptions opt;
         opt.index = device.index();
         if (const char* cap = std::getenv("GPUMEMPROF_SIM_CAPACITY"); cap != nullptr && *cap != '\0') {
-          opt.capacity = detail::parse_bytes(cap, "GPUMEMPROF_SIM_CAPACITY");
+          try {
+            opt.capacity = detail::parse_bytes(cap, "a simulated device's capacity");
+          } catch (const std::invalid_argument& e) {
+            throw ConfigError(environment_error("GPUMEMPROF_SIM_CAPACITY", cap, e.what()));
+          }
         }
         return AnyBackend(SimulatedBackend(opt));
       }

@@ -41,7 +41,7 @@ class Device {
       try {
         return parse(env);
       } catch (const DeviceError& e) {
-        throw DeviceError(std::string("GPUMEMPROF_DEVICE: ") + e.what());
+        throw DeviceError(environment_error("GPUMEMPROF_DEVICE", env, e.what()));
       }
     }
     if (cuda_device_count() > 0) {
@@ -79,8 +79,8 @@ class Device {
       std::from_chars(spec.data(), spec.data() + spec.size(), index);
       return checked(DeviceKind::cuda, index, text);
     }
-    throw DeviceError("unknown device \"" + text +
-                      "\": write \"cuda:N\", \"sim:N\", \"host\" or a CUDA device number; available: " +
+    throw DeviceError("unknown device " + quote_input(text) +
+                      ": write \"cuda:N\", \"sim:N\", \"host\" or a CUDA device number; available: " +
                       available_list() + (cuda_device_count() == 0 ? " (" + cuda_unavailable_reason() + ")" : ""));
   }
 
@@ -114,12 +114,12 @@ class Device {
   static Device checked(DeviceKind kind, int index, const std::string& spelled) {
     if (kind == DeviceKind::sim) {
       if (index < 0 || index >= simulated_device_count) {
-        throw DeviceError("no simulated device \"" + spelled + "\"; available: " + available_list());
+        throw DeviceError("no simulated device " + quote_input(spelled) + "; available: " + available_list());
       }
     } else if (kind == DeviceKind::cuda) {
       const int n = cuda_device_count();
       if (index < 0 || index >= n) {
-        throw DeviceError("no CUDA device \"" + spelled + "\" (" +
+        throw DeviceError("no CUDA device " + quote_input(spelled) + " (" +
                           (n == 0 ? cuda_unavailable_reason() : std::to_string(n) + " visible") +
                           "); available: " + available_list());
       }

@@ -167,7 +167,8 @@ class SnapshotDecoder {
     seg.total_size = size_field(d, "total_size", w, 0, true);
     seg.stream = size_field(d, "stream", w, 0);
     const std::string type = str_field(d, "segment_type", w, "large");
-    if (type != "large" && type != "small") fail(w.at("segment_type"), "'" + type + "' is neither 'large' nor 'small'");
+    if (type != "large" && type != "small")
+      fail(w.at("segment_type"), quote_input(type) + " is neither 'large' nor 'small'");
     seg.is_large = type == "large";
     seg.is_expandable = bool_field(d, "is_expandable", w, false);
     seg.frames = frames(d.find("frames"), w.at("frames"));
@@ -210,7 +211,7 @@ class SnapshotDecoder {
     } else if (state == "inactive") {
       b.state = BlockState::inactive;
     } else {
-      fail(w.at("state"), "unknown block state '" + state + "'");
+      fail(w.at("state"), "unknown block state " + quote_input(state));
     }
     b.address = size_field(d, "address", w, next_address);
     b.requested_size = size_field(d, "requested_size", w, b.state == BlockState::inactive ? 0 : b.size);
@@ -222,7 +223,7 @@ class SnapshotDecoder {
     need(d, K::dict, w);
     TraceEntry e;
     const std::string action = str_field(d, "action", w, "", true);
-    if (!parse_action(action, e.action)) fail(w.at("action"), "unknown action '" + action + "'");
+    if (!parse_action(action, e.action)) fail(w.at("action"), "unknown action " + quote_input(action));
     const char* addr_key = e.action == TraceAction::oom && d.find("device_free") != nullptr ? "device_free" : "addr";
     e.addr = size_field(d, addr_key, w, 0);
     e.size = size_field(d, "size", w, 0);
@@ -251,7 +252,7 @@ class SnapshotDecoder {
     Annotation a;
     a.name = str_field(d, "name", w, "");
     const std::string stage = str_field(d, "stage", w, "", true);
-    if (stage != "START" && stage != "END") fail(w.at("stage"), "'" + stage + "' is neither 'START' nor 'END'");
+    if (stage != "START" && stage != "END") fail(w.at("stage"), quote_input(stage) + " is neither 'START' nor 'END'");
     a.start = stage == "START";
     a.device = device_field(d, w);
     a.time_us = time_field(d, w);

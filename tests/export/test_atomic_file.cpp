@@ -4,7 +4,10 @@
 #include <linux/fs.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <cerrno>
 #include <functional>
@@ -112,6 +115,55 @@ TEST_CASE("atomic file: an exception while producing leaves the old file and no 
   CHECK_THROWS_AS(gmp::write_snapshot_file(bad, path), std::invalid_argument);
   CHECK(gmp::read_file(path) == "old content");
   CHECK(dir.entries() == std::vector<std::string>{"keep.txt"});
+}
+
+TEST_CASE("atomic file: a terminating signal mid-write removes the temporary; the old file stays") {
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {
+    TempDir dir;
+    const std::string path = dir.file("keep.txt");
+    gmp::write_file_atomically(path, std::string_view("old content"));
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      // Default actions in the child, as in a fresh process.
+      for (const int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) std::signal(s, SIG_DFL);
+      gmp::write_file_atomically(path, [&](std::ostream& os) {
+        os << std::string(300000, 'p') << std::flush;  // part of it on disk already
+        ::raise(sig);
+        os << "never";
+      });
+      ::_exit(0);
+    }
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    INFO("signal " << sig);
+    // The process still died of the signal (the handler re-raised it with the default action).
+    CHECK(WIFSIGNALED(status));
+    if (WIFSIGNALED(status)) CHECK(WTERMSIG(status) == sig);
+    CHECK(gmp::read_file(path) == "old content");
+    CHECK(dir.entries() == std::vector<std::string>{"keep.txt"});
+  }
+}
+
+TEST_CASE("atomic file: a program's own signal handler is left alone") {
+  TempDir dir;
+  const std::string path = dir.file("out.txt");
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    std::signal(SIGTERM, [](int) { ::_exit(42); });
+    gmp::write_file_atomically(path, [&](std::ostream& os) {
+      os << "partial" << std::flush;
+      ::raise(SIGTERM);
+    });
+    ::_exit(0);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 42));
+  // That handler exited without cleaning up: the temporary stays, the target was never written.
+  CHECK(dir.entries().size() == 1);
+  CHECK(dir.entries()[0].find("out.txt.tmp-") == 0);
 }
 
 TEST_CASE("atomic file: an unwritable directory is an IoError naming the path; the old file stays") {

@@ -3,18 +3,24 @@
 // A snapshot or report is written to a temporary file in the target's directory, flushed
 // and fsync'ed, then renamed over the target: readers see the old file or the complete new
 // one, never a torn mix, and a failure (full disk, no permission, an exception while
-// producing the content) leaves the old file untouched and no temporary behind.
+// producing the content) leaves the old file untouched and no temporary behind. SIGINT,
+// SIGTERM, SIGHUP and SIGQUIT while a file is being written (Ctrl-C during a long export)
+// remove the temporary too: a handler, installed only where the signal's action is the default,
+// unlinks every registered temporary and re-raises the signal with its default action.
 // POSIX only (open/fsync/rename), like the rest of the toolkit.
 #pragma once
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstddef>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <ostream>
@@ -22,6 +28,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <utility>
 
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/error.hpp"
@@ -91,6 +98,73 @@ class FdStreambuf final : public std::streambuf {
   int error_ = 0;
 };
 
+/// Temporary files being written now, for the signal handler. Fixed-size and lock-free, so the
+/// handler does only async-signal-safe work: atomic loads, unlink, sigaction, raise.
+class TempFileRegistry {
+ public:
+  static constexpr std::size_t kSlots = 32;
+  static constexpr std::size_t kMaxPath = 1024;
+
+  /// Registers `path`; returns its slot, or kSlots when none is free or the path is too long
+  /// (the file is then still removed on exceptions, only not on signals).
+  static std::size_t add(const std::string& path) noexcept {
+    if (path.size() >= kMaxPath) return kSlots;
+    install_handlers();
+    (void)slots();
+    for (std::size_t i = 0; i < kSlots; ++i) {
+      int expected = kFree;
+      if (slots()[i].state.compare_exchange_strong(expected, kFilling, std::memory_order_acquire)) {
+        std::memcpy(slots()[i].path, path.c_str(), path.size() + 1);
+        slots()[i].state.store(kLive, std::memory_order_release);
+        return i;
+      }
+    }
+    return kSlots;
+  }
+  static void remove(std::size_t slot) noexcept {
+    if (slot < kSlots) slots()[slot].state.store(kFree, std::memory_order_release);
+  }
+  /// Unlinks every registered temporary (async-signal-safe).
+  static void unlink_all() noexcept {
+    for (std::size_t i = 0; i < kSlots; ++i) {
+      if (slots()[i].state.load(std::memory_order_acquire) == kLive) ::unlink(slots()[i].path);
+    }
+  }
+
+ private:
+  enum : int { kFree = 0, kFilling = 1, kLive = 2 };
+  struct Slot {
+    std::atomic<int> state{kFree};
+    char path[kMaxPath];
+  };
+  static Slot* slots() noexcept {
+    static Slot table[kSlots];  // zero-initialised, constructed before any signal can see it
+    return table;
+  }
+
+  static void on_signal(int sig) {
+    unlink_all();
+    // SA_RESETHAND restored the default action: re-raising terminates as the signal would have.
+    ::raise(sig);
+  }
+
+  // Checked at every registration (four sigaction calls, nothing next to writing a file): a
+  // program may reset a signal to its default action at any time, e.g. in a forked child.
+  static void install_handlers() noexcept {
+    for (const int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {
+      struct sigaction old {};
+      if (::sigaction(sig, nullptr, &old) != 0 || (old.sa_flags & SA_SIGINFO) != 0 || old.sa_handler != SIG_DFL) {
+        continue;  // the program handles (or ignores) this signal itself, or it is ours already
+      }
+      struct sigaction act {};
+      act.sa_handler = &TempFileRegistry::on_signal;
+      sigemptyset(&act.sa_mask);
+      act.sa_flags = SA_RESETHAND | SA_RESTART;
+      (void)::sigaction(sig, &act, nullptr);
+    }
+  }
+};
+
 [[noreturn]] inline void throw_io(std::string_view verb, const std::string& path, int err, std::string_view step = {}) {
   std::string msg = "cannot ";
   msg.append(verb).append(" '").append(path).append("': ").append(errno_text(err));
@@ -134,7 +208,27 @@ inline int create_temporary(const std::string& path, std::string& tmp_path) {
 template <class Produce>
 void write_file_atomically(const std::string& path, Produce&& produce) {
   std::string tmp;
-  int fd = detail::create_temporary(path, tmp);
+  struct Registration {
+    std::size_t slot = detail::TempFileRegistry::kSlots;
+    ~Registration() { detail::TempFileRegistry::remove(slot); }
+  } registration;
+  int fd = -1;
+  {
+    // The terminating signals wait while the temporary is created and registered, so none
+    // can leave it behind unregistered.
+    sigset_t block, saved;
+    sigemptyset(&block);
+    for (const int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&block, sig);
+    ::pthread_sigmask(SIG_BLOCK, &block, &saved);
+    try {
+      fd = detail::create_temporary(path, tmp);
+      registration.slot = detail::TempFileRegistry::add(tmp);
+    } catch (...) {
+      ::pthread_sigmask(SIG_SETMASK, &saved, nullptr);
+      throw;
+    }
+    ::pthread_sigmask(SIG_SETMASK, &saved, nullptr);
+  }
   struct stat old {};
   if (::stat(path.c_str(), &old) == 0) (void)::fchmod(fd, old.st_mode & 07777);
 
@@ -165,6 +259,8 @@ void write_file_atomically(const std::string& path, Produce&& produce) {
       const int err = errno;
       detail::throw_io("write", path, err, "renaming '" + tmp + "' over it");
     }
+    // The name is the target's now; the slot is freed once (another writer may take it next).
+    detail::TempFileRegistry::remove(std::exchange(registration.slot, detail::TempFileRegistry::kSlots));
   } catch (...) {
     abandon();
     throw;

@@ -257,8 +257,7 @@ inline GPUMemoryProfiler::GPUMemoryProfiler(std::shared_ptr<MemorySource> source
 }
 
 inline void GPUMemoryProfiler::start_monitoring(std::chrono::nanoseconds interval) {
-  if (sampler_.running()) return;
-  sampler_.start(interval, [this] { sample_now(); });
+  (void)sampler_.start_unless_running(interval, [this] { sample_now(); });
 }
 
 inline void GPUMemoryProfiler::sample_now() {

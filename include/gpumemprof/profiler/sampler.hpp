@@ -33,25 +33,34 @@ class PeriodicSampler {
   /// the task is kept (last_error()) and sampling goes on. Throws std::invalid_argument for a
   /// non-positive interval and std::logic_error when already running.
   void start(std::chrono::nanoseconds interval, std::function<void()> task) {
+    if (!start_unless_running(interval, std::move(task))) {
+      throw std::logic_error("the sampler is already running; stop it first");
+    }
+  }
+
+  /// start(), except that when the sampler is running already it returns false and changes
+  /// nothing: the check and the start are one step, so threads racing to start it are safe.
+  bool start_unless_running(std::chrono::nanoseconds interval, std::function<void()> task) {
     if (interval <= std::chrono::nanoseconds::zero()) {
       throw std::invalid_argument("sampling interval must be positive, got " + std::to_string(interval.count()) +
                                   " ns");
     }
     std::lock_guard control(control_);
-    if (thread_.joinable()) throw std::logic_error("the sampler is already running; stop it first");
+    if (thread_.joinable()) return false;
     {
       std::lock_guard lock(mutex_);
       stop_requested_ = false;
     }
     running_.store(true, std::memory_order_release);
     thread_ = std::thread([this, interval, task = std::move(task)] { loop(interval, task); });
+    return true;
   }
 
-  /// Stops the thread and waits for it; no-op when not running. Must not be called from the
-  /// task itself.
-  void stop() {
+  /// Stops the thread and waits for it; no-op (false) when not running. Any thread may call it,
+  /// but not the task itself.
+  bool stop() {
     std::lock_guard control(control_);
-    if (!thread_.joinable()) return;
+    if (!thread_.joinable()) return false;
     {
       std::lock_guard lock(mutex_);
       stop_requested_ = true;
@@ -59,6 +68,7 @@ class PeriodicSampler {
     wake_.notify_all();
     thread_.join();
     running_.store(false, std::memory_order_release);
+    return true;
   }
 
   [[nodiscard]] bool running() const noexcept { return running_.load(std::memory_order_acquire); }

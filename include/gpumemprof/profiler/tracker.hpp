@@ -170,6 +170,7 @@ class MemoryTracker {
 
   /// Starts background sampling every options().interval; logs a start event. No-op when on.
   void start_tracking() {
+    std::lock_guard control(control_);  // one start or stop at a time, from any thread
     if (sampler_.running()) return;
     {
       std::lock_guard lock(mutex_);
@@ -181,6 +182,7 @@ class MemoryTracker {
 
   /// Stops and joins the sampling thread; logs a stop event. No-op when off.
   void stop_tracking() {
+    std::lock_guard control(control_);
     if (!sampler_.running()) return;
     sampler_.stop();
     {
@@ -463,6 +465,7 @@ class MemoryTracker {
   std::chrono::steady_clock::time_point tracking_since_{};
   double tracked_seconds_ = 0.0;
 
+  std::mutex control_;       // serializes start_tracking() and stop_tracking()
   PeriodicSampler sampler_;  // last: stops before the members above go away
 };
 

@@ -23,3 +23,21 @@ tail -25 "$out/demo.txt"
 GPUMEMPROF_SOURCE_DIR="$PWD" timeout 200 "$build/bench/bench_allocator" --benchmark_repetitions=5 \
   --benchmark_report_aggregates_only=true --benchmark_min_time=0.2 > "$out/bench_allocator.txt" 2>&1
 grep -E "median" "$out/bench_allocator.txt"
+
+# --- Reliability (issue 9): compute-sanitizer over the GPU tests (incl. the multi-stream
+# stress), and the 100M-operation model-checked allocator stress spread over every core.
+# Each step logs to $out and a failure does not stop the others.
+bench/gpu_sanitize.sh "$build" 2>&1 | tee "$out/sanitize.txt"
+"$build/tests/gpu/test_gpu" "multi-stream*" > "$out/multistream.txt" 2>&1
+tail -3 "$out/multistream.txt"
+if [ -x "$build/tests/stress/stress_allocator" ]; then
+  jobs=$(nproc)
+  per_seed=$((100000000 / jobs + 1))
+  start_s=$(date +%s)
+  for j in $(seq 1 "$jobs"); do
+    "$build/tests/stress/stress_allocator" --ops "$per_seed" --seeds "$j" --threads 4 --quiet > "$out/stress-$j.txt" 2>&1 &
+  done
+  wait
+  echo "stress: $jobs processes x $per_seed operations, $(( $(date +%s) - start_s )) s" | tee "$out/stress.txt"
+  cat "$out"/stress-*.txt | tee -a "$out/stress.txt" | grep -c "all checks held" | sed 's/^/stress: seeds passed: /'
+fi

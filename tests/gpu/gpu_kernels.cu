@@ -16,6 +16,35 @@ __global__ void spin_and_fill(unsigned* data, unsigned n, long long cycles) {
   for (unsigned i = threadIdx.x; i < n; i += blockDim.x) data[i] = 0xC0FFEEu;
 }
 
+__device__ void spin(long long cycles) {
+  const long long start = clock64();
+  while (clock64() - start < cycles) {
+  }
+}
+__device__ unsigned pattern(unsigned tag, unsigned i) { return (tag * 2654435761u) ^ (i * 40503u + 0x9E3779B9u); }
+
+__global__ void fill_pattern(unsigned* data, unsigned n, unsigned tag, long long cycles) {
+  if (threadIdx.x == 0 && blockIdx.x == 0) spin(cycles);
+  __syncthreads();
+  for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) data[i] = pattern(tag, i);
+}
+
+// One block: the spin happens before any word is read (a grid would race its own spin).
+__global__ void verify_pattern(const unsigned* data, unsigned n, unsigned tag, long long cycles, unsigned* errors) {
+  if (threadIdx.x == 0) spin(cycles);
+  __syncthreads();
+  unsigned bad = 0;
+  for (unsigned i = threadIdx.x; i < n; i += blockDim.x) bad += data[i] != pattern(tag, i) ? 1u : 0u;
+  if (bad != 0) atomicAdd(errors, bad);
+}
+
+long long cycles_for(double milliseconds) {
+  int khz = 0;
+  cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0);
+  if (khz <= 0) khz = 1500000;
+  return static_cast<long long>(milliseconds * khz);
+}
+
 struct Square {
   __host__ __device__ double operator()(double x) const { return x * x; }
 };
@@ -36,4 +65,14 @@ double gpu_test::thrust_sum_of_squares(gpumemprof::DeviceAllocator& caching, int
   thrust::device_vector<double, Alloc> sq(static_cast<std::size_t>(n), 0.0, Alloc(caching));
   thrust::transform(v.begin(), v.end(), sq.begin(), Square{});
   return thrust::reduce(sq.begin(), sq.end(), 0.0);
+}
+
+void gpu_test::launch_fill_pattern(void* data, unsigned words, unsigned tag, double spin_ms, cudaStream_t stream) {
+  const unsigned blocks = words / 256 + 1 < 128 ? words / 256 + 1 : 128;
+  fill_pattern<<<blocks, 256, 0, stream>>>(static_cast<unsigned*>(data), words, tag, cycles_for(spin_ms));
+}
+
+void gpu_test::launch_verify_pattern(const void* data, unsigned words, unsigned tag, double spin_ms, unsigned* errors,
+                                     cudaStream_t stream) {
+  verify_pattern<<<1, 1024, 0, stream>>>(static_cast<const unsigned*>(data), words, tag, cycles_for(spin_ms), errors);
 }

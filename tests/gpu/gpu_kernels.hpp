@@ -8,6 +8,12 @@
 namespace gpu_test {
 /// Keeps `stream` busy for about `milliseconds`, then fills `words` 32-bit words at `data`.
 void launch_spin_and_fill(void* data, unsigned words, double milliseconds, cudaStream_t stream);
+/// On `stream`: spins about `spin_ms`, then writes word i of `data` as pattern(tag, i).
+void launch_fill_pattern(void* data, unsigned words, unsigned tag, double spin_ms, cudaStream_t stream);
+/// On `stream`: spins about `spin_ms`, then adds to *errors the words of `data` that differ
+/// from pattern(tag, i) -- a block reused (and refilled) too early shows up here.
+void launch_verify_pattern(const void* data, unsigned words, unsigned tag, double spin_ms, unsigned* errors,
+                           cudaStream_t stream);
 /// Sum of i^2 for i = 1..n computed with thrust::device_vector over `caching`.
 double thrust_sum_of_squares(gpumemprof::DeviceAllocator& caching, int n);
 }  // namespace gpu_test

@@ -1,5 +1,6 @@
-// libFuzzer target: the pickle reader and the snapshot decoder on top of it. Any input is a
-// snapshot or a FormatError.
+// libFuzzer target: a snapshot reader -- the pickle reader (GMP_FUZZ_JSON=0) or the JSON reader
+// (GMP_FUZZ_JSON=1) -- and the snapshot decoder on top of it. Any input is a snapshot or a
+// FormatError.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -9,7 +10,11 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);
   try {
+#if GMP_FUZZ_JSON
+    const gpumemprof::DataValue v = gpumemprof::parse_json(bytes);
+#else
     const gpumemprof::DataValue v = gpumemprof::read_pickle(bytes);
+#endif
     (void)gpumemprof::snapshot_from_value(v, "fuzz");
   } catch (const gpumemprof::FormatError&) {
   }

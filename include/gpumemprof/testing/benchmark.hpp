@@ -50,13 +50,15 @@ class MemoryCounters {
     const AllocatorGauges end = allocator_->gauges();
     const auto reserved_peak = allocator_->memory_stats().reserved_bytes.all().peak;
     const double iterations = state_->iterations() > 0 ? static_cast<double>(state_->iterations()) : 1.0;
+    constexpr auto plain = benchmark::Counter::kDefaults;
+    constexpr auto binary = benchmark::Counter::OneK::kIs1024;  // bytes print as Ki/Mi/Gi
     auto& c = state_->counters;
-    c["peak_bytes"] = benchmark::Counter(static_cast<double>(peak));
-    c["reserved_peak_bytes"] = benchmark::Counter(static_cast<double>(reserved_peak));
+    c["peak_bytes"] = benchmark::Counter(static_cast<double>(peak), plain, binary);
+    c["reserved_peak_bytes"] = benchmark::Counter(static_cast<double>(reserved_peak), plain, binary);
     c["allocs_per_iter"] =
         benchmark::Counter(static_cast<double>(end.total_allocations - start_.total_allocations) / iterations);
-    c["bytes_per_iter"] =
-        benchmark::Counter(static_cast<double>(end.total_allocated_bytes - start_.total_allocated_bytes) / iterations);
+    c["bytes_per_iter"] = benchmark::Counter(
+        static_cast<double>(end.total_allocated_bytes - start_.total_allocated_bytes) / iterations, plain, binary);
   }
 
  private:

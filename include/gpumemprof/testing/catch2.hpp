@@ -54,7 +54,8 @@ namespace detail {
 
 /// A signed byte count in PyTorch's units ("-2.00 MiB").
 [[nodiscard]] inline std::string signed_size(std::int64_t bytes) {
-  return bytes < 0 ? "-" + format_size(static_cast<std::uint64_t>(-bytes)) : format_size(static_cast<std::uint64_t>(bytes));
+  return bytes < 0 ? "-" + format_size(static_cast<std::uint64_t>(-bytes))
+                   : format_size(static_cast<std::uint64_t>(bytes));
 }
 
 /// The device a result's sites are read from: `chosen`, else the current device's kind with the

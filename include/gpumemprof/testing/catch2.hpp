@@ -8,10 +8,12 @@
 // A failure states the measured value and the budget in PyTorch's units, the scope name, and,
 // when history records stacks on the device, the allocation sites holding the most live memory
 // right after the scope ("96.00 MiB > budget 64.00 MiB in "step"; top live allocation sites: ...").
-// Include Catch2 before or after this header; it includes the right Catch2 header itself.
+// It includes Catch2 itself (TEST_CASE, REQUIRE_THAT, ...): v3's headers when present, else v2's
+// catch2/catch.hpp.
 #pragma once
 
 #if __has_include(<catch2/matchers/catch_matchers.hpp>)
+#include <catch2/catch_test_macros.hpp>
 #include <catch2/catch_tostring.hpp>
 #include <catch2/matchers/catch_matchers.hpp>
 #define GPUMEMPROF_CATCH2_MAJOR 3

@@ -138,11 +138,14 @@ def run_child(args, workload, allocator):
            "--warmup", str(args.warmup), "--result", result_path, "--snapshot", snapshot_path]
     print("== %s on %s allocator (log: %s)" % (workload, allocator, log_path), flush=True)
     with open(log_path, "w") as log:
-        rc = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=args.timeout)
+        try:
+            rc = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=args.timeout)
+        except subprocess.TimeoutExpired:
+            rc = "timeout after %d s" % args.timeout
     if rc != 0 or not os.path.exists(result_path):
         with open(log_path) as log:
             tail = log.read()[-3000:]
-        fail("%s on %s exited %d:\n%s" % (workload, allocator, rc, tail))
+        fail("%s on %s exited %s:\n%s" % (workload, allocator, rc, tail))
         return None
     with open(result_path) as f:
         return json.load(f)
@@ -150,15 +153,21 @@ def run_child(args, workload, allocator):
 
 def check_snapshot(path):
     """`python3 -m torch.cuda._memory_viz stats FILE` must read the snapshot."""
-    r = subprocess.run([sys.executable, "-m", "torch.cuda._memory_viz", "stats", path], capture_output=True, text=True,
-                       timeout=600)
+    try:
+        r = subprocess.run([sys.executable, "-m", "torch.cuda._memory_viz", "stats", path], capture_output=True,
+                           text=True, timeout=600)
+    except subprocess.TimeoutExpired:
+        fail("torch.cuda._memory_viz stats %s took over 600 s" % path)
+        return False
     print("-- torch.cuda._memory_viz stats %s (exit %d):\n%s%s" % (path, r.returncode, r.stdout[-2000:], r.stderr[-2000:]))
     ok = r.returncode == 0
+    if not ok:
+        fail("torch.cuda._memory_viz stats could not read %s" % path)
     checker = os.path.join(REPO, "shared", "tools", "check_snapshot.py")
     if not os.path.exists(checker):
         checker = os.path.join(os.path.dirname(REPO), "shared", "tools", "check_snapshot.py")
     if os.path.exists(checker):
-        c = subprocess.run([sys.executable, checker, path], capture_output=True, text=True, timeout=600)
+        c = subprocess.run([sys.executable, checker, path], capture_output=True, text=True)
         print("-- check_snapshot.py (exit %d): %s%s" % (c.returncode, c.stdout[-1500:], c.stderr[-1500:]))
         ok = ok and c.returncode == 0
     return ok
@@ -175,6 +184,8 @@ def main():
     p.add_argument("--result", help=argparse.SUPPRESS)
     p.add_argument("--snapshot", default="", help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.steps < 1 or args.warmup < 0:
+        p.error("--steps must be at least 1 and --warmup at least 0")
     if args.child:
         child(args.child[0], args.child[1], args.steps, args.warmup, args.result, args.snapshot)
         return 0
@@ -185,6 +196,12 @@ def main():
     if unknown:
         fail("unknown workload(s) %s; choose from %s" % (", ".join(unknown), ", ".join(WORKLOADS)))
         return 2
+    import importlib.util
+    needed = {"torch": "torch", "resnet50": "torchvision", "gpt2": "transformers"}
+    for module in ["torch"] + [needed[w] for w in workloads]:
+        if importlib.util.find_spec(module) is None:
+            fail("python module %r is not installed (needed for %s)" % (module, ", ".join(workloads)))
+            return 1
     try:
         sys.path.insert(0, os.path.join(REPO, "python"))
         import gpumemprof_torch

@@ -18,10 +18,10 @@
 #include "gpumemprof/allocator/caching_allocator.hpp"
 #include "gpumemprof/allocator/default_allocator.hpp"
 #include "gpumemprof/allocator/format_size.hpp"
-#include "gpumemprof/allocator/size_literals.hpp"
 #include "gpumemprof/allocator/introspection.hpp"
 #include "gpumemprof/allocator/memory_resource.hpp"
 #include "gpumemprof/allocator/memory_stats.hpp"
+#include "gpumemprof/allocator/size_literals.hpp"
 #include "gpumemprof/allocator/size_policy.hpp"
 #include "gpumemprof/allocator/std_allocator.hpp"
 

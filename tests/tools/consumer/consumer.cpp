@@ -13,7 +13,8 @@ int main() {
   const auto allocated = gmp::memory_allocated("sim:0");
   alloc.deallocate(p);
   alloc.validate();
-  std::printf("consumer: %s allocated, C++ stacks %s\n", gmp::format_size(static_cast<std::uint64_t>(allocated)).c_str(),
+  std::printf("consumer: %s allocated, C++ stacks %s\n",
+              gmp::format_size(static_cast<std::uint64_t>(allocated)).c_str(),
               GPUMEMPROF_WITH_STACKTRACE ? "on" : "off");
   return allocated == static_cast<std::int64_t>(64_MiB) ? 0 : 1;
 }

@@ -41,3 +41,18 @@ if [ -x "$build/tests/stress/stress_allocator" ]; then
   echo "stress: $jobs processes x $per_seed operations, $(( $(date +%s) - start_s )) s" | tee "$out/stress.txt"
   cat "$out"/stress-*.txt | tee -a "$out/stress.txt" | grep -c "all checks held" | sed 's/^/stress: seeds passed: /'
 fi
+# --- issue 8: the PyTorch bridge and C++ stacks on this host --------------------------------------
+# The bridge's C functions (also in the test log above as torch-bridge), then ResNet-50 and GPT-2
+# training on gpumemprof's allocator vs PyTorch's, with the snapshot checked by PyTorch's own
+# _memory_viz. Which stack mode Meson picked here (Ubuntu 24.04: header-backtrace) and the
+# stacks test that asserts a frame names its own source file.
+grep -E "C\+\+ stack traces" "$out/build.log" | tail -1 | tee "$out/stacks_mode.txt"
+timeout 120 "$build/tests/history/test_history" "A captured frame names its own source file*" \
+  > "$out/stacks_test.txt" 2>&1
+echo "stacks test exit $?: $(tail -2 "$out/stacks_test.txt" | tr '\n' ' ')"
+timeout 120 "$build/tests/gpu/test_torch_bridge" > "$out/torch_bridge_capi.txt" 2>&1
+echo "torch bridge C API test exit $?: $(tail -2 "$out/torch_bridge_capi.txt" | tr '\n' ' ')"
+GPUMEMPROF_TORCH_LIB="$build/python/libgpumemprof_torch.so" timeout 1200 python3 bench/torch_bridge.py \
+  --out "$out/torch_bridge" > "$out/torch_bridge.txt" 2>&1
+echo "torch_bridge.py exit $?"
+tail -12 "$out/torch_bridge.txt"

@@ -326,6 +326,31 @@ int run_demo(const DemoOptions& options) {
   return 0;
 }
 
+struct DemoTrainer::Impl {
+  explicit Impl(const DemoOptions& o)
+      : options(o),
+        device(o.device.empty() ? gmp::Device() : gmp::Device(o.device)),
+        compute(compute_for(device)),
+        model(gmp::default_allocator(device), *compute, options) {}
+  DemoOptions options;  // the model keeps a reference: owned here
+  gmp::Device device;
+  std::unique_ptr<DemoCompute> compute;
+  Mlp model;
+};
+
+DemoTrainer::DemoTrainer(const DemoOptions& options) : impl_(std::make_unique<Impl>(options)) {}
+DemoTrainer::~DemoTrainer() = default;
+
+double DemoTrainer::step() {
+  Mlp::Step s;
+  impl_->model.load_batch(s);
+  impl_->model.forward(s);
+  impl_->model.backward(s);
+  impl_->model.optimizer_step(s);
+  impl_->compute->synchronize();
+  return s.loss;
+}
+
 const char* demo_usage() {
   return "options:\n"
          "  --device D        cuda:N or sim:N (default: the current device, sim:0 without a GPU)\n"

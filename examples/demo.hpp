@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,24 @@ struct DemoOptions {
   std::chrono::milliseconds monitor_interval{5};
   /// Print only the final summary (no per-step lines).
   bool quiet = false;
+};
+
+/// The demo's model and its training step without the profiler, monitor and files: for budget
+/// tests and benchmarks. The constructor allocates the weights on `options.device` (the
+/// momentum buffers come with the first step, like torch.optim.SGD); step() runs one training
+/// step (data loading, forward, backward, optimizer) and returns its loss (NaN on a simulated
+/// device). Every step allocates the same tensors as run_demo's steps.
+class DemoTrainer {
+ public:
+  explicit DemoTrainer(const DemoOptions& options);
+  ~DemoTrainer();
+  DemoTrainer(const DemoTrainer&) = delete;
+  DemoTrainer& operator=(const DemoTrainer&) = delete;
+  double step();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 /// Runs the demo; returns a process exit code (0 on success). Errors (an unknown device, a

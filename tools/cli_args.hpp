@@ -22,6 +22,7 @@ class Args {
        const std::map<std::string, std::string>& aliases = {}) {
     for (int i = first; i < argc; ++i) {
       std::string a = argv[i];
+      if (a == "-h") a = "--help";  // every command takes -h for --help
       if (auto it = aliases.find(a); it != aliases.end()) a = it->second;
       if (a.size() > 2 && a.rfind("--", 0) == 0) {
         std::string value;

@@ -31,7 +31,16 @@ inline const char* replay_usage() {
          "  Peaks come from the first (cold) replay; ns_per_pair is the best of N warm replays\n"
          "  (default 3) on the same allocator, like PyTorch's anchor figures. --snapshot records\n"
          "  the cold replay's history (no stacks: they would show this tool) and writes it, with the\n"
-         "  blocks live at its end, as a PyTorch snapshot (.pickle) or JSON (.json).\n";
+         "  blocks live at its end, as a PyTorch snapshot (.pickle) or JSON (.json).\n"
+         "trace format (text, optionally gzip-compressed), one event a line:\n"
+         "  # workload=<name> ...      comment or header line\n"
+         "  a <id> <bytes> <stream>    allocate block <id> of <bytes> (requested size) on <stream>\n"
+         "                             (0 = the default stream)\n"
+         "  f <id>                     free block <id>\n"
+         "  Ids are dense from 0; blocks still live at the end are never freed. Example:\n"
+         "    a 0 1048576 0\n"
+         "    a 1 512 0\n"
+         "    f 0\n";
 }
 
 struct ReplayReport {

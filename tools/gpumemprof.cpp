@@ -20,7 +20,7 @@ namespace {
 int run_demo_command(int argc, char** argv) {
 #if GPUMEMPROF_CLI_DEMO
   for (int i = 2; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--help") == 0) {
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
       std::fputs(gpumemprof_demo::demo_usage(), stdout);
       return 0;
     }
@@ -47,12 +47,12 @@ const char* usage() {
          "  html SNAPSHOT -o REPORT.html   an offline HTML report of a snapshot\n"
          "  perfetto SNAPSHOT -o TRACE.json  counter tracks for ui.perfetto.dev\n"
          "  demo             a profiled training loop (GPU with cuBLAS, else the simulated device)\n"
+         "  help [COMMAND]   this text, or a command's options\n"
          "  --version        print the version\n"
-         "Run 'gpumemprof <command> --help' for a command's options.\n";
+         "Run 'gpumemprof <command> --help' (or -h) for a command's options.\n";
 }
-}  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   namespace tools = gpumemprof::tools;
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
     std::fputs(usage(), argc < 2 ? stderr : stdout);
@@ -60,9 +60,19 @@ int main(int argc, char** argv) {
   }
   const std::string cmd = argv[1];
   try {
-    if (cmd == "--version") {
+    if (cmd == "--version" || cmd == "-V" || cmd == "version") {
       std::printf("gpumemprof %s\n", GPUMEMPROF_VERSION_STRING);
       return 0;
+    }
+    if (cmd == "help") {
+      if (argc < 3) {
+        std::fputs(usage(), stdout);
+        return 0;
+      }
+      // `help COMMAND` is `COMMAND --help`.
+      char help_flag[] = "--help";
+      char* help_argv[] = {argv[0], argv[2], help_flag, nullptr};
+      return run(3, help_argv);
     }
     if (cmd == "replay") return tools::cmd_replay(argc, argv);
     if (cmd == "summary") return tools::cmd_summary(argc, argv);
@@ -79,3 +89,6 @@ int main(int argc, char** argv) {
   }
   return 2;
 }
+}  // namespace
+
+int main(int argc, char** argv) { return run(argc, argv); }

@@ -5,6 +5,12 @@
 // file set them to match the libraries they link.
 #pragma once
 
+// One clear message instead of hundreds of errors from concepts and designated initializers.
+#if defined(_MSVC_LANG) ? _MSVC_LANG < 202002L : __cplusplus < 202002L
+#error \
+    "gpumemprof needs C++20: compile with -std=c++20 (pkg-config --cflags gpumemprof and the CMake target gpumemprof::gpumemprof add it)"
+#endif
+
 #define GPUMEMPROF_VERSION_MAJOR 0
 #define GPUMEMPROF_VERSION_MINOR 1
 #define GPUMEMPROF_VERSION_PATCH 0

@@ -21,6 +21,7 @@
 #include "gpumemprof/allocator/introspection.hpp"
 #include "gpumemprof/allocator/memory_resource.hpp"
 #include "gpumemprof/allocator/memory_stats.hpp"
+#include "gpumemprof/allocator/size_literals.hpp"
 #include "gpumemprof/allocator/size_policy.hpp"
 #include "gpumemprof/allocator/std_allocator.hpp"
 

@@ -56,6 +56,25 @@ TEST_CASE("Allocator<T> over the default host allocator") {
   gmp::default_allocator("host").validate();
 }
 
+TEST_CASE("default-constructed Allocator<T> and MemoryResource serve memory the host can touch") {
+  const std::int64_t before = gmp::memory_allocated("host");
+  {
+    std::vector<float, gmp::Allocator<float>> v;  // no device named: host memory, never sim:0
+    v.assign(4096, 1.5f);
+    CHECK(v[4095] == 1.5f);
+    CHECK(&v.get_allocator().caching() == &gmp::default_allocator("host"));
+    gmp::MemoryResource mr;
+    std::pmr::vector<int> w(&mr);
+    w.assign(1000, 7);
+    CHECK(w[999] == 7);
+    CHECK(mr.is_equal(gmp::MemoryResource(gmp::Device::host())));
+    CHECK(gmp::memory_allocated("host") >=
+          before + static_cast<std::int64_t>(4096 * sizeof(float) + 1000 * sizeof(int)));
+  }
+  CHECK(gmp::memory_allocated("host") == before);
+  gmp::default_allocator("host").validate();
+}
+
 TEST_CASE("MemoryResource works with std::pmr containers") {
   gmp::MemoryResource mr(gmp::Device::host());
   {

@@ -246,6 +246,18 @@ p = run("replay", os.path.join(DATA, "resnet50_train.trace.gz"), "--repeat", "0"
 check(json.loads(p.stdout).get("ns_per_pair", 0) is None, "--repeat 0 --json: ns_per_pair must be null")
 p = run("replay", os.path.join(DATA, "resnet50_train.trace.gz"), "--repeat", "2", "--json")
 check(json.loads(p.stdout)["ns_per_pair"] > 0, "--repeat 2 --json: ns_per_pair measured")
+# Help: --help, -h and `help` at the top and on every command; replay's shows the trace format.
+check(run("--version").stdout.startswith("gpumemprof "), "--version prints 'gpumemprof <version>'")
+for top in (["--help"], ["-h"], ["help"]):
+    check("usage: gpumemprof <command>" in run(*top).stdout, f"{top[0]} prints the usage")
+for command in ["replay", "summary", "html", "perfetto"] + (["demo"] if WITH_DEMO else []):
+    for flag in ("--help", "-h"):
+        p = run(command, flag)
+        check(p.stdout.strip() != "" and p.stderr == "", f"{command} {flag}: prints help on stdout, nothing on stderr")
+    check(run("help", command).stdout == run(command, "--help").stdout, f"help {command} is {command} --help")
+replay_help = run("replay", "-h").stdout
+check("a <id> <bytes> <stream>" in replay_help and "f <id>" in replay_help, "replay --help shows the trace format")
+check_one_error_line(run("help", "frobnicate", expect_rc=2), "unknown command")
 
 if failures:
     print(f"{len(failures)} failure(s):")

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# The installed library works for a consumer: `meson install` into a scratch root, then build the
-# README example against the generated pkg-config file alone, and run it.
+# The installed library works for consumers: one `meson install` into a scratch root, then
+#  1. the README example built with the generated pkg-config file alone, and run;
+#  2. a CMake project with find_package(gpumemprof) -> gpumemprof::gpumemprof, built and run
+#     (when cmake is installed);
+#  3. a compile below C++20 stops with the one clear #error.
 set -euo pipefail
 build=$1 src=$2
 root=$(mktemp -d)
@@ -8,8 +11,34 @@ trap 'rm -rf "$root"' EXIT
 meson install -C "$build" --destdir "$root" --quiet --no-rebuild --skip-subprojects >/dev/null
 pc=$(dirname "$(find "$root" -name gpumemprof.pc | head -n1)")
 prefix=$(grep '^prefix=' "$pc/gpumemprof.pc" | cut -d= -f2)
-flags=$(PKG_CONFIG_PATH="$pc" pkg-config --define-variable=prefix="$root$prefix" --cflags --libs gpumemprof)
 test -f "$root$prefix/include/gpumemprof/gpumemprof.hpp"
-c++ -std=c++20 -O1 "$src/examples/quickstart.cpp" -o "$root/quickstart" $flags
+
+# 1. pkg-config: the command line the README gives (it brings -std=c++20 itself).
+flags=$(PKG_CONFIG_PATH="$pc" pkg-config --define-variable=prefix="$root$prefix" --cflags --libs gpumemprof)
+case " $flags " in *" -std=c++20 "*) ;; *) echo "FAIL: pkg-config flags lack -std=c++20: $flags"; exit 1 ;; esac
+case " $flags " in *"libcudart.so"*) echo "FAIL: pkg-config names libcudart.so by path: $flags"; exit 1 ;; esac
+python3 "$src/tests/readme/readme_snippets.py" --write 0 "$src/README.md" "$root/quickstart.cpp"
+c++ -O1 "$root/quickstart.cpp" -o "$root/quickstart" $flags
 (cd "$root" && ./quickstart >/dev/null && test -s snapshot.pickle)
 echo "ok: installed headers + pkg-config build and run the README example"
+
+# 2. CMake package.
+if command -v cmake >/dev/null; then
+  config=$(find "$root" -name gpumemprofConfig.cmake | head -n1)
+  test -n "$config" || { echo "FAIL: meson install wrote no gpumemprofConfig.cmake"; exit 1; }
+  cmake -S "$src/tests/tools/consumer" -B "$root/cmake-build" -DCMAKE_PREFIX_PATH="$root$prefix" \
+    -DCMAKE_BUILD_TYPE=Release >"$root/cmake.log" 2>&1 || { cat "$root/cmake.log"; exit 1; }
+  cmake --build "$root/cmake-build" >>"$root/cmake.log" 2>&1 || { cat "$root/cmake.log"; exit 1; }
+  "$root/cmake-build/consumer"
+  echo "ok: find_package(gpumemprof) + gpumemprof::gpumemprof build and run a consumer"
+else
+  echo "skip: cmake not installed (scripts/install-deps installs it)"
+fi
+
+# 3. Below C++20: one clear message.
+echo '#include <gpumemprof/config.hpp>' >"$root/old.cpp"
+if c++ -std=c++17 -I"$root$prefix/include" -c "$root/old.cpp" -o "$root/old.o" 2>"$root/old.log"; then
+  echo "FAIL: a C++17 compile of the headers succeeded"; exit 1
+fi
+grep -q 'gpumemprof needs C++20' "$root/old.log" || { cat "$root/old.log"; exit 1; }
+echo "ok: below C++20 the headers stop with one #error"

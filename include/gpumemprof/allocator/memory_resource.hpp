@@ -40,8 +40,12 @@ class BasicMemoryResource : public std::pmr::memory_resource {
 class MemoryResource final : public BasicMemoryResource<DeviceAllocator> {
  public:
   using BasicMemoryResource::BasicMemoryResource;
-  /// Over the default allocator of `device` ("host" for containers of real memory).
-  explicit MemoryResource(const Device& device = Device(), Stream stream = {})
+  /// Over the "host" allocator: std::pmr containers write through the pointers they get, so the
+  /// default serves memory the host can touch (as Allocator<T>'s default does).
+  MemoryResource() : MemoryResource(Device::host()) {}
+  /// Over the default allocator of `device` (device memory is for code that never dereferences
+  /// it on the host).
+  explicit MemoryResource(const Device& device, Stream stream = {})
       : BasicMemoryResource(default_allocator(device), stream) {}
 };
 

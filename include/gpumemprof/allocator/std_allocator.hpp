@@ -32,8 +32,12 @@ class Allocator {
     using other = Allocator<U, typename std::pointer_traits<Pointer>::template rebind<U>, Caching>;
   };
 
-  /// The current device's default allocator.
-  Allocator() requires std::is_same_v<Caching, DeviceAllocator> : Allocator(default_allocator()) {}
+  /// Memory the caller can touch: with raw pointers (std::vector, the default) the "host"
+  /// allocator -- a raw pointer into device memory would crash the first container write -- and
+  /// with fancy pointers (thrust::device_ptr) the current device's allocator. Name a device to
+  /// put a raw-pointer container into device or simulated memory.
+  Allocator() requires std::is_same_v<Caching, DeviceAllocator>
+      : Allocator(default_allocator(std::is_pointer_v<Pointer> ? Device::host() : Device())) {}
   /// The default allocator of `device` ("host" for std::vector of real memory).
   explicit Allocator(const Device& device, Stream stream = {}) requires std::is_same_v<Caching, DeviceAllocator>
       : Allocator(default_allocator(device), stream) {}

@@ -25,7 +25,7 @@
 #if GPUMEMPROF_WITH_STACKTRACE
 #if !defined(BOOST_STACKTRACE_LINK) && !defined(BOOST_STACKTRACE_USE_BACKTRACE)
 #error \
-    "GPUMEMPROF_WITH_STACKTRACE=1 needs Boost.Stacktrace with file/line support: define BOOST_STACKTRACE_LINK and link -lboost_stacktrace_backtrace -ldl (the Meson/pkg-config dependency does this)"
+    "GPUMEMPROF_WITH_STACKTRACE=1 needs Boost.Stacktrace with file/line support: define BOOST_STACKTRACE_LINK and link -lboost_stacktrace_backtrace -ldl, or define BOOST_STACKTRACE_USE_BACKTRACE and link GCC's libbacktrace.a -ldl (the Meson, pkg-config and CMake dependencies do this)"
 #endif
 #include <dlfcn.h>
 #include <unwind.h>

@@ -1,0 +1,141 @@
+// libgpumemprof_torch.so: gpumemprof's caching allocator behind PyTorch's pluggable-allocator C
+// ABI (see gpumemprof_torch.h). Exceptions stop here: PyTorch calls these through plain C.
+#include "gpumemprof_torch.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <sstream>
+#include <string>
+
+#include "gpumemprof/allocator/default_allocator.hpp"
+#include "gpumemprof/export/dump_snapshot.hpp"
+#include "gpumemprof/export/json_writer.hpp"
+#include "gpumemprof/history/history_recorder.hpp"
+
+namespace gmp = gpumemprof;
+
+namespace {
+
+thread_local std::string last_error;
+
+gmp::DeviceAllocator& allocator_of(int device) { return gmp::default_allocator(gmp::Device::cuda(device)); }
+
+/// Runs `f`; on an exception keeps its message (and prints it when `print`) and returns `fail`.
+template <class F, class R>
+R guarded(const char* what, bool print, R fail, F&& f) noexcept {
+  try {
+    last_error.clear();
+    return f();
+  } catch (const std::exception& e) {
+    last_error = std::string(what) + ": " + e.what();
+  } catch (...) {
+    last_error = std::string(what) + ": unknown error";
+  }
+  if (print) std::fprintf(stderr, "gpumemprof_torch: %s\n", last_error.c_str());
+  return fail;
+}
+
+}  // namespace
+
+extern "C" {
+
+void* gpumemprof_malloc(ssize_t size, int device, cudaStream_t stream) {
+  return guarded("gpumemprof_malloc", true, static_cast<void*>(nullptr), [&] {
+    if (size < 0) throw std::invalid_argument("negative size " + std::to_string(size));
+    if (size == 0) return static_cast<void*>(nullptr);  // as PyTorch's own allocator: no block
+    return allocator_of(device).allocate(static_cast<std::size_t>(size), gmp::Stream(stream));
+  });
+}
+
+void gpumemprof_free(void* ptr, ssize_t /*size*/, int device, cudaStream_t /*stream*/) {
+  if (ptr == nullptr) return;
+  guarded("gpumemprof_free", true, 0, [&] {
+    allocator_of(device).deallocate(ptr);
+    return 0;
+  });
+}
+
+int gpumemprof_record_stream(void* ptr, int device, cudaStream_t stream) {
+  return guarded("gpumemprof_record_stream", false, -1, [&] {
+    allocator_of(device).record_stream(ptr, gmp::Stream(stream));
+    return 0;
+  });
+}
+
+ssize_t gpumemprof_memory_stats_json(int device, char* buf, size_t capacity) {
+  return guarded("gpumemprof_memory_stats_json", false, static_cast<ssize_t>(-1), [&] {
+    std::ostringstream out;
+    {
+      gmp::JsonWriter json(out);
+      json.begin_dict();
+      for (const auto& [key, value] : allocator_of(device).memory_stats().as_map()) {
+        json.key(key);
+        json.value(value);
+      }
+      json.end_dict();
+      json.finish();
+    }
+    const std::string text = out.str();
+    if (buf != nullptr && capacity > 0) {
+      const std::size_t n = std::min(text.size(), capacity - 1);
+      std::memcpy(buf, text.data(), n);
+      buf[n] = '\0';
+    }
+    return static_cast<ssize_t>(text.size());
+  });
+}
+
+int gpumemprof_dump_snapshot(int device, const char* path) {
+  return guarded("gpumemprof_dump_snapshot", false, -1, [&] {
+    if (path == nullptr) throw std::invalid_argument("no path");
+    gmp::dump_snapshot(allocator_of(device), path);
+    return 0;
+  });
+}
+
+int gpumemprof_record_memory_history(int device, int enabled, size_t max_entries) {
+  return guarded("gpumemprof_record_memory_history", false, -1, [&] {
+    if (enabled < 0 || enabled > 2) throw std::invalid_argument("enabled must be 0 (off), 1 (state) or 2 (all)");
+    gmp::HistoryOptions options;
+    options.enabled = static_cast<gmp::HistoryEnabled>(enabled);
+    if (max_entries != 0) options.max_entries = max_entries;
+    gmp::record_memory_history(options, gmp::Device::cuda(device));
+    return 0;
+  });
+}
+
+int gpumemprof_empty_cache(int device) {
+  return guarded("gpumemprof_empty_cache", false, -1, [&] {
+    allocator_of(device).empty_cache();
+    return 0;
+  });
+}
+
+int gpumemprof_counters(int device, int64_t out[6]) {
+  return guarded("gpumemprof_counters", false, -1, [&] {
+    const gmp::AllocatorGauges g = allocator_of(device).gauges();
+    out[0] = g.allocated_bytes;
+    out[1] = g.reserved_bytes;
+    out[2] = static_cast<int64_t>(g.total_allocations);
+    out[3] = static_cast<int64_t>(g.total_frees);
+    out[4] = static_cast<int64_t>(g.total_allocated_bytes);
+    out[5] = static_cast<int64_t>(g.total_freed_bytes);
+    return 0;
+  });
+}
+
+uint64_t gpumemprof_open_peak_window(int device) {
+  return guarded("gpumemprof_open_peak_window", false, uint64_t{0},
+                 [&] { return allocator_of(device).open_peak_window(); });
+}
+
+int64_t gpumemprof_close_peak_window(int device, uint64_t id) {
+  return guarded("gpumemprof_close_peak_window", false, int64_t{-1},
+                 [&] { return allocator_of(device).close_peak_window(id); });
+}
+
+const char* gpumemprof_last_error(void) { return last_error.c_str(); }
+
+}  // extern "C"

@@ -1,0 +1,63 @@
+/* gpumemprof's PyTorch bridge: the C functions of libgpumemprof_torch.so.
+ *
+ * gpumemprof_malloc / gpumemprof_free have the signatures torch.cuda.memory.CUDAPluggableAllocator
+ * loads; every CUDA device is served by gpumemprof's default caching allocator of "cuda:N". The
+ * other functions read stats, history and snapshots of those allocators (python/gpumemprof_torch
+ * wraps them). No function throws: failures return the documented error value, and the message
+ * is kept for gpumemprof_last_error() (per thread) and, for malloc/free, printed on stderr.
+ */
+#ifndef GPUMEMPROF_TORCH_H
+#define GPUMEMPROF_TORCH_H
+
+#include <cuda_runtime_api.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#if defined(__GNUC__) || defined(__clang__)
+#define GPUMEMPROF_TORCH_API __attribute__((visibility("default")))
+#else
+#define GPUMEMPROF_TORCH_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Allocates `size` bytes on device `device` for use on `stream`; NULL for size 0 (as PyTorch's
+ * allocator) and on failure (OOM: the message explains it). */
+GPUMEMPROF_TORCH_API void* gpumemprof_malloc(ssize_t size, int device, cudaStream_t stream);
+/* Frees a pointer from gpumemprof_malloc (size and stream are PyTorch's bookkeeping: unused). */
+GPUMEMPROF_TORCH_API void gpumemprof_free(void* ptr, ssize_t size, int device, cudaStream_t stream);
+/* Marks `ptr` as used on `stream` (torch's Tensor.record_stream); 0 on success, -1 on error. */
+GPUMEMPROF_TORCH_API int gpumemprof_record_stream(void* ptr, int device, cudaStream_t stream);
+
+/* memory_stats of `device` as one JSON object with PyTorch's keys, written to buf (at most
+ * `capacity` bytes with the terminating NUL). Returns the length of the full text (without the
+ * NUL) -- call with capacity 0 to size the buffer -- or -1 on error. */
+GPUMEMPROF_TORCH_API ssize_t gpumemprof_memory_stats_json(int device, char* buf, size_t capacity);
+/* Writes the snapshot of `device` (a pickle for pytorch.org/memory_viz) to `path`; 0 or -1. */
+GPUMEMPROF_TORCH_API int gpumemprof_dump_snapshot(int device, const char* path);
+/* record_memory_history on `device`: enabled 0 = off, 1 = state, 2 = all; max_entries 0 =
+ * unbounded. 0 or -1. */
+GPUMEMPROF_TORCH_API int gpumemprof_record_memory_history(int device, int enabled, size_t max_entries);
+/* Releases cached, unused memory of `device` to CUDA (torch.cuda.empty_cache); 0 or -1. */
+GPUMEMPROF_TORCH_API int gpumemprof_empty_cache(int device);
+
+/* The allocator's counters of `device` at this instant, for profiled scopes: out[0] allocated
+ * bytes, out[1] reserved bytes, out[2] allocations (lifetime), out[3] frees (lifetime), out[4]
+ * bytes allocated (lifetime), out[5] bytes freed (lifetime). 0 or -1. */
+GPUMEMPROF_TORCH_API int gpumemprof_counters(int device, int64_t out[6]);
+/* Opens a peak window on `device` (the peak of allocated bytes from now on, without touching
+ * max_memory_allocated); returns its id, 0 on error. */
+GPUMEMPROF_TORCH_API uint64_t gpumemprof_open_peak_window(int device);
+/* The peak (bytes) of window `id` since it opened; closes it. -1 on error. */
+GPUMEMPROF_TORCH_API int64_t gpumemprof_close_peak_window(int device, uint64_t id);
+
+/* The message of this thread's last failure ("" when none). */
+GPUMEMPROF_TORCH_API const char* gpumemprof_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,203 @@
+"""gpumemprof's caching allocator inside PyTorch.
+
+    import gpumemprof_torch
+    gpumemprof_torch.install()          # before the first CUDA allocation of the process
+    ...
+    with gpumemprof_torch.profile("train_step") as r:
+        step()
+    print(r.peak_bytes, r.allocated_bytes, r.allocations, r.seconds)
+    print(gpumemprof_torch.memory_stats()["reserved_bytes.all.peak"])
+    gpumemprof_torch.dump_snapshot("snapshot.pickle")   # pytorch.org/memory_viz
+
+The allocator lives in libgpumemprof_torch.so (built with gpumemprof when CUDA is found). It is
+found through $GPUMEMPROF_TORCH_LIB, next to this package, or in a Meson build folder of the
+gpumemprof checkout this package sits in (build*/python/).
+"""
+
+import contextlib
+import ctypes
+import glob
+import json
+import os
+import time
+
+__all__ = ["library_path", "install", "installed", "memory_stats", "dump_snapshot",
+           "record_memory_history", "empty_cache", "profile", "ProfileResult"]
+
+_LIB_NAME = "libgpumemprof_torch.so"
+_lib = None
+_installed = False
+
+
+def library_path():
+    """The path of libgpumemprof_torch.so; raises FileNotFoundError saying where it looked."""
+    tried = []
+    env = os.environ.get("GPUMEMPROF_TORCH_LIB")
+    if env:
+        if os.path.isfile(env):
+            return os.path.abspath(env)
+        tried.append(env + " ($GPUMEMPROF_TORCH_LIB)")
+    here = os.path.dirname(os.path.abspath(__file__))
+    candidates = [os.path.join(here, _LIB_NAME), os.path.join(os.path.dirname(here), _LIB_NAME)]
+    repo = os.path.dirname(os.path.dirname(here))
+    candidates += sorted(glob.glob(os.path.join(repo, "build*", "python", _LIB_NAME)))
+    for c in candidates:
+        if os.path.isfile(c):
+            return c
+    tried += candidates or [os.path.join(repo, "build*", "python", _LIB_NAME)]
+    raise FileNotFoundError(
+        "gpumemprof_torch: %s not found (looked at: %s). Build gpumemprof with CUDA "
+        "(meson setup build && ninja -C build python/%s) or set GPUMEMPROF_TORCH_LIB to its path."
+        % (_LIB_NAME, ", ".join(tried), _LIB_NAME))
+
+
+def _load():
+    global _lib
+    if _lib is None:
+        lib = ctypes.CDLL(library_path())
+        lib.gpumemprof_memory_stats_json.restype = ctypes.c_ssize_t
+        lib.gpumemprof_memory_stats_json.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
+        lib.gpumemprof_dump_snapshot.argtypes = [ctypes.c_int, ctypes.c_char_p]
+        lib.gpumemprof_record_memory_history.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_size_t]
+        lib.gpumemprof_empty_cache.argtypes = [ctypes.c_int]
+        lib.gpumemprof_counters.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int64)]
+        lib.gpumemprof_open_peak_window.restype = ctypes.c_uint64
+        lib.gpumemprof_open_peak_window.argtypes = [ctypes.c_int]
+        lib.gpumemprof_close_peak_window.restype = ctypes.c_int64
+        lib.gpumemprof_close_peak_window.argtypes = [ctypes.c_int, ctypes.c_uint64]
+        lib.gpumemprof_last_error.restype = ctypes.c_char_p
+        _lib = lib
+    return _lib
+
+
+def _check(result, what):
+    if result == -1:
+        raise RuntimeError("gpumemprof_torch.%s: %s" % (what, _load().gpumemprof_last_error().decode(errors="replace")))
+    return result
+
+
+def _device_index(device):
+    if device is None:
+        import torch
+        return torch.cuda.current_device()
+    if isinstance(device, int):
+        return device
+    import torch
+    d = torch.device(device)
+    if d.type != "cuda":
+        raise ValueError("gpumemprof_torch: %r is not a CUDA device" % (device,))
+    return d.index if d.index is not None else torch.cuda.current_device()
+
+
+def install():
+    """Makes gpumemprof's allocator PyTorch's CUDA allocator for this process. Must run before the
+    first CUDA allocation (PyTorch refuses to swap allocators after that)."""
+    global _installed
+    if _installed:
+        return
+    import torch
+    path = library_path()
+    _load()
+    try:
+        allocator = torch.cuda.memory.CUDAPluggableAllocator(path, "gpumemprof_malloc", "gpumemprof_free")
+        torch.cuda.memory.change_current_allocator(allocator)
+    except RuntimeError as e:
+        raise RuntimeError("gpumemprof_torch.install(): PyTorch refused the allocator (%s). Call install() before "
+                           "anything allocates CUDA memory in this process." % e) from e
+    _installed = True
+
+
+def installed():
+    """True after install() succeeded."""
+    return _installed
+
+
+def memory_stats(device=None):
+    """gpumemprof's memory_stats for a CUDA device, with PyTorch's keys (a dict of ints)."""
+    lib = _load()
+    index = _device_index(device)
+    n = _check(lib.gpumemprof_memory_stats_json(index, None, 0), "memory_stats")
+    buf = ctypes.create_string_buffer(n + 1)
+    _check(lib.gpumemprof_memory_stats_json(index, buf, n + 1), "memory_stats")
+    return json.loads(buf.value.decode())
+
+
+def record_memory_history(enabled="all", max_entries=0, device=None):
+    """Records allocation history with C++ stacks (enabled: "all", "state" or None = off)."""
+    levels = {None: 0, "none": 0, "off": 0, "state": 1, "all": 2}
+    if enabled not in levels:
+        raise ValueError('gpumemprof_torch.record_memory_history: enabled must be "all", "state" or None, not %r'
+                         % (enabled,))
+    _check(_load().gpumemprof_record_memory_history(_device_index(device), levels[enabled], max_entries),
+           "record_memory_history")
+
+
+def dump_snapshot(path, device=None):
+    """Writes the device's snapshot (segments, blocks, history) as a pickle that
+    pytorch.org/memory_viz and `python -m torch.cuda._memory_viz` read."""
+    _check(_load().gpumemprof_dump_snapshot(_device_index(device), os.fsencode(path)), "dump_snapshot")
+
+
+def empty_cache(device=None):
+    """Returns cached, unused blocks of the device to CUDA."""
+    _check(_load().gpumemprof_empty_cache(_device_index(device)), "empty_cache")
+
+
+class ProfileResult:
+    """What a profile() block did on the device: bytes in PyTorch's rounded block sizes."""
+
+    def __init__(self, name):
+        self.name = name
+        self.seconds = 0.0          # wall time, after torch.cuda.synchronize() at both ends
+        self.allocated_bytes = 0    # bytes allocated during the block (gross)
+        self.freed_bytes = 0        # bytes freed during the block (gross)
+        self.allocations = 0
+        self.frees = 0
+        self.peak_bytes = 0         # the highest allocated bytes during the block (absolute)
+        self.memory_before = 0      # allocated bytes at entry
+        self.memory_after = 0       # allocated bytes at exit
+        self.reserved_after = 0
+
+    @property
+    def net_bytes(self):
+        return self.allocated_bytes - self.freed_bytes
+
+    def __repr__(self):
+        return ("ProfileResult(%r, seconds=%.6f, peak_bytes=%d, net_bytes=%d, allocations=%d, frees=%d)"
+                % (self.name, self.seconds, self.peak_bytes, self.net_bytes, self.allocations, self.frees))
+
+
+def _counters(index):
+    out = (ctypes.c_int64 * 6)()
+    _check(_load().gpumemprof_counters(index, out), "profile")
+    return list(out)
+
+
+@contextlib.contextmanager
+def profile(name, device=None, synchronize=True):
+    """Profiles the block: `with profile("step") as r: ...`; r is filled in when the block ends
+    (also when it raises). Nested and concurrent blocks each get their own peak."""
+    import torch
+    lib = _load()
+    index = _device_index(device)
+    result = ProfileResult(name)
+    if synchronize:
+        torch.cuda.synchronize(index)
+    before = _counters(index)
+    window = lib.gpumemprof_open_peak_window(index)
+    if window == 0:
+        _check(-1, "profile")
+    start = time.perf_counter()
+    try:
+        yield result
+    finally:
+        if synchronize:
+            torch.cuda.synchronize(index)
+        result.seconds = time.perf_counter() - start
+        result.peak_bytes = _check(lib.gpumemprof_close_peak_window(index, window), "profile")
+        after = _counters(index)
+        result.memory_before, result.memory_after, result.reserved_after = before[0], after[0], after[1]
+        result.allocations = after[2] - before[2]
+        result.frees = after[3] - before[3]
+        result.allocated_bytes = after[4] - before[4]
+        result.freed_bytes = after[5] - before[5]

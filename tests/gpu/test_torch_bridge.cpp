@@ -1,0 +1,92 @@
+// The PyTorch bridge's C functions (python/gpumemprof_torch.h) on a real GPU, called as PyTorch
+// and python/gpumemprof_torch call them.
+#include "gpumemprof_torch.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "catch.hpp"
+
+namespace {
+constexpr ssize_t MiB = ssize_t{1} << 20;
+
+std::string stats_json(int device) {
+  const ssize_t n = gpumemprof_memory_stats_json(device, nullptr, 0);
+  REQUIRE(n > 0);
+  std::string text(static_cast<std::size_t>(n) + 1, '\0');
+  REQUIRE(gpumemprof_memory_stats_json(device, text.data(), text.size()) == n);
+  text.resize(static_cast<std::size_t>(n));
+  return text;
+}
+}  // namespace
+
+TEST_CASE("the bridge allocates device memory, counts it, and frees it") {
+  cudaStream_t stream = nullptr;
+  REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
+  int64_t before[6];
+  REQUIRE(gpumemprof_counters(0, before) == 0);
+  const uint64_t window = gpumemprof_open_peak_window(0);
+  REQUIRE(window != 0);
+
+  void* p = gpumemprof_malloc(3 * MiB, 0, stream);
+  REQUIRE(p != nullptr);
+  REQUIRE(cudaMemsetAsync(p, 0x5a, static_cast<std::size_t>(3 * MiB), stream) == cudaSuccess);
+  unsigned char last = 0;
+  REQUIRE(cudaMemcpyAsync(&last, static_cast<unsigned char*>(p) + 3 * MiB - 1, 1, cudaMemcpyDeviceToHost, stream) ==
+          cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
+  CHECK(last == 0x5a);
+
+  int64_t during[6];
+  REQUIRE(gpumemprof_counters(0, during) == 0);
+  CHECK(during[0] - before[0] == 3 * MiB);
+  CHECK(during[2] - before[2] == 1);
+  CHECK(during[1] >= during[0]);
+  CHECK(stats_json(0).find("\"allocated_bytes.all.current\":" + std::to_string(during[0])) != std::string::npos);
+
+  CHECK(gpumemprof_record_stream(p, 0, nullptr) == 0);
+  gpumemprof_free(p, 3 * MiB, 0, stream);
+  CHECK(gpumemprof_close_peak_window(0, window) >= before[0] + 3 * MiB);
+  int64_t after[6];
+  REQUIRE(gpumemprof_counters(0, after) == 0);
+  CHECK(after[0] == before[0]);
+  CHECK(after[3] - before[3] == 1);
+  CHECK(gpumemprof_malloc(0, 0, stream) == nullptr);  // PyTorch's own allocator gives none either
+  CHECK(std::string(gpumemprof_last_error()).empty());
+  CHECK(gpumemprof_empty_cache(0) == 0);
+  REQUIRE(cudaStreamDestroy(stream) == cudaSuccess);
+}
+
+TEST_CASE("the bridge writes a snapshot with history") {
+  REQUIRE(gpumemprof_record_memory_history(0, 2, 1000) == 0);
+  void* p = gpumemprof_malloc(MiB, 0, nullptr);
+  REQUIRE(p != nullptr);
+  const auto path = std::filesystem::temp_directory_path() / "gpumemprof_torch_bridge.pickle";
+  REQUIRE(gpumemprof_dump_snapshot(0, path.c_str()) == 0);
+  std::ifstream in(path, std::ios::binary);
+  char magic[2] = {};
+  in.read(magic, 2);
+  CHECK(static_cast<unsigned char>(magic[0]) == 0x80);  // a pickle (PROTO opcode)
+  CHECK(std::filesystem::file_size(path) > 100);
+  std::filesystem::remove(path);
+  gpumemprof_free(p, MiB, 0, nullptr);
+  CHECK(gpumemprof_record_memory_history(0, 0, 0) == 0);
+}
+
+TEST_CASE("bridge errors return error values with a message, never throw") {
+  CHECK(gpumemprof_malloc(ssize_t{1} << 50, 0, nullptr) == nullptr);  // 1 PiB: out of memory
+  CHECK(std::string(gpumemprof_last_error()).find("gpumemprof_malloc") == 0);
+  int foreign = 0;
+  gpumemprof_free(&foreign, 4, 0, nullptr);
+  CHECK_FALSE(std::string(gpumemprof_last_error()).empty());
+  CHECK(gpumemprof_record_memory_history(0, 7, 0) == -1);
+  CHECK(gpumemprof_dump_snapshot(0, "/nonexistent-dir/x.pickle") == -1);
+  CHECK(std::string(gpumemprof_last_error()).find("/nonexistent-dir") != std::string::npos);
+  CHECK(gpumemprof_memory_stats_json(99, nullptr, 0) == -1);  // no such device
+  CHECK(gpumemprof_close_peak_window(0, 123456789) == -1);
+}

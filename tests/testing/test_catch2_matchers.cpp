@@ -1,0 +1,104 @@
+// The Catch2 budget matchers (gpumemprof/testing/catch2.hpp): pass/fail against budgets, and the
+// failure text -- measured value and budget in PyTorch's units, the scope name, and the live
+// allocation sites when history records stacks. Matcher objects are called directly (match(),
+// describe()) since a failing REQUIRE_THAT cannot be observed from inside a test.
+#include "gpumemprof/testing/catch2.hpp"
+
+#include <string>
+
+#include "catch.hpp"
+#include "gpumemprof/allocator/default_allocator.hpp"
+#include "gpumemprof/history/history_recorder.hpp"
+#include "gpumemprof/profiler/profiler.hpp"
+
+namespace gmp = gpumemprof;
+using namespace gmp::literals;
+
+namespace {
+
+/// Keeps 96 MiB alive inside the scope, then frees it: peak 96 MiB, net 0.
+void step_96mib(gmp::DeviceAllocator& a) {
+  void* p = a.allocate(64_MiB);
+  void* q = a.allocate(32_MiB);
+  a.deallocate(q);
+  a.deallocate(p);
+}
+
+void* leaked = nullptr;
+/// Leaves 2 MiB behind (the allocation site the failure message must name).
+void leaky_step(gmp::DeviceAllocator& a) { leaked = a.allocate(2_MiB); }
+
+}  // namespace
+
+TEST_CASE("size literals are bytes") {
+  STATIC_REQUIRE(1_KiB == 1024ULL);
+  STATIC_REQUIRE(64_MiB == 64ULL * 1024 * 1024);
+  STATIC_REQUIRE(3_GiB == 3ULL << 30);
+}
+
+TEST_CASE("PeakBelow, NoNetGrowth and AllocationsAtMost judge a profiled call") {
+  auto& a = gmp::default_allocator("sim:1");
+  gmp::GPUMemoryProfiler profiler("sim:1");
+  const gmp::ProfileResult r = profiler.profile_function("step", step_96mib, a);
+  REQUIRE(r.peak_memory_usage() == static_cast<std::int64_t>(96_MiB));
+
+  // The intended use, inside a passing test.
+  REQUIRE_THAT(r, gmp::testing::PeakBelow(96_MiB));
+  REQUIRE_THAT(r, gmp::testing::NoNetGrowth());
+  REQUIRE_THAT(r, gmp::testing::AllocationsAtMost(2));
+
+  const gmp::testing::PeakBelow tight(64_MiB);
+  CHECK(tight.describe() == "peak at most 64.00 MiB");
+  CHECK_FALSE(tight.match(r));
+  CHECK(tight.describe().starts_with("peak 96.00 MiB > budget 64.00 MiB in \"step\""));
+
+  const gmp::testing::AllocationsAtMost one(1);
+  CHECK_FALSE(one.match(r));
+  CHECK(one.describe().starts_with("allocations 2 > budget 1 in \"step\""));
+
+  const gmp::testing::PeakBelow roomy(100_MiB);
+  CHECK(roomy.match(r));
+  CHECK(roomy.describe() == "peak 96.00 MiB <= budget 100.00 MiB in \"step\"");
+
+  // How Catch prints the checked value.
+  CHECK(Catch::Detail::stringify(r) == "ProfileResult \"step\" (peak 96.00 MiB, net 0 bytes, 2 allocations, 2 frees)");
+  a.validate();
+}
+
+TEST_CASE("NoNetGrowth names the growth, the tolerance and, without history, how to see the sites") {
+  auto& a = gmp::default_allocator("sim:2");
+  gmp::GPUMemoryProfiler profiler("sim:2");
+  const gmp::ProfileResult r = profiler.profile_function("leaky", leaky_step, a);
+  CHECK(gmp::testing::NoNetGrowth(2_MiB).match(r));
+  const gmp::testing::NoNetGrowth strict(4_KiB);
+  CHECK_FALSE(strict.match(r));
+  const std::string text = strict.describe();
+  CHECK(text.starts_with("net growth 2.00 MiB > budget 4.00 KiB in \"leaky\""));
+  CHECK_THAT(text, Catch::Matchers::Contains("no allocation stacks on sim:2"));
+  a.deallocate(leaked);
+  a.validate();
+}
+
+TEST_CASE("a failed budget lists the top live allocation sites when history records stacks") {
+  auto& a = gmp::default_allocator("sim:3");
+  gmp::record_memory_history({}, "sim:3");
+  gmp::GPUMemoryProfiler profiler("sim:3");
+  const gmp::ProfileResult r = profiler.profile_function("leaky", leaky_step, a);
+  const gmp::testing::NoNetGrowth strict;
+  CHECK_FALSE(strict.match(r));
+  const std::string text = strict.describe();
+  CHECK(text.starts_with("net growth 2.00 MiB > budget 0 bytes in \"leaky\""));
+#if GPUMEMPROF_WITH_STACKTRACE
+  CHECK_THAT(text, Catch::Matchers::Contains("; top live allocation sites on sim:3:\n  2.00 MiB in 1 block: "));
+  CHECK_THAT(text, Catch::Matchers::Contains("test_catch2_matchers.cpp:"));
+#else
+  CHECK_THAT(text, Catch::Matchers::Contains("no allocation stacks on sim:3"));
+#endif
+  // An explicit device for the sites wins over the result's.
+  const gmp::testing::NoNetGrowth elsewhere(0, gmp::Device("sim:4"));
+  CHECK_FALSE(elsewhere.match(r));
+  CHECK_THAT(elsewhere.describe(), Catch::Matchers::Contains("no allocation stacks on sim:4"));
+  a.deallocate(leaked);
+  gmp::record_memory_history({.enabled = gmp::HistoryEnabled::off}, "sim:3");
+  a.validate();
+}

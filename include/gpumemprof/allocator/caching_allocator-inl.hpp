@@ -218,6 +218,7 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::allocate_s
       b = grow_expandable(pool, stream, size, true);
     }
     if (b == nullptr) throw_oom(pool, stream, size, requested, lock);
+    publish();  // reserved bytes changed
     return b;
   }
   const std::size_t segment_bytes = segment_size_for(size);

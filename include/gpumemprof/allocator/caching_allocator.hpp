@@ -225,6 +225,18 @@ class CachingAllocator {
     s[p].decrease(n);
   }
   void publish() noexcept;
+  // The gauges one allocation or free can change (the slow paths publish() them all).
+  void publish_use() noexcept {
+    constexpr auto r = std::memory_order_relaxed;
+    mirror_.allocated_bytes.store(stats_.allocated_bytes[StatPool::all].current, r);
+    mirror_.active_bytes.store(stats_.active_bytes[StatPool::all].current, r);
+    mirror_.inactive_split_bytes.store(stats_.inactive_split_bytes[StatPool::all].current, r);
+    mirror_.requested_bytes.store(stats_.requested_bytes[StatPool::all].current, r);
+    mirror_.allocations.store(stats_.allocation[StatPool::all].current, r);
+  }
+  static void bump(std::atomic<std::uint64_t>& a, std::uint64_t n) noexcept {
+    a.store(a.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
   void debug_validate() const {
 #if GPUMEMPROF_DEBUG_VALIDATE
     validate_locked();
@@ -293,12 +305,9 @@ class CachingAllocator {
   detail::PeakWindows windows_;
   detail::EventSinks sinks_;
   std::vector<OomObserver> oom_observers_;
-  std::uint64_t total_allocations_ = 0;
-  std::uint64_t total_frees_ = 0;
-  std::uint64_t total_allocated_bytes_ = 0;
-  std::uint64_t total_freed_bytes_ = 0;
 
-  // Mirrors of a few stats for lock-free readers (gauges()).
+  // Mirrors of a few stats for lock-free readers (gauges()); the lifetime totals live only here
+  // (written under the lock, so a relaxed load + store is an exact increment).
   struct Mirror {
     std::atomic<std::int64_t> allocated_bytes{0}, reserved_bytes{0}, active_bytes{0}, inactive_split_bytes{0},
         requested_bytes{0}, allocations{0};
@@ -335,15 +344,15 @@ void CachingAllocator<Backend>::deallocate(void* ptr) {
   stat_sub(stats_.allocation, sp, 1);
   stat_sub(stats_.allocated_bytes, sp, size);
   if (b->size >= cfg_.max_split_size) stats_.oversize_allocations.decrease(1);
-  ++total_frees_;
-  total_freed_bytes_ += b->size;
+  bump(mirror_.total_frees, 1);
+  bump(mirror_.total_freed_bytes, b->size);
   notify(TraceAction::free_requested, b->addr, b->requested, b->stream, b->context);
   if (GPUMEMPROF_UNLIKELY(b->stream_uses != nullptr && !b->stream_uses->empty())) {
     insert_events(b);
   } else {
     free_block(b);
   }
-  publish();
+  publish_use();
   debug_validate();
 }
 
@@ -414,10 +423,10 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::hand_out(P
   stat_add(stats_.requested_bytes, sp, static_cast<std::int64_t>(requested));
   if (block->size >= cfg_.max_split_size) stats_.oversize_allocations.increase(1);
   windows_.on_value(stats_.allocated_bytes[StatPool::all].current);
-  ++total_allocations_;
-  total_allocated_bytes_ += block->size;
+  bump(mirror_.total_allocations, 1);
+  bump(mirror_.total_allocated_bytes, block->size);
   block->context = notify(TraceAction::alloc, block->addr, requested, block->stream);
-  publish();
+  publish_use();
   return block;
 }
 
@@ -484,17 +493,8 @@ std::size_t CachingAllocator<Backend>::try_merge(Block* dst, Block* src, Pool& p
 
 template <DeviceBackend Backend>
 void CachingAllocator<Backend>::publish() noexcept {
-  constexpr auto r = std::memory_order_relaxed;
-  mirror_.allocated_bytes.store(stats_.allocated_bytes[StatPool::all].current, r);
-  mirror_.reserved_bytes.store(stats_.reserved_bytes[StatPool::all].current, r);
-  mirror_.active_bytes.store(stats_.active_bytes[StatPool::all].current, r);
-  mirror_.inactive_split_bytes.store(stats_.inactive_split_bytes[StatPool::all].current, r);
-  mirror_.requested_bytes.store(stats_.requested_bytes[StatPool::all].current, r);
-  mirror_.allocations.store(stats_.allocation[StatPool::all].current, r);
-  mirror_.total_allocations.store(total_allocations_, r);
-  mirror_.total_frees.store(total_frees_, r);
-  mirror_.total_allocated_bytes.store(total_allocated_bytes_, r);
-  mirror_.total_freed_bytes.store(total_freed_bytes_, r);
+  publish_use();
+  mirror_.reserved_bytes.store(stats_.reserved_bytes[StatPool::all].current, std::memory_order_relaxed);
 }
 
 template <DeviceBackend Backend>

@@ -63,6 +63,9 @@ CachingAllocator<Backend>::~CachingAllocator() {
         backend_.release(s->reservation);
       }
     }
+    if constexpr (VirtualMemoryBackend<Backend>) {
+      if (expandable_) backend_.release_spare_pages();
+    }
   } catch (...) {  // NOLINT(bugprone-empty-catch): a destructor must not throw; the device reclaims at exit
   }
 }
@@ -415,6 +418,7 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::grow_expan
   recycle_pages(need, begin, begin + size);
   auto fail = [&]() -> Block* {  // a reservation made for nothing goes back at once
     if (seg->head->next == nullptr && !seg->head->mapped) release_reservation(seg);
+    if constexpr (VirtualMemoryBackend<Backend>) backend_.release_spare_pages();
     return nullptr;
   };
   if (allowed_max_ && total_reserved_ + need > *allowed_max_) return fail();
@@ -430,6 +434,7 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::grow_expan
     if (cur == nullptr) return fail();
   }
   pool.find(stream)->erase(cur);
+  if constexpr (VirtualMemoryBackend<Backend>) backend_.release_spare_pages();  // recycled pages were used
   return cur;
 }
 
@@ -651,6 +656,7 @@ void CachingAllocator<Backend>::release_expandable() {
     }
     s = next;
   }
+  if constexpr (VirtualMemoryBackend<Backend>) backend_.release_spare_pages();
 }
 
 template <DeviceBackend Backend>

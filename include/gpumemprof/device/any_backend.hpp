@@ -93,6 +93,7 @@ class AnyBackend {
   [[nodiscard]] bool map(Reservation r, std::size_t off, std::size_t n) { return impl_->map(r, off, n); }
   void unmap(Reservation r, std::size_t off, std::size_t n) { impl_->unmap(r, off, n); }
   void synchronize_stream(Stream s) { impl_->synchronize_stream(s); }
+  void release_spare_pages() { impl_->release_spare_pages(); }
 
   /// The wrapped backend when it is a `B`, else nullptr (like std::function::target).
   template <class B>
@@ -120,6 +121,7 @@ class AnyBackend {
     virtual bool map(Reservation, std::size_t, std::size_t) = 0;
     virtual void unmap(Reservation, std::size_t, std::size_t) = 0;
     virtual void synchronize_stream(Stream) = 0;
+    virtual void release_spare_pages() = 0;
   };
 
   template <class B>
@@ -170,6 +172,9 @@ class AnyBackend {
         backend.synchronize_stream(s);
       else
         unsupported();
+    }
+    void release_spare_pages() override {
+      if constexpr (VirtualMemoryBackend<B>) backend.release_spare_pages();
     }
     [[noreturn]] void unsupported() const {
       throw DeviceRuntimeError(backend.name() + " does not support virtual memory mapping");

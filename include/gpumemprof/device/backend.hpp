@@ -80,6 +80,9 @@ concept VirtualMemoryBackend = DeviceBackend<B> &&
   { b.map(r, off, n) } -> std::same_as<bool>;     // false when out of memory (nothing mapped then)
   { b.unmap(r, off, n) } -> std::same_as<void>;
   { b.synchronize_stream(s) } -> std::same_as<void>;  // waits for the stream's queued work
+  // A backend may keep the physical pages of unmap() for the next map() (recycling without
+  // freeing and allocating); this gives any still kept back to the device.
+  { b.release_spare_pages() } -> std::same_as<void>;
 };
 
 GPUMEMPROF_NAMESPACE_END

@@ -9,7 +9,8 @@
 // from the runtime (cudaGetDriverEntryPointByVersion), as PyTorch does, so nothing links
 // libcuda: the library builds where only the toolkit's stub exists and runs on any driver.
 // Each page (the driver's minimum granularity, 2 MiB) is its own physical allocation, so any
-// page-aligned part of a mapping can be unmapped later.
+// page-aligned part of a mapping can be unmapped later; unmapped pages are kept as spares for the
+// next map (the allocator recycles pages: unmap here, map there) until release_spare_pages().
 #pragma once
 
 #include <cstddef>
@@ -172,12 +173,14 @@ class CudaBackend {
       : device_(other.device_),
         free_events_(std::move(other.free_events_)),
         page_(other.page_),
-        pages_(std::move(other.pages_)) {}
+        pages_(std::move(other.pages_)),
+        spare_(std::move(other.spare_)) {}
   CudaBackend& operator=(CudaBackend&&) = delete;
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
   ~CudaBackend() {
     for (auto* e : free_events_) (void)cudaEventDestroy(e);
+    for (auto h : spare_) (void)detail::CudaVmmApi::get().release(h);
   }
 
   [[nodiscard]] void* malloc(std::size_t bytes) {
@@ -299,20 +302,32 @@ class CudaBackend {
       const std::size_t page = (offset + done) / g;
       const auto at = static_cast<CUdeviceptr>(r.base + offset + done);
       CUmemGenericAllocationHandle h = 0;
-      const CUresult err = api.create(&h, g, &prop, 0);
-      if (err == CUDA_ERROR_OUT_OF_MEMORY) {
+      if (!spare_.empty()) {  // a page unmapped elsewhere: no new physical allocation
+        h = spare_.back();
+        spare_.pop_back();
+      } else if (const CUresult err = api.create(&h, g, &prop, 0); err != CUDA_SUCCESS) {
+        if (err != CUDA_ERROR_OUT_OF_MEMORY) GPUMEMPROF_CU_CHECK(err);
         unmap_locked(r, offset, done);  // all or nothing
         return false;
       }
-      GPUMEMPROF_CU_CHECK(err);
       if (const CUresult e = api.map(at, g, 0, h, 0); e != CUDA_SUCCESS) {
-        (void)api.release(h);
+        spare_.push_back(h);
         GPUMEMPROF_CU_CHECK(e);
       }
       handles[page] = h;
-      GPUMEMPROF_CU_CHECK(api.set_access(at, g, &access, 1));
     }
+    // One access call for the whole range (it may span several physical allocations).
+    GPUMEMPROF_CU_CHECK(api.set_access(static_cast<CUdeviceptr>(r.base + offset), bytes, &access, 1));
     return true;
+  }
+
+  void release_spare_pages() {
+    CudaDeviceGuard guard(device_);
+    std::lock_guard lock(mutex_);
+    while (!spare_.empty()) {
+      GPUMEMPROF_CU_CHECK(detail::CudaVmmApi::get().release(spare_.back()));
+      spare_.pop_back();
+    }
   }
 
   void unmap(Reservation r, std::size_t offset, std::size_t bytes) {
@@ -343,7 +358,7 @@ class CudaBackend {
     for (std::size_t done = 0; done < bytes; done += page_) {
       CUmemGenericAllocationHandle& h = handles[(offset + done) / page_];
       GPUMEMPROF_CU_CHECK(api.unmap(static_cast<CUdeviceptr>(r.base + offset + done), page_));
-      GPUMEMPROF_CU_CHECK(api.release(h));
+      spare_.push_back(h);
       h = 0;
     }
   }
@@ -353,6 +368,7 @@ class CudaBackend {
   std::vector<cudaEvent_t> free_events_;
   mutable std::size_t page_ = 0;                                               // the mapping granularity, once asked
   std::map<std::uintptr_t, std::vector<CUmemGenericAllocationHandle>> pages_;  // reservation -> page handles
+  std::vector<CUmemGenericAllocationHandle> spare_;  // unmapped physical pages, for the next map
 };
 
 static_assert(DeviceBackend<CudaBackend>);

@@ -174,6 +174,9 @@ class SimulatedBackend {
     s_->mapped -= bytes;
   }
 
+  /// Unmapped pages are given back at once here: nothing is kept.
+  void release_spare_pages() noexcept {}
+
   /// Waiting for a stream means its work so far is done: its events complete.
   void synchronize_stream(Stream stream) {
     std::lock_guard lock(s_->mutex);

@@ -7,7 +7,11 @@
 // reserved bytes) and then warm `repeat` times on the same allocator (best ns per pair), as in
 // ../shared/traces/anchor_bench_h200.txt.
 //
-//   gpu_compare [--repeat N] TRACE...
+// Contenders: gpumemprof with the default policy and with expandable_segments:True, c10 (with
+// whatever PYTORCH_CUDA_ALLOC_CONF says: c10 reads it once per process, so run_gpu.sh runs
+// `--c10-only` a second time with expandable_segments:True), cudaMallocAsync, cudaMalloc.
+//
+//   gpu_compare [--repeat N] [--c10-only] TRACE...
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -35,8 +39,11 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 struct Gpumemprof {
-  const char* name = "gpumemprof";
-  gmp::DeviceAllocator a{gmp::AnyBackend::for_device(gmp::Device("cuda:0")), gmp::AllocatorConfig{}};
+  explicit Gpumemprof(const char* conf = "", const char* label = "gpumemprof")
+      : name(label), a(backend(), gmp::AllocatorConfig(conf)) {}
+  static gmp::AnyBackend backend() { return gmp::AnyBackend::for_device(gmp::Device("cuda:0")); }
+  const char* name;
+  gmp::DeviceAllocator a;
   void* alloc(std::size_t n) { return a.allocate(n); }
   void free(void* p) { a.deallocate(p); }
   void reset() {
@@ -190,11 +197,14 @@ int main(int argc, char** argv) {
     return 77;
   }
   int repeat = 3;
+  bool c10_only = false;
   std::vector<gmp::tools::Trace> traces;
   traces.push_back(random_log_uniform(100000, 1));
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--repeat" && i + 1 < argc) {
       repeat = std::atoi(argv[++i]);
+    } else if (std::string(argv[i]) == "--c10-only") {
+      c10_only = true;
     } else {
       traces.push_back(gmp::tools::load_trace(argv[i]));
     }
@@ -203,8 +213,12 @@ int main(int argc, char** argv) {
   GPUMEMPROF_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s; warm replays: best of %d\n", prop.name, repeat);
   GPUMEMPROF_CUDA_CHECK(cudaFree(nullptr));  // create the context before timing anything
-  {
+  if (!c10_only) {
     Gpumemprof g;
+    run_all(g, traces, repeat, false);
+  }
+  if (!c10_only) {
+    Gpumemprof g("expandable_segments:True", "gmp_expandable");
     run_all(g, traces, repeat, false);
   }
 #if GPUMEMPROF_HAVE_TORCH
@@ -216,6 +230,7 @@ int main(int argc, char** argv) {
 #else
   std::printf("(built without libtorch: no pytorch_c10 contender)\n");
 #endif
+  if (c10_only) return 0;
   {
     MallocAsync m;
     run_all(m, traces, repeat, false);

@@ -23,14 +23,14 @@ __device__ void spin(long long cycles) {
 }
 __device__ unsigned pattern(unsigned tag, unsigned i) { return (tag * 2654435761u) ^ (i * 40503u + 0x9E3779B9u); }
 
-__global__ void fill_pattern(unsigned* data, unsigned n, unsigned tag, long long cycles) {
+__global__ void fill_pattern_kernel(unsigned* data, unsigned n, unsigned tag, long long cycles) {
   if (threadIdx.x == 0 && blockIdx.x == 0) spin(cycles);
   __syncthreads();
   for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) data[i] = pattern(tag, i);
 }
 
 // One block: the spin happens before any word is read (a grid would race its own spin).
-__global__ void verify_pattern(const unsigned* data, unsigned n, unsigned tag, long long cycles, unsigned* errors) {
+__global__ void verify_pattern_kernel(const unsigned* data, unsigned n, unsigned tag, long long cycles, unsigned* errors) {
   if (threadIdx.x == 0) spin(cycles);
   __syncthreads();
   unsigned bad = 0;
@@ -69,10 +69,26 @@ double gpu_test::thrust_sum_of_squares(gpumemprof::DeviceAllocator& caching, int
 
 void gpu_test::launch_fill_pattern(void* data, unsigned words, unsigned tag, double spin_ms, cudaStream_t stream) {
   const unsigned blocks = words / 256 + 1 < 128 ? words / 256 + 1 : 128;
-  fill_pattern<<<blocks, 256, 0, stream>>>(static_cast<unsigned*>(data), words, tag, cycles_for(spin_ms));
+  fill_pattern_kernel<<<blocks, 256, 0, stream>>>(static_cast<unsigned*>(data), words, tag, cycles_for(spin_ms));
 }
 
 void gpu_test::launch_verify_pattern(const void* data, unsigned words, unsigned tag, double spin_ms, unsigned* errors,
                                      cudaStream_t stream) {
-  verify_pattern<<<1, 1024, 0, stream>>>(static_cast<const unsigned*>(data), words, tag, cycles_for(spin_ms), errors);
+  verify_pattern_kernel<<<1, 1024, 0, stream>>>(static_cast<const unsigned*>(data), words, tag, cycles_for(spin_ms), errors);
+}
+
+void gpu_test::fill_pattern(void* data, std::size_t words, unsigned seed, cudaStream_t stream) {
+  launch_fill_pattern(data, static_cast<unsigned>(words), seed, 0.0, stream);
+}
+
+std::size_t gpu_test::count_mismatches(const void* data, std::size_t words, unsigned seed, cudaStream_t stream) {
+  unsigned* bad = nullptr;
+  cudaMallocAsync(&bad, sizeof *bad, stream);
+  cudaMemsetAsync(bad, 0, sizeof *bad, stream);
+  launch_verify_pattern(data, static_cast<unsigned>(words), seed, 0.0, bad, stream);
+  unsigned host = 0;
+  cudaMemcpyAsync(&host, bad, sizeof host, cudaMemcpyDeviceToHost, stream);
+  cudaFreeAsync(bad, stream);
+  cudaStreamSynchronize(stream);
+  return cudaGetLastError() == cudaSuccess ? host : ~std::size_t{0};
 }

@@ -96,6 +96,8 @@ class AnyBackend {
   void release(Reservation r) { impl_->release(r); }
   [[nodiscard]] bool map(Reservation r, std::size_t off, std::size_t n) { return impl_->map(r, off, n); }
   void unmap(Reservation r, std::size_t off, std::size_t n) { impl_->unmap(r, off, n); }
+  void synchronize_stream(Stream s) { impl_->synchronize_stream(s); }
+  void release_spare_pages() { impl_->release_spare_pages(); }
 
   /// The wrapped backend when it is a `B`, else nullptr (like std::function::target).
   template <class B>
@@ -122,6 +124,8 @@ class AnyBackend {
     virtual void release(Reservation) = 0;
     virtual bool map(Reservation, std::size_t, std::size_t) = 0;
     virtual void unmap(Reservation, std::size_t, std::size_t) = 0;
+    virtual void synchronize_stream(Stream) = 0;
+    virtual void release_spare_pages() = 0;
   };
 
   template <class B>
@@ -166,6 +170,15 @@ class AnyBackend {
         backend.unmap(r, off, n);
       else
         unsupported();
+    }
+    void synchronize_stream(Stream s) override {
+      if constexpr (VirtualMemoryBackend<B>)
+        backend.synchronize_stream(s);
+      else
+        unsupported();
+    }
+    void release_spare_pages() override {
+      if constexpr (VirtualMemoryBackend<B>) backend.release_spare_pages();
     }
     [[noreturn]] void unsupported() const {
       throw DeviceRuntimeError(backend.name() + " does not support virtual memory mapping");

@@ -129,6 +129,94 @@ p = run("tune", REF)
 check(p.stdout.splitlines()[-1].startswith("PYTORCH_CUDA_ALLOC_CONF="), f"tune's last line: {p.stdout}")
 check("3514.0 MiB       +0.0%  no                  <default>" in p.stdout, f"tune's default row: {p.stdout}")
 
+# diff: two constructed snapshots (sizes in PyTorch's format_size: 1 MiB prints as 1024.00 KiB). A: train.py:10 allocates 1 MiB twice (one freed), load.py:5
+# allocates 4 MiB and frees it. B: train.py:10 allocates 1 MiB three times (all live), eval.py:7
+# (new) allocates 2 MiB and keeps it; load.py:5 vanished.
+def frames(file, line, name):
+    return [{"filename": "site-packages/torch/nn/modules/module.py", "line": 1, "name": "forward"},
+            {"filename": file, "line": line, "name": name}]
+
+
+def seg_with(blocks):
+    total = sum(b["size"] for b in blocks)
+    return {"device": 0, "address": S, "total_size": 20 * MiB, "stream": 0, "segment_type": "large",
+            "blocks": blocks + [{"address": S + total, "size": 20 * MiB - total, "requested_size": 0, "state": "inactive"}]}
+
+
+def live_block(addr, size, fr):
+    return {"address": addr, "size": size, "requested_size": size, "state": "active_allocated", "frames": fr}
+
+
+T = frames("train.py", 10, "step")
+L = frames("load.py", 5, "load")
+E = frames("eval.py", 7, "evaluate")
+snap_a = {"segments": [seg_with([live_block(S, MiB, T)])],
+          "device_traces": [[ev("alloc", S, MiB, frames=T), ev("alloc", S + MiB, MiB, frames=T),
+                             ev("alloc", S + 2 * MiB, 4 * MiB, frames=L), ev("free_completed", S + MiB, MiB),
+                             ev("free_completed", S + 2 * MiB, 4 * MiB)]]}
+snap_b = {"segments": [seg_with([live_block(S, MiB, T), live_block(S + MiB, MiB, T), live_block(S + 2 * MiB, MiB, T),
+                                 live_block(S + 3 * MiB, 2 * MiB, E)])],
+          "device_traces": [[ev("alloc", S, MiB, frames=T), ev("alloc", S + MiB, MiB, frames=T),
+                             ev("alloc", S + 2 * MiB, MiB, frames=T), ev("alloc", S + 3 * MiB, 2 * MiB, frames=E)]]}
+pa, pb = write_pickle("a.pickle", snap_a), write_pickle("b.pickle", snap_b)
+p = run("diff", pa, pb)
+want = f"""A: {pa}
+B: {pb}
+                          A              B  change
+peak               6.00 MiB       5.00 MiB  -1024.00 KiB (-16.7%)
+live at end     1024.00 KiB       5.00 MiB  +4.00 MiB
+allocations               3              4  +1
+sites: 2 in A, 2 in B; 1 new, 1 vanished, 1 changed (largest peak change first)
+                  peak A       peak B       change       live A       live B  allocs A  allocs B  site
+  vanished      4.00 MiB      0 bytes    -4.00 MiB      0 bytes      0 bytes         1         0  load at load.py:5
+  new            0 bytes     2.00 MiB    +2.00 MiB      0 bytes     2.00 MiB         0         1  evaluate at eval.py:7
+                2.00 MiB     3.00 MiB +1024.00 KiB  1024.00 KiB     3.00 MiB         2         3  step at train.py:10
+"""
+check_equal(p.stdout, want, "diff of two constructed snapshots")
+# --budget: B's peak is lower than A's (within any budget); A against B grows by 1 MiB.
+p = run("diff", pb, pa, "--budget", "512KiB", expect_rc=1)
+check(p.stdout.splitlines()[-1] == "over budget: B's peak exceeds A's by +1024.00 KiB, more than 512.00 KiB",
+      f"diff --budget bytes: {p.stdout}")
+p = run("diff", pb, pa, "--budget", "20%")
+check(p.stdout.splitlines()[-1] == "within budget: peak change +1024.00 KiB, budget 1024.00 KiB (20% of A's peak)",
+      f"diff --budget percent: {p.stdout}")
+p = run("diff", pb, pa, "--budget", "19%", expect_rc=1)
+check("over budget" in p.stdout, f"diff --budget 19%: {p.stdout}")
+p = run("diff", pa, pb, "--budget", "lots", expect_rc=2)
+check("--budget" in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr)
+
+# diff of two profile JSONs (export_profile's shape): by scope.
+def profile(peak, current, scopes):
+    return {"summary": {"peak_memory_usage": peak, "current_memory_usage": current,
+                        "total_function_calls": sum(c for _, c, _, _ in scopes.values()),
+                        "function_summaries": {n: {"peak_memory": p, "call_count": c, "net_memory_change": net}
+                                               for n, (p, c, net, _) in scopes.items()}},
+            "results": [{"name": n, "tensors_created": t // c} for n, (p, c, net, t) in scopes.items() for _ in range(c)],
+            "snapshots": []}
+
+
+prof_a = os.path.join(TMP, "a.json")
+prof_b = os.path.join(TMP, "b.json")
+with open(prof_a, "w") as f:
+    json.dump(profile(100 * MiB, 10 * MiB, {"forward": (80 * MiB, 2, 0, 20), "backward": (100 * MiB, 2, 10 * MiB, 40)}), f)
+with open(prof_b, "w") as f:
+    json.dump(profile(164 * MiB, 10 * MiB, {"forward": (80 * MiB, 2, 0, 20), "optimizer": (164 * MiB, 1, 0, 8)}), f)
+p = run("diff", prof_a, prof_b, "--budget", "64MiB")
+want = f"""A: {prof_a}
+B: {prof_b}
+                          A              B  change
+peak             100.00 MiB     164.00 MiB  +64.00 MiB (+64.0%)
+live at end       10.00 MiB      10.00 MiB  0 bytes
+allocations              60             28  -32
+scopes: 2 in A, 2 in B; 1 new, 1 vanished, 0 changed (largest peak change first)
+                  peak A       peak B       change       live A       live B  allocs A  allocs B  scope
+  new            0 bytes   164.00 MiB  +164.00 MiB      0 bytes      0 bytes         0         8  optimizer
+  vanished    100.00 MiB      0 bytes  -100.00 MiB    10.00 MiB      0 bytes        40         0  backward
+               80.00 MiB    80.00 MiB      0 bytes      0 bytes      0 bytes        20        20  forward
+within budget: peak change +64.00 MiB, budget 64.00 MiB
+"""
+check_equal(p.stdout, want, "diff of two profile JSONs")
+
 if failures:
     print(f"{len(failures)} failure(s):")
     for f in failures:

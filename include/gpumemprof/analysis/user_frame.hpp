@@ -13,9 +13,30 @@
 
 GPUMEMPROF_NAMESPACE_BEGIN
 
+/// True when the function a demangled name denotes is in namespace gpumemprof. A function
+/// template's name starts with its return type ("std::vector<int> gpumemprof::f(...)"), so the
+/// function is the last space-separated word before the parameter list, outside template brackets.
+[[nodiscard]] inline bool names_gpumemprof_function(std::string_view name) {
+  int depth = 0;
+  std::size_t start = 0;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    if (c == '<') {
+      ++depth;
+    } else if (c == '>') {
+      --depth;
+    } else if (c == '(' && depth == 0) {
+      break;
+    } else if (c == ' ' && depth == 0) {
+      start = i + 1;
+    }
+  }
+  return name.substr(start).starts_with("gpumemprof::");
+}
+
 /// True for frames of gpumemprof itself (its headers, or a function in namespace gpumemprof).
 [[nodiscard]] inline bool is_gpumemprof_frame(const Frame& f) {
-  return f.filename.find("include/gpumemprof/") != std::string::npos || f.name.starts_with("gpumemprof::");
+  return f.filename.find("include/gpumemprof/") != std::string::npos || names_gpumemprof_function(f.name);
 }
 
 /// True for frames a user does not edit to change an allocation (see the file comment).

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gpumemprof/allocator/format_size.hpp"
+#include "gpumemprof/analysis/user_frame.hpp"
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/history/snapshot.hpp"
 
@@ -19,8 +20,8 @@ GPUMEMPROF_NAMESPACE_BEGIN
 
 /// One allocation site: the live blocks whose allocation stack is the same.
 struct SiteUsage {
-  Frames frames;                ///< the stack (nullptr: no stack recorded)
-  std::uint64_t live_bytes = 0; ///< block bytes of its active_allocated blocks
+  Frames frames;                 ///< the stack (nullptr: no stack recorded)
+  std::uint64_t live_bytes = 0;  ///< block bytes of its active_allocated blocks
   std::uint64_t requested_bytes = 0;
   std::uint64_t blocks = 0;
 };
@@ -30,30 +31,14 @@ struct SnapshotSummary {
   std::uint64_t segments = 0, large_segments = 0, small_segments = 0, expandable_segments = 0;
   std::uint64_t reserved_bytes = 0;
   std::uint64_t active_blocks = 0, pending_free_blocks = 0, inactive_blocks = 0;
-  std::uint64_t requested_bytes = 0;   ///< asked for by the live (active_allocated) blocks
-  std::uint64_t internal_free = 0;     ///< rounding slack inside live blocks
-  std::uint64_t external_free = 0;     ///< bytes in free and pending-free blocks
+  std::uint64_t requested_bytes = 0;  ///< asked for by the live (active_allocated) blocks
+  std::uint64_t internal_free = 0;    ///< rounding slack inside live blocks
+  std::uint64_t external_free = 0;    ///< bytes in free and pending-free blocks
   std::uint64_t largest_free_block = 0;
   std::array<std::uint64_t, 9> trace_actions{};  ///< entries per TraceAction, all devices
   std::uint64_t annotations = 0;
   std::vector<SiteUsage> sites;  ///< by live bytes, largest first
 };
-
-namespace detail {
-/// The frame that names a site: the innermost one outside this library, the C++ runtime and
-/// PyTorch's own Python modules; the innermost frame when every frame is internal.
-inline const Frame* site_frame(const Frames& frames) {
-  if (!frames || frames->empty()) return nullptr;
-  for (const Frame& f : *frames) {
-    const std::string& p = f.filename;
-    const bool internal = p.find("include/gpumemprof/") != std::string::npos || p.find("/c++/") != std::string::npos ||
-                          p.find("boost/") != std::string::npos || p.find("site-packages/torch/") != std::string::npos ||
-                          p.empty() || p == "??";
-    if (!internal) return &f;
-  }
-  return &frames->front();
-}
-}  // namespace detail
 
 [[nodiscard]] inline SnapshotSummary summarize(const Snapshot& snap) {
   SnapshotSummary s;
@@ -99,12 +84,13 @@ inline const Frame* site_frame(const Frames& frames) {
   };
   std::snprintf(buf, sizeof buf, "segments: %llu (%llu large, %llu small, %llu expandable), reserved %s\n",
                 static_cast<unsigned long long>(s.segments), static_cast<unsigned long long>(s.large_segments),
-                static_cast<unsigned long long>(s.small_segments), static_cast<unsigned long long>(s.expandable_segments),
-                format_size(s.reserved_bytes).c_str());
+                static_cast<unsigned long long>(s.small_segments),
+                static_cast<unsigned long long>(s.expandable_segments), format_size(s.reserved_bytes).c_str());
   out += buf;
   std::snprintf(buf, sizeof buf, "blocks: %llu live (%s requested), %llu pending free, %llu free\n",
                 static_cast<unsigned long long>(s.active_blocks), format_size(s.requested_bytes).c_str(),
-                static_cast<unsigned long long>(s.pending_free_blocks), static_cast<unsigned long long>(s.inactive_blocks));
+                static_cast<unsigned long long>(s.pending_free_blocks),
+                static_cast<unsigned long long>(s.inactive_blocks));
   out += buf;
   std::snprintf(buf, sizeof buf,
                 "fragmentation: internal %s (%.1f%% of reserved: rounding inside live blocks), "
@@ -125,9 +111,7 @@ inline const Frame* site_frame(const Frames& frames) {
   if (s.sites.empty()) out += "  (no live allocations)\n";
   for (std::size_t i = 0; i < s.sites.size() && i < top; ++i) {
     const SiteUsage& site = s.sites[i];
-    const Frame* f = detail::site_frame(site.frames);
-    const std::string where =
-        f == nullptr ? std::string("(no stack recorded)") : f->name + " at " + f->filename + ":" + std::to_string(f->line);
+    const std::string where = user_frame_label(site.frames);
     std::snprintf(buf, sizeof buf, "  %2zu. %12s in %6llu blocks  %s\n", i + 1, format_size(site.live_bytes).c_str(),
                   static_cast<unsigned long long>(site.blocks), where.c_str());
     out += buf;

@@ -4,6 +4,7 @@
 
 #include "catch.hpp"
 #include "gpumemprof/analysis/memory_diff.hpp"
+#include "gpumemprof/analysis/memory_facts.hpp"
 
 namespace gmp = gpumemprof;
 
@@ -63,4 +64,42 @@ TEST_CASE("diff_usage orders rows by the size of the peak change and marks new a
   CHECK_FALSE(d.sites[2].in_b);
   CHECK(gmp::format_size_change(-6) == "-6 bytes");
   CHECK(gmp::format_size_change(0) == "0 bytes");
+}
+
+TEST_CASE("segment usage and the one definition of external fragmentation") {
+  gmp::SnapshotSegment seg;
+  seg.total_size = 20 * MiB;
+  seg.blocks = {{0, 4 * MiB, 3 * MiB, gmp::BlockState::active_allocated, nullptr},
+                {4 * MiB, 2 * MiB, 2 * MiB, gmp::BlockState::active_pending_free, nullptr},
+                {6 * MiB, 2 * MiB, 0, gmp::BlockState::inactive, nullptr},
+                {8 * MiB, 4 * MiB, 4 * MiB, gmp::BlockState::active_allocated, nullptr},
+                {12 * MiB, 8 * MiB, 0, gmp::BlockState::inactive, nullptr}};
+  const gmp::SegmentFacts u = gmp::segment_facts(seg);
+  CHECK(u.allocated == 8 * MiB);
+  CHECK(u.requested == 7 * MiB);
+  CHECK(u.internal_free() == 1 * MiB);
+  CHECK(u.pending == 2 * MiB);
+  CHECK(u.free == 10 * MiB);
+  CHECK(u.largest_free == 8 * MiB);
+  CHECK(u.free_blocks == 2);
+  REQUIRE(u.external_fragmentation().has_value());
+  CHECK(*u.external_fragmentation() == Approx(0.2));  // 1 - 8 / 10
+  CHECK(gmp::format_fraction(u.external_fragmentation()) == "20.0%");
+  // Nothing live (an empty cache) or nothing free: n/a.
+  gmp::SnapshotSegment cached;
+  cached.total_size = 20 * MiB;
+  cached.blocks = {{0, 20 * MiB, 0, gmp::BlockState::inactive, nullptr}};
+  CHECK_FALSE(gmp::segment_facts(cached).external_fragmentation().has_value());
+  CHECK(gmp::format_fraction(gmp::segment_facts(cached).external_fragmentation()) == "n/a");
+  gmp::SnapshotSegment full;
+  full.total_size = 2 * MiB;
+  full.blocks = {{0, 2 * MiB, 2 * MiB, gmp::BlockState::active_allocated, nullptr}};
+  CHECK_FALSE(gmp::segment_facts(full).external_fragmentation().has_value());
+  gmp::Snapshot snap;
+  snap.segments = {seg, cached, full};
+  const gmp::SegmentFacts all = gmp::snapshot_facts(snap);
+  CHECK(all.reserved == 42 * MiB);
+  CHECK(all.free == 30 * MiB);
+  CHECK(all.largest_free == 20 * MiB);
+  CHECK(*all.external_fragmentation() == Approx(1.0 - 20.0 / 30.0));
 }

@@ -150,6 +150,8 @@ inline void write_html_device_json(ValueWriter& w, const HtmlDevice& d) {
   w.field("externalFree", s.external_free_bytes);
   w.field("pendingFree", s.pending_free_bytes);
   w.field("largestFree", s.largest_free_block);
+  // External fragmentation by the one definition; -1 when undefined (nothing free or nothing live).
+  w.field("extFrag", s.usage.external_fragmentation().value_or(-1.0));
   w.end_dict();
   w.end_dict();
 }

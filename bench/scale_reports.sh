@@ -10,11 +10,22 @@ SIZES=("$@")
 [ ${#SIZES[@]} -eq 0 ] && SIZES=(1000000 10000000)
 mkdir -p "$OUT"
 LOG=$OUT/scale.log
-measure() {  # name, command...
+STEP_LIMIT=${STEP_LIMIT:-280}  # seconds per step
+measure() {  # name, command...: wall time and the child's peak RSS (python's getrusage: no /usr/bin/time needed)
   local name=$1
   shift
-  /usr/bin/time -f "$name: %e s, max RSS %M KiB, exit %x" "$@" >"$OUT/$name.out" 2>"$OUT/$name.err"
-  tail -1 "$OUT/$name.err" | tee -a "$LOG"
+  python3 - "$name" "$STEP_LIMIT" "$OUT/$name.out" "$@" <<'PY' 2>&1 | tee -a "$LOG"
+import resource, subprocess, sys, time
+name, limit, out, cmd = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4:]
+t = time.monotonic()
+try:
+    with open(out, "wb") as f:
+        rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=limit).returncode
+except subprocess.TimeoutExpired:
+    rc = "timeout"
+rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+print(f"{name}: {time.monotonic() - t:.2f} s, max RSS {rss / 1024:.0f} MiB, exit {rc}")
+PY
 }
 echo "# $(date -u +%FT%TZ) on $(hostname), $(nproc) cores" | tee -a "$LOG"
 for n in "${SIZES[@]}"; do

@@ -37,3 +37,37 @@ double gpu_test::thrust_sum_of_squares(gpumemprof::DeviceAllocator& caching, int
   thrust::transform(v.begin(), v.end(), sq.begin(), Square{});
   return thrust::reduce(sq.begin(), sq.end(), 0.0);
 }
+
+namespace {
+__device__ unsigned pattern(unsigned seed, std::size_t i) {
+  auto x = static_cast<unsigned>(i * 2654435761u) ^ seed;
+  x ^= x >> 15;
+  return x * 2246822519u;
+}
+__global__ void fill_kernel(unsigned* data, std::size_t n, unsigned seed) {
+  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += std::size_t{gridDim.x} * blockDim.x) {
+    data[i] = pattern(seed, i);
+  }
+}
+__global__ void check_kernel(const unsigned* data, std::size_t n, unsigned seed, unsigned long long* bad) {
+  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += std::size_t{gridDim.x} * blockDim.x) {
+    if (data[i] != pattern(seed, i)) atomicAdd(bad, 1ull);
+  }
+}
+}  // namespace
+
+void gpu_test::fill_pattern(void* data, std::size_t words, unsigned seed, cudaStream_t stream) {
+  fill_kernel<<<256, 256, 0, stream>>>(static_cast<unsigned*>(data), words, seed);
+}
+
+std::size_t gpu_test::count_mismatches(const void* data, std::size_t words, unsigned seed, cudaStream_t stream) {
+  unsigned long long* bad = nullptr;
+  cudaMallocAsync(&bad, sizeof *bad, stream);
+  cudaMemsetAsync(bad, 0, sizeof *bad, stream);
+  check_kernel<<<256, 256, 0, stream>>>(static_cast<const unsigned*>(data), words, seed, bad);
+  unsigned long long host = 0;
+  cudaMemcpyAsync(&host, bad, sizeof host, cudaMemcpyDeviceToHost, stream);
+  cudaFreeAsync(bad, stream);
+  cudaStreamSynchronize(stream);
+  return cudaGetLastError() == cudaSuccess ? static_cast<std::size_t>(host) : ~std::size_t{0};
+}

@@ -378,19 +378,21 @@ TEST_CASE("User metadata is per thread, set or scoped, and lands on the events")
 TEST_CASE("enabled=off detaches the recorder and clears everything; on again starts afresh") {
   Recorded r;
   auto& a = r.a();
-  CHECK(a.observer() == &r.recorder);
+  CHECK(gmp::history_recorder_of(a) == &r.recorder);
+  CHECK(a.event_sink_count() == 1);
   CHECK(r.recorder.enabled());
   void* p = a.allocate(1000);
   a.validate();
   CHECK(!r.recorder.trace().empty());
   r.recorder.set_options({.enabled = HistoryEnabled::off});
-  CHECK(a.observer() == nullptr);
+  CHECK(a.event_sink_count() == 0);  // recording off: no sink, nothing on the hot path
   CHECK_FALSE(r.recorder.enabled());
   CHECK(r.recorder.trace().empty());
   void* q = a.allocate(2000);  // not recorded
   a.validate();
   r.recorder.set_options({});
-  CHECK(a.observer() == &r.recorder);
+  CHECK(gmp::history_recorder_of(a) == &r.recorder);
+  CHECK(a.event_sink_count() == 1);
   const gmp::Snapshot s = a.snapshot();
   REQUIRE(s.device_traces.at(0).size() == 1);
   CHECK(s.device_traces[0][0].action == TraceAction::snapshot);

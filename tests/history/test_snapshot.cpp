@@ -252,7 +252,8 @@ TEST_CASE("record_memory_history, snapshot and dump_snapshot on a default device
   const gmp::Device dev("sim:5");
   gmp::record_memory_history({.max_entries = 1000}, dev);
   auto& a = gmp::default_allocator(dev);
-  CHECK(a.observer() == &gmp::default_history_recorder(dev));
+  CHECK(gmp::history_recorder_of(a) == &gmp::default_history_recorder(dev));
+  CHECK(a.event_sink_count() == 1);
   void* p = a.allocate(12345);
   a.validate();
   gmp::Snapshot s = gmp::snapshot(dev);
@@ -278,7 +279,7 @@ TEST_CASE("record_memory_history, snapshot and dump_snapshot on a default device
   a.validate();
   CHECK(gmp::default_history_recorder(dev).trace().size() == 1);
   gmp::record_memory_history({.enabled = gmp::HistoryEnabled::off}, dev);
-  CHECK(a.observer() == nullptr);
+  CHECK(a.event_sink_count() == 0);  // recording off: no sink, nothing on the hot path
   CHECK(gmp::default_history_recorder(dev).trace().empty());
   CHECK_THROWS_AS(gmp::record_memory_history("sometimes", "all", "all", 1, dev), gmp::ConfigError);
 }

@@ -116,12 +116,11 @@ TEST_CASE("monitoring: the sampler never takes the allocator's lock") {
   SimDevice d;
   gmp::GPUMemoryProfiler profiler(d.allocator);
   profiler.start_monitoring(std::chrono::milliseconds(1));
-  {
-    // With the allocator locked, samples keep coming: the gauges are read lock-free.
-    std::lock_guard hold(d.allocator.mutex());
+  // With the allocator locked, samples keep coming: the gauges are read lock-free.
+  d.allocator.with_lock([&](const auto&) {
     const auto before = profiler.snapshots().size();
     CHECK(eventually([&] { return profiler.snapshots().size() >= before + 3; }));
-  }
+  });
   profiler.stop_monitoring();
 }
 

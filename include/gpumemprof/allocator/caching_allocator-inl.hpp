@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpumemprof/allocator/caching_allocator.hpp"
@@ -25,9 +26,19 @@ CachingAllocator<Backend>::CachingAllocator(Backend backend, AllocatorConfig con
   for (std::size_t d : cfg_.roundup_power2_divisions) has_roundup_ = has_roundup_ || d > 1;
   stats_.max_split_size = cfg_.max_split_size_stat();
   if (cfg_.expandable_segments) {
-    throw ConfigError(
-        "allocator config key 'expandable_segments': True is not supported by this "
-        "version of gpumemprof's allocator; remove it or set it to False");
+    bool vm = false;
+    if constexpr (VirtualMemoryBackend<Backend>) {
+      vm = true;
+      if constexpr (requires { backend_.supports_virtual_memory(); }) vm = backend_.supports_virtual_memory();
+      if (vm) page_ = backend_.granularity();
+    }
+    if (!vm || page_ == 0 || (page_ & (page_ - 1)) != 0 || page_ % kMinBlockSize != 0) {
+      throw ConfigError(
+          "allocator config key 'expandable_segments': True needs a device with virtual memory "
+          "mapping, and " +
+          backend_.name() + " has none; remove the key or set it to False");
+    }
+    expandable_ = true;
   }
   if (cfg_.per_process_memory_fraction) set_memory_fraction(*cfg_.per_process_memory_fraction);
 }
@@ -40,7 +51,17 @@ CachingAllocator<Backend>::~CachingAllocator() {
       for (auto& pe : se.queue) backend_.release_event(pe.event);
     }
     for (Segment* s = segments_head_; s != nullptr; s = s->list_next) {
-      backend_.free(reinterpret_cast<void*>(s->addr));
+      if (!s->expandable) {
+        backend_.free(reinterpret_cast<void*>(s->addr));
+        continue;
+      }
+      if constexpr (VirtualMemoryBackend<Backend>) {
+        backend_.synchronize_stream(s->stream);
+        for (const Block* b = s->head; b != nullptr; b = b->next) {
+          if (b->mapped) backend_.unmap(s->reservation, b->addr - s->addr, b->size);
+        }
+        backend_.release(s->reservation);
+      }
     }
   } catch (...) {  // NOLINT(bugprone-empty-catch): a destructor must not throw; the device reclaims at exit
   }
@@ -113,15 +134,21 @@ std::int64_t CachingAllocator<Backend>::peak_window(std::uint64_t id) const {
 }
 
 template <DeviceBackend Backend>
-void CachingAllocator<Backend>::set_observer(AllocatorObserver* observer) {
+std::size_t CachingAllocator<Backend>::add_event_sink(const AllocatorEventSink& sink) {
   std::lock_guard lock(mutex_);
-  observer_ = observer;
+  return sinks_.add(sink);
 }
 
 template <DeviceBackend Backend>
-AllocatorObserver* CachingAllocator<Backend>::observer() const {
+void CachingAllocator<Backend>::remove_event_sink(std::size_t slot) {
   std::lock_guard lock(mutex_);
-  return observer_;
+  sinks_.remove(slot);
+}
+
+template <DeviceBackend Backend>
+std::size_t CachingAllocator<Backend>::event_sink_count() const {
+  std::lock_guard lock(mutex_);
+  return sinks_.count();
 }
 
 template <DeviceBackend Backend>
@@ -138,30 +165,43 @@ std::vector<SegmentView> CachingAllocator<Backend>::segments() const {
 }
 
 template <DeviceBackend Backend>
-SegmentView CachingAllocator<Backend>::view_of(const Segment& s) const {
-  SegmentView v;
-  v.address = s.addr;
-  v.size = s.size;
-  v.stream = s.stream;
-  v.is_large = !s.small_pool;
-  v.is_expandable = s.expandable;
-  v.context = s.context;
-  for (const Block* b = s.head; b != nullptr; b = b->next) {
-    BlockView bv;
-    bv.address = b->addr;
-    bv.size = b->size;
-    if (b->allocated) {
-      bv.state = BlockState::active_allocated;
-    } else if (b->event_count > 0) {
-      bv.state = BlockState::active_pending_free;
-    } else {
-      bv.state = BlockState::inactive;
-    }
-    bv.requested_size = bv.state == BlockState::inactive ? 0 : b->requested;
-    bv.context = bv.state == BlockState::inactive ? 0 : b->context;
-    v.blocks.push_back(bv);
+BlockView CachingAllocator<Backend>::view_of(const Block& b) {
+  BlockView bv;
+  bv.address = b.addr;
+  bv.size = b.size;
+  if (b.allocated) {
+    bv.state = BlockState::active_allocated;
+  } else if (b.event_count > 0) {
+    bv.state = BlockState::active_pending_free;
+  } else {
+    bv.state = BlockState::inactive;
   }
-  return v;
+  bv.requested_size = bv.state == BlockState::inactive ? 0 : b.requested;
+  bv.context = bv.state == BlockState::inactive ? 0 : b.context;
+  return bv;
+}
+
+template <DeviceBackend Backend>
+template <class F>
+void CachingAllocator<Backend>::for_each_view(const Segment& s, F&& f) const {
+  const Block* b = s.head;
+  while (b != nullptr) {
+    if (!b->mapped) {
+      b = b->next;
+      continue;
+    }
+    SegmentView v;  // a plain segment, or one run of mapped pages of an expandable one
+    v.address = b->addr;
+    v.stream = s.stream;
+    v.is_large = !s.small_pool;
+    v.is_expandable = s.expandable;
+    v.context = s.context;
+    for (; b != nullptr && b->mapped; b = b->next) {
+      v.size += b->size;
+      v.blocks.push_back(view_of(*b));
+    }
+    f(std::as_const(v));
+  }
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -171,6 +211,15 @@ template <DeviceBackend Backend>
 typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::allocate_slow(
     Pool& pool, Stream stream, std::size_t size, std::size_t requested, std::unique_lock<std::mutex>& lock) {
   if (gc_active_) garbage_collect_cached_blocks();
+  if (expandable_) {
+    Block* b = grow_expandable(pool, stream, size, false);
+    if (b == nullptr) {  // unmap every free page (after waiting for all streams) and try once more
+      release_cached_blocks();
+      b = grow_expandable(pool, stream, size, true);
+    }
+    if (b == nullptr) throw_oom(pool, stream, size, requested, lock);
+    return b;
+  }
   const std::size_t segment_bytes = segment_size_for(size);
   Block* b = new_segment(pool, stream, segment_bytes, false);
   // Free just enough oversize cached blocks, then try again.
@@ -214,13 +263,7 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::new_segmen
   s->stream = stream;
   s->small_pool = pool.small;
   s->head = b;
-  s->list_prev = segments_tail_;
-  if (segments_tail_ != nullptr) {
-    segments_tail_->list_next = s;
-  } else {
-    segments_head_ = s;
-  }
-  segments_tail_ = s;
+  link_segment(s);
   b->addr = s->addr;
   b->size = segment_bytes;
   b->stream = stream;
@@ -248,16 +291,29 @@ void CachingAllocator<Backend>::release_segment(Block* whole) {
   stat_sub(stats_.reserved_bytes, pool.stat_pool, static_cast<std::int64_t>(s->size));
   if (s->size >= cfg_.max_split_size) stats_.oversize_segments.decrease(1);
   ++stats_.num_device_free;
-  (s->list_prev != nullptr ? s->list_prev->list_next : segments_head_) = s->list_next;
-  (s->list_next != nullptr ? s->list_next->list_prev : segments_tail_) = s->list_prev;
+  unlink_segment(s);
   block_records_.put(whole);
   segment_records_.put(s);
 }
 
 template <DeviceBackend Backend>
+void CachingAllocator<Backend>::link_segment(Segment* s) {
+  s->list_prev = segments_tail_;
+  s->list_next = nullptr;
+  (segments_tail_ != nullptr ? segments_tail_->list_next : segments_head_) = s;
+  segments_tail_ = s;
+}
+
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::unlink_segment(Segment* s) {
+  (s->list_prev != nullptr ? s->list_prev->list_next : segments_head_) = s->list_next;
+  (s->list_next != nullptr ? s->list_next->list_prev : segments_tail_) = s->list_prev;
+}
+
+template <DeviceBackend Backend>
 bool CachingAllocator<Backend>::release_available_cached_blocks(Pool& pool, Stream stream, std::size_t size) {
   const std::size_t max_split = cfg_.max_split_size;
-  if (max_split == AllocatorConfig::unlimited) return false;
+  if (max_split == AllocatorConfig::unlimited || expandable_) return false;
   Tree* tree = pool.find(stream);
   if (tree == nullptr) return false;
   const std::size_t key = std::max(size, max_split);
@@ -284,6 +340,7 @@ void CachingAllocator<Backend>::release_cached_blocks() {
   synchronize_and_free_events();
   release_pool(large_);
   release_pool(small_);
+  if (expandable_) release_expandable();
 }
 
 template <DeviceBackend Backend>
@@ -291,7 +348,7 @@ void CachingAllocator<Backend>::release_pool(Pool& pool) {
   std::vector<Block*> whole;
   for (auto& [stream, tree] : pool.trees) {
     for (Block* b = tree.first(); b != nullptr; b = tree.next(b)) {
-      if (!b->is_split()) whole.push_back(b);
+      if (!b->is_split() && !b->segment->expandable) whole.push_back(b);
     }
   }
   for (Block* b : whole) release_segment(b);
@@ -308,7 +365,7 @@ void CachingAllocator<Backend>::garbage_collect_cached_blocks() {
   std::vector<Block*> candidates;
   for (auto& [stream, tree] : large_.trees) {
     for (Block* b = tree.first(); b != nullptr; b = tree.next(b)) {
-      if (!b->is_split()) candidates.push_back(b);
+      if (!b->is_split() && !b->segment->expandable) candidates.push_back(b);
     }
   }
   auto age = [this](const Block* b) { return large_.free_lookups - b->gc_base; };
@@ -330,6 +387,277 @@ void CachingAllocator<Backend>::garbage_collect_cached_blocks() {
       b = nullptr;
     }
   }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Expandable segments. Invariants (validate()): an expandable segment's blocks tile its whole
+// reservation; holes (unmapped blocks) start and end on page boundaries, are free, in no tree,
+// and never neighbour another hole; Segment::size is its mapped bytes.
+
+template <DeviceBackend Backend>
+typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::grow_expandable(Pool& pool, Stream stream,
+                                                                                      std::size_t size, bool is_retry) {
+  if (is_retry) ++stats_.num_alloc_retries;
+  Block* start = find_expandable_run(pool, stream, size);
+  if (start == nullptr) {
+    start = new_reservation(pool, stream);
+    if (start == nullptr || start->size < size) return nullptr;  // no address space, or beyond the device
+  }
+  Segment* seg = start->segment;
+  const std::uintptr_t begin = start->addr;
+  const std::uintptr_t page_end = (begin + size + page_ - 1) & ~(page_ - 1);
+  std::size_t need = 0;  // bytes of holes to map: those in [begin, begin + size), to a page boundary
+  for (const Block* b = start; b != nullptr && b->addr < begin + size; b = b->next) {
+    if (!b->mapped) need += std::min(b->addr + b->size, page_end) - b->addr;
+  }
+  // Physical pages wholly inside free blocks elsewhere go first: memory is recycled, not added.
+  recycle_pages(need, begin, begin + size);
+  auto fail = [&]() -> Block* {  // a reservation made for nothing goes back at once
+    if (seg->head->next == nullptr && !seg->head->mapped) release_reservation(seg);
+    return nullptr;
+  };
+  if (allowed_max_ && total_reserved_ + need > *allowed_max_) return fail();
+  Block* cur = seg->head;  // recycling may have merged `start` into a larger hole: find it again
+  while (cur->addr + cur->size <= begin) cur = cur->next;
+  if (!cur->mapped) {
+    cur = map_block(cur, std::min((size + page_ - 1) & ~(page_ - 1), cur->size));
+    if (cur == nullptr) return fail();
+  }
+  while (cur->size < size) {  // [free mapped][hole]...: map the next hole's front and merge
+    Block* hole = cur->next;
+    cur = map_block(hole, std::min((size - cur->size + page_ - 1) & ~(page_ - 1), hole->size));
+    if (cur == nullptr) return fail();
+  }
+  pool.find(stream)->erase(cur);
+  return cur;
+}
+
+template <DeviceBackend Backend>
+typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::find_expandable_run(const Pool& pool,
+                                                                                          Stream stream,
+                                                                                          std::size_t size) const {
+  // The lowest run of free blocks (mapped or holes) of this pool and stream that holds `size`
+  // bytes and has a hole to map. Runs alternate free-mapped and hole, as both kinds merge.
+  for (const Segment* s = segments_head_; s != nullptr; s = s->list_next) {
+    if (!s->expandable || s->stream != stream || s->small_pool != pool.small) continue;
+    Block* start = nullptr;
+    std::size_t bytes = 0;
+    bool hole = false;
+    for (Block* b = s->head; b != nullptr; b = b->next) {
+      if (!b->is_free()) {
+        start = nullptr;
+        bytes = 0;
+        hole = false;
+        continue;
+      }
+      if (start == nullptr) start = b;
+      bytes += b->size;
+      hole = hole || !b->mapped;
+      if (bytes >= size && hole) return start;
+    }
+  }
+  return nullptr;
+}
+
+template <DeviceBackend Backend>
+typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::new_reservation(Pool& pool, Stream stream) {
+  if constexpr (VirtualMemoryBackend<Backend>) {
+    // 9/8 of the device, as PyTorch reserves: room to grow even after holes were punched.
+    const std::size_t total = backend_.mem_get_info().total;
+    const std::size_t bytes = (total + total / 8 + page_ - 1) & ~(page_ - 1);
+    Segment* s = segment_records_.get();
+    Block* b = nullptr;
+    try {
+      b = block_records_.get();
+    } catch (...) {
+      segment_records_.put(s);
+      throw;
+    }
+    const Reservation r = backend_.reserve(bytes);
+    if (r.size == 0) {
+      block_records_.put(b);
+      segment_records_.put(s);
+      return nullptr;
+    }
+    s->addr = r.base;
+    s->size = 0;
+    s->stream = stream;
+    s->small_pool = pool.small;
+    s->expandable = true;
+    s->reservation = r;
+    s->head = b;
+    link_segment(s);
+    b->addr = r.base;
+    b->size = r.size;
+    b->stream = stream;
+    b->segment = s;
+    b->small_pool = pool.small;
+    b->mapped = false;
+    return b;
+  } else {
+    (void)pool;
+    (void)stream;
+    return nullptr;
+  }
+}
+
+template <DeviceBackend Backend>
+typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::map_block(Block* hole, std::size_t bytes) {
+  Segment* s = hole->segment;
+  Block* rest = bytes < hole->size ? block_records_.get() : nullptr;  // first: nothing throws once mapped
+  bool ok = false;
+  if constexpr (VirtualMemoryBackend<Backend>) ok = backend_.map(s->reservation, hole->addr - s->addr, bytes);
+  if (!ok) {
+    if (rest != nullptr) block_records_.put(rest);
+    return nullptr;
+  }
+  if (rest != nullptr) {  // hole -> rest (still a hole) -> next
+    rest->addr = hole->addr + bytes;
+    rest->size = hole->size - bytes;
+    rest->stream = hole->stream;
+    rest->segment = s;
+    rest->small_pool = hole->small_pool;
+    rest->mapped = false;
+    rest->prev = hole;
+    rest->next = hole->next;
+    if (rest->next != nullptr) rest->next->prev = rest;
+    hole->next = rest;
+    hole->size = bytes;
+  }
+  hole->mapped = true;
+  Pool& pool = pool_of(hole);
+  s->size += bytes;
+  total_reserved_ += bytes;
+  stat_add(stats_.reserved_bytes, pool.stat_pool, static_cast<std::int64_t>(bytes));
+  ++stats_.num_device_alloc;  // PyTorch counts each map as a device allocation
+  const std::uint64_t context = notify(TraceAction::segment_map, hole->addr, bytes, hole->stream);
+  if (s->context == 0) s->context = context;
+  try_merge(hole, hole->prev, pool);
+  try_merge(hole, hole->next, pool);
+  insert_free(pool, hole);
+  return hole;
+}
+
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::unmap_pages(Block* b, std::uintptr_t addr, std::size_t bytes) {
+  Segment* s = b->segment;
+  Pool& pool = pool_of(b);
+  const bool has_before = addr > b->addr;
+  const bool has_after = addr + bytes < b->addr + b->size;
+  Block* before = has_before ? block_records_.get() : nullptr;
+  Block* after = nullptr;
+  try {
+    if (has_after) after = block_records_.get();
+    if constexpr (VirtualMemoryBackend<Backend>) backend_.unmap(s->reservation, addr - s->addr, bytes);
+  } catch (...) {
+    if (before != nullptr) block_records_.put(before);
+    if (after != nullptr) block_records_.put(after);
+    throw;
+  }
+  pool.find(b->stream)->erase(b);
+  auto piece = [&](Block* p, std::uintptr_t at, std::size_t n) {
+    p->addr = at;
+    p->size = n;
+    p->stream = b->stream;
+    p->segment = s;
+    p->small_pool = b->small_pool;
+  };
+  if (before != nullptr) {  // prev -> before (free, mapped) -> b
+    piece(before, b->addr, addr - b->addr);
+    before->prev = b->prev;
+    before->next = b;
+    (b->prev != nullptr ? b->prev->next : s->head) = before;
+    b->prev = before;
+    insert_free(pool, before);
+  }
+  if (after != nullptr) {  // b -> after (free, mapped) -> next
+    piece(after, addr + bytes, b->addr + b->size - (addr + bytes));
+    after->prev = b;
+    after->next = b->next;
+    if (after->next != nullptr) after->next->prev = after;
+    b->next = after;
+    insert_free(pool, after);
+  }
+  b->addr = addr;
+  b->size = bytes;
+  b->mapped = false;
+  s->size -= bytes;
+  total_reserved_ -= bytes;
+  stat_sub(stats_.reserved_bytes, pool.stat_pool, static_cast<std::int64_t>(bytes));
+  ++stats_.num_device_free;
+  notify(TraceAction::segment_unmap, addr, bytes, b->stream, s->context);
+  try_merge(b, b->prev, pool);  // holes merge with holes only
+  try_merge(b, b->next, pool);
+}
+
+template <DeviceBackend Backend>
+std::size_t CachingAllocator<Backend>::recycle_pages(std::size_t wanted, std::uintptr_t keep_begin,
+                                                     std::uintptr_t keep_end) {
+  if (wanted == 0) return 0;
+  struct Candidate {
+    Block* block;
+    std::uintptr_t lo, hi;  // its whole pages
+  };
+  std::vector<Candidate> candidates;
+  for (Segment* s = segments_head_; s != nullptr; s = s->list_next) {
+    if (!s->expandable) continue;
+    for (Block* b = s->head; b != nullptr; b = b->next) {
+      if (!b->mapped || !b->is_free() || (b->addr < keep_end && keep_begin < b->addr + b->size)) continue;
+      const std::uintptr_t lo = (b->addr + page_ - 1) & ~(page_ - 1);
+      const std::uintptr_t hi = (b->addr + b->size) & ~(page_ - 1);
+      if (hi > lo) candidates.push_back({b, lo, hi});
+    }
+  }
+  // Largest first: the fewest unmap calls.
+  std::sort(candidates.begin(), candidates.end(),
+            [](const Candidate& x, const Candidate& y) { return x.hi - x.lo > y.hi - y.lo; });
+  std::vector<Stream> synced;
+  std::size_t got = 0;
+  for (const Candidate& c : candidates) {
+    if (got >= wanted) break;
+    const std::size_t take = std::min(c.hi - c.lo, wanted - got);
+    if (std::find(synced.begin(), synced.end(), c.block->stream) == synced.end()) {
+      if constexpr (VirtualMemoryBackend<Backend>) backend_.synchronize_stream(c.block->stream);
+      synced.push_back(c.block->stream);
+    }
+    unmap_pages(c.block, c.hi - take, take);  // the top pages: the block's front stays put
+    got += take;
+  }
+  return got;
+}
+
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::release_expandable() {
+  for (Segment* s = segments_head_; s != nullptr;) {
+    Segment* next = s->list_next;
+    if (s->expandable) {
+      std::vector<Block*> free_mapped;
+      for (Block* b = s->head; b != nullptr; b = b->next) {
+        if (b->mapped && b->is_free()) free_mapped.push_back(b);
+      }
+      bool synced = false;
+      for (Block* b : free_mapped) {
+        const std::uintptr_t lo = (b->addr + page_ - 1) & ~(page_ - 1);
+        const std::uintptr_t hi = (b->addr + b->size) & ~(page_ - 1);
+        if (hi <= lo) continue;
+        if (!synced) {
+          if constexpr (VirtualMemoryBackend<Backend>) backend_.synchronize_stream(s->stream);
+          synced = true;
+        }
+        unmap_pages(b, lo, hi - lo);
+      }
+      if (s->head->next == nullptr && !s->head->mapped) release_reservation(s);
+    }
+    s = next;
+  }
+}
+
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::release_reservation(Segment* s) {
+  if constexpr (VirtualMemoryBackend<Backend>) backend_.release(s->reservation);
+  unlink_segment(s);
+  block_records_.put(s->head);
+  segment_records_.put(s);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -396,7 +724,7 @@ void CachingAllocator<Backend>::throw_invalid_pointer(const void* ptr, const cha
   std::snprintf(where, sizeof where, "%p", ptr);
   std::string why = "it was not allocated by this allocator (a foreign pointer)";
   for (const Segment* s = segments_head_; s != nullptr; s = s->list_next) {
-    if (addr < s->addr || addr >= s->addr + s->size) continue;
+    if (addr < s->addr || addr >= s->addr + span_of(*s)) continue;
     for (const Block* b = s->head; b != nullptr; b = b->next) {
       if (addr < b->addr || addr >= b->addr + b->size) continue;
       if (b->allocated) {
@@ -415,7 +743,7 @@ template <DeviceBackend Backend>
 void CachingAllocator<Backend>::throw_oom(Pool& pool, Stream stream, std::size_t size, std::size_t requested,
                                           std::unique_lock<std::mutex>& lock) {
   const MemInfo info = backend_.mem_get_info();
-  const std::size_t segment_bytes = segment_size_for(size);
+  const std::size_t segment_bytes = expandable_ ? size : segment_size_for(size);
   notify(TraceAction::oom, info.free, size, stream);
   ++stats_.num_ooms;
 
@@ -438,9 +766,12 @@ void CachingAllocator<Backend>::throw_oom(Pool& pool, Stream stream, std::size_t
   if (allowed_max_) msg += format_size(*allowed_max_) + " allowed; ";
   const std::size_t unallocated = oi.reserved_bytes - oi.allocated_bytes;
   msg += "Of the allocated memory " + format_size(oi.allocated_bytes) + " is allocated by gpumemprof, and " +
-         format_size(unallocated) +
-         " is reserved by gpumemprof but unallocated. If reserved but unallocated memory is large "
-         "try setting GPUMEMPROF_ALLOC_CONF=expandable_segments:True to avoid fragmentation.";
+         format_size(unallocated) + " is reserved by gpumemprof but unallocated.";
+  if (!expandable_) {
+    msg +=
+        " If reserved but unallocated memory is large try setting "
+        "GPUMEMPROF_ALLOC_CONF=expandable_segments:True to avoid fragmentation.";
+  }
   if (unallocated >= size) {
     msg +=
         " Fragmentation is the cause here: enough memory is reserved but unallocated, yet the "
@@ -482,16 +813,34 @@ void CachingAllocator<Backend>::validate_locked() const {
   for (const Segment* s = segments_head_; s != nullptr; prev_seg = s, s = s->list_next) {
     if (s->list_prev != prev_seg) fail("segment list back link");
     const StatPool sp = s->small_pool ? StatPool::small_pool : StatPool::large_pool;
-    expect.segment[StatPool::all].current += 1;
-    expect.segment[sp].current += 1;
+    if (!s->expandable) {  // PyTorch counts mapped bytes of expandable segments, not segments
+      expect.segment[StatPool::all].current += 1;
+      expect.segment[sp].current += 1;
+      if (s->size >= cfg_.max_split_size) expect.oversize_segments.current += 1;
+    } else if (!expandable_ || s->addr != s->reservation.base) {
+      fail("expandable segment without a reservation");
+    }
     expect.reserved_bytes[StatPool::all].current += static_cast<std::int64_t>(s->size);
     expect.reserved_bytes[sp].current += static_cast<std::int64_t>(s->size);
-    if (s->size >= cfg_.max_split_size) expect.oversize_segments.current += 1;
     reserved += s->size;
     if (s->head == nullptr || s->head->prev != nullptr || s->head->addr != s->addr) fail("segment head");
     std::uintptr_t at = s->addr;
+    std::size_t mapped = 0;
     const Block* before = nullptr;
     for (const Block* b = s->head; b != nullptr; before = b, b = b->next) {
+      if (b->mapped) mapped += b->size;
+      if (!b->mapped) {  // a hole of an expandable segment
+        if (!s->expandable) fail("unmapped block in a segment that is not expandable");
+        if (!b->is_free() || b->requested != 0) fail("an unmapped block is in use");
+        if (b->addr % page_ != 0 || b->size % page_ != 0) fail("an unmapped block is not page aligned");
+        if (before != nullptr && !before->mapped) fail("two unmapped neighbours were not merged");
+        if (b->prev != before) fail("block prev link");
+        if (b->segment != s || b->stream != s->stream || b->small_pool != s->small_pool)
+          fail("hole of another segment");
+        if (b->addr != at) fail("blocks do not tile their segment (gap or overlap)");
+        at += b->size;
+        continue;
+      }
       if (b->prev != before) fail("block prev link");
       if (b->segment != s) fail("block points at another segment");
       if (b->addr != at) fail("blocks do not tile their segment (gap or overlap)");
@@ -514,8 +863,8 @@ void CachingAllocator<Backend>::validate_locked() const {
         const Pool& pool = s->small_pool ? small_ : large_;
         const Tree* tree = const_cast<Pool&>(pool).find(s->stream);
         if (tree == nullptr || !tree->contains(b)) fail("free block missing from its pool's tree");
-        if (before != nullptr && before->is_free()) fail("two free neighbours were not merged");
-        if (b->is_split()) {
+        if (before != nullptr && before->is_free() && before->mapped) fail("two free neighbours were not merged");
+        if (b->is_split() && !s->expandable) {  // free pages of expandable segments can always go back
           expect.inactive_split[StatPool::all].current += 1;
           expect.inactive_split[sp].current += 1;
           expect.inactive_split_bytes[StatPool::all].current += static_cast<std::int64_t>(b->size);
@@ -532,7 +881,8 @@ void CachingAllocator<Backend>::validate_locked() const {
         if (b->requested == 0 || round(b->requested) > b->size) fail("active block's requested size does not fit it");
       }
     }
-    if (at != s->addr + s->size) fail("blocks do not cover their segment");
+    if (at != s->addr + span_of(*s)) fail("blocks do not cover their segment");
+    if (mapped != s->size) fail("a segment's size is not its mapped bytes");
   }
   if (prev_seg != segments_tail_) fail("segment list tail");
   if (reserved != total_reserved_) fail("reserved byte count");
@@ -543,7 +893,7 @@ void CachingAllocator<Backend>::validate_locked() const {
       tree.check();
       tree_nodes += tree.size();
       for (const Block* b = tree.first(); b != nullptr; b = tree.next(const_cast<Block*>(b))) {
-        if (!b->is_free() || b->segment->stream != stream || b->small_pool != pool->small) {
+        if (!b->is_free() || !b->mapped || b->segment->stream != stream || b->small_pool != pool->small) {
           fail("a tree holds a block that is not free, or of another stream/pool");
         }
       }

@@ -8,6 +8,15 @@
 // A block used on other streams (record_stream) is reused only after events recorded on those
 // streams at free time complete.
 //
+// With expandable_segments:True (a backend with virtual memory), each (pool, stream) gets an
+// address range reserved once (9/8 of the device's memory) and backed page by page
+// (the backend's granularity, 2 MiB) as it fills: blocks tile the whole reservation, and a
+// block is either mapped (allocated, pending or free) or an unmapped hole. Reserved bytes are
+// mapped bytes. When a request does not fit a free mapped block, the lowest run of free and
+// unmapped blocks that can hold it is mapped; pages lying wholly inside free blocks elsewhere
+// are unmapped first (their stream synchronized), so physical memory is recycled before new
+// memory is taken. empty_cache() and the OOM sequence unmap every free page.
+//
 // The hot path (allocate/deallocate of a cached size) takes one mutex, does one tree lookup and
 // one hash-table operation each way, and never allocates heap memory; everything else is in
 // caching_allocator-inl.hpp.
@@ -26,6 +35,7 @@
 
 #include "gpumemprof/allocator/allocator_config.hpp"
 #include "gpumemprof/allocator/block.hpp"
+#include "gpumemprof/allocator/event_sinks.hpp"
 #include "gpumemprof/allocator/format_size.hpp"
 #include "gpumemprof/allocator/free_index.hpp"
 #include "gpumemprof/allocator/introspection.hpp"
@@ -92,8 +102,9 @@ class CachingAllocator {
   /// Caps reserved memory at `fraction` of the device's total memory (0..1).
   void set_memory_fraction(double fraction);
 
-  /// PyTorch-schema snapshot of segments, blocks and the recorded history.
-  /// Defined in gpumemprof/history/snapshot_builder.hpp (included by gpumemprof.hpp).
+  /// PyTorch-schema snapshot of segments, blocks and the recorded history: the same as
+  /// gmp::snapshot(*this), defined in gpumemprof/history/snapshot_builder.hpp (included by
+  /// gpumemprof.hpp).
   [[nodiscard]] Snapshot snapshot() const;
 
   /// Checks every invariant (block tiling, indexes, stats recount); throws std::logic_error
@@ -110,17 +121,45 @@ class CachingAllocator {
   /// The peak (bytes) since the window opened; keeps it open.
   [[nodiscard]] std::int64_t peak_window(std::uint64_t id) const;
 
-  /// The observer of events (history recording); nullptr to detach. Not owned.
-  void set_observer(AllocatorObserver* observer);
-  [[nodiscard]] AllocatorObserver* observer() const;
+  /// Adds a sink of every allocator event (event_sinks.hpp); returns its slot. Not owned: remove
+  /// it before it goes away. Throws std::length_error when all slots are taken.
+  std::size_t add_event_sink(const AllocatorEventSink& sink);
+  /// Removes the sink in `slot`; once this returns, the sink is not called again.
+  void remove_event_sink(std::size_t slot);
+  /// Number of event sinks attached now.
+  [[nodiscard]] std::size_t event_sink_count() const;
   /// Called (outside the lock) before OutOfMemoryError is thrown.
   void attach_oom_observer(OomObserver observer);
 
-  /// Every segment with its blocks, in creation order.
+  /// Every segment with its blocks, in creation order. An expandable segment shows as one
+  /// segment per run of mapped pages (as in PyTorch's snapshots), unmapped holes left out.
   [[nodiscard]] std::vector<SegmentView> segments() const;
   /// Visits the segments under the allocator's lock; `f(const SegmentView&)` must not call back.
   template <class F>
   void visit_segments(F&& f) const;
+
+  /// A consistent view of the allocator, valid only inside with_lock().
+  class LockedView {
+   public:
+    /// Visits every segment, in creation order.
+    template <class F>
+    void visit_segments(F&& f) const {
+      for (const Segment* s = a_.segments_head_; s != nullptr; s = s->list_next) a_.for_each_view(*s, f);
+    }
+    [[nodiscard]] const MemoryStats& stats() const noexcept { return a_.stats_; }
+
+   private:
+    friend class CachingAllocator;
+    explicit LockedView(const CachingAllocator& a) : a_(a) {}
+    const CachingAllocator& a_;
+  };
+  /// Runs `f(const LockedView&)` under the allocator's lock and returns its result: no allocator
+  /// event happens meanwhile. `f` must not call the allocator (it would deadlock).
+  template <class F>
+  decltype(auto) with_lock(F&& f) const {
+    std::lock_guard lock(mutex_);
+    return std::forward<F>(f)(LockedView(*this));
+  }
 
   /// The device's own account (cudaMemGetInfo), including memory this allocator does not own.
   [[nodiscard]] MemInfo mem_get_info() const { return backend_.mem_get_info(); }
@@ -129,8 +168,6 @@ class CachingAllocator {
   [[nodiscard]] const Backend& backend() const noexcept { return backend_; }
   [[nodiscard]] int device_index() const { return backend_.index(); }
   [[nodiscard]] std::string device_name() const { return backend_.name(); }
-  /// The mutex guarding all state; the history layer takes it to read a consistent state.
-  std::mutex& mutex() const noexcept { return mutex_; }
 
  private:
   using Block = detail::Block;
@@ -198,6 +235,22 @@ class CachingAllocator {
   GPUMEMPROF_NOINLINE Block* allocate_slow(Pool& pool, Stream stream, std::size_t size, std::size_t requested,
                                            std::unique_lock<std::mutex>& lock);
   Block* new_segment(Pool& pool, Stream stream, std::size_t segment_bytes, bool is_retry);
+  // Expandable segments (caching_allocator-inl.hpp).
+  Block* grow_expandable(Pool& pool, Stream stream, std::size_t size, bool is_retry);
+  Block* find_expandable_run(const Pool& pool, Stream stream, std::size_t size) const;
+  Block* new_reservation(Pool& pool, Stream stream);
+  Block* map_block(Block* unmapped, std::size_t bytes);
+  void unmap_pages(Block* free_block, std::uintptr_t addr, std::size_t bytes);
+  std::size_t recycle_pages(std::size_t wanted, std::uintptr_t keep_begin, std::uintptr_t keep_end);
+  void release_expandable();
+  void release_reservation(Segment* s);
+  void unlink_segment(Segment* s);
+  void link_segment(Segment* s);
+  [[nodiscard]] std::size_t span_of(const Segment& s) const noexcept {
+    return s.expandable ? s.reservation.size : s.size;
+  }
+  template <class F>
+  void for_each_view(const Segment& s, F&& f) const;
   void release_segment(Block* whole);
   bool release_available_cached_blocks(Pool& pool, Stream stream, std::size_t size);
   void release_cached_blocks();
@@ -211,15 +264,18 @@ class CachingAllocator {
                               std::unique_lock<std::mutex>& lock);
   std::uint64_t notify(TraceAction action, std::uintptr_t addr, std::size_t size, Stream stream,
                        std::uint64_t context = 0, bool deferred = false) {
-    return observer_ != nullptr ? observer_->on_event({action, addr, size, stream, context, deferred}) : 0;
+    if (GPUMEMPROF_LIKELY(sinks_.count() == 0)) return 0;
+    return sinks_.emit({action, addr, size, stream, context, deferred});
   }
   void validate_locked() const;
-  SegmentView view_of(const Segment& s) const;
+  static BlockView view_of(const Block& b);
 
   Backend backend_;
   AllocatorConfig cfg_;
   bool has_roundup_ = false;  // any roundup_power2_divisions > 1 configured
   bool gc_active_ = false;    // memory fraction and garbage_collection_threshold both set
+  bool expandable_ = false;   // expandable_segments:True on a backend with virtual memory
+  std::size_t page_ = 0;      // the backend's mapping granularity (expandable only)
 
   mutable std::mutex mutex_;
   Pool small_;
@@ -235,7 +291,7 @@ class CachingAllocator {
   std::optional<std::size_t> allowed_max_;  // set_memory_fraction
   MemoryStats stats_;
   detail::PeakWindows windows_;
-  AllocatorObserver* observer_ = nullptr;
+  detail::EventSinks sinks_;
   std::vector<OomObserver> oom_observers_;
   std::uint64_t total_allocations_ = 0;
   std::uint64_t total_frees_ = 0;
@@ -360,9 +416,7 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::hand_out(P
   windows_.on_value(stats_.allocated_bytes[StatPool::all].current);
   ++total_allocations_;
   total_allocated_bytes_ += block->size;
-  if (observer_ != nullptr) {
-    block->context = observer_->on_event({TraceAction::alloc, block->addr, requested, block->stream, 0});
-  }
+  block->context = notify(TraceAction::alloc, block->addr, requested, block->stream);
   publish();
   return block;
 }
@@ -409,8 +463,8 @@ void CachingAllocator<Backend>::free_block(Block* b, bool deferred) {
 template <DeviceBackend Backend>
 std::size_t CachingAllocator<Backend>::try_merge(Block* dst, Block* src, Pool& pool) {
   if (src == nullptr || !src->is_free() || src->mapped != dst->mapped) return 0;
-  pool.find(src->stream)->erase(src);
-  if (dst->prev == src) {  // [src dst]
+  if (src->mapped) pool.find(src->stream)->erase(src);  // unmapped holes are in no tree
+  if (dst->prev == src) {                               // [src dst]
     dst->addr = src->addr;
     dst->prev = src->prev;
     if (dst->prev != nullptr) {
@@ -463,8 +517,7 @@ AllocatorGauges CachingAllocator<Backend>::gauges() const noexcept {
 template <DeviceBackend Backend>
 template <class F>
 void CachingAllocator<Backend>::visit_segments(F&& f) const {
-  std::lock_guard lock(mutex_);
-  for (const Segment* s = segments_head_; s != nullptr; s = s->list_next) f(view_of(*s));
+  with_lock([&f](const LockedView& v) { v.visit_segments(f); });
 }
 
 GPUMEMPROF_NAMESPACE_END

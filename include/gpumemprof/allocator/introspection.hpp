@@ -1,7 +1,7 @@
 // Layer 2: how higher layers watch and inspect the allocator without the allocator knowing
-// them. The history layer implements AllocatorObserver to record events (and returns a
-// context handle -- an interned stack -- that the allocator keeps with each block and segment);
-// snapshots and reports walk the segments through SegmentView/BlockView.
+// them. The history layer registers an event sink (event_sinks.hpp) to record events (and
+// returns a context handle -- an interned stack -- that the allocator keeps with each block and
+// segment); snapshots and reports walk the segments through SegmentView/BlockView.
 #pragma once
 
 #include <cstddef>
@@ -41,7 +41,7 @@ enum class TraceAction : std::uint8_t {
   return "alloc";
 }
 
-/// One allocator event, reported to the observer under the allocator's lock.
+/// One allocator event, reported to the event sinks under the allocator's lock.
 struct AllocatorEvent {
   TraceAction action = TraceAction::alloc;
   std::uintptr_t addr = 0;  ///< for oom: the device's free bytes
@@ -49,15 +49,6 @@ struct AllocatorEvent {
   Stream stream;
   std::uint64_t context = 0;  ///< for free_*/segment_free: the handle returned at alloc/segment_alloc
   bool deferred = false;      ///< free_completed only: after other streams' events, not in deallocate()
-};
-
-/// Receives allocator events. on_event runs under the allocator's lock: it must be quick and
-/// must not call back into the allocator. For alloc and segment_alloc its return value is kept
-/// with the block/segment and handed back with the matching free events and in views.
-class AllocatorObserver {
- public:
-  virtual ~AllocatorObserver() = default;
-  virtual std::uint64_t on_event(const AllocatorEvent& event) = 0;
 };
 
 enum class BlockState : std::uint8_t { active_allocated, active_pending_free, inactive };

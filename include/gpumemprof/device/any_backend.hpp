@@ -92,6 +92,7 @@ class AnyBackend {
   void release(Reservation r) { impl_->release(r); }
   [[nodiscard]] bool map(Reservation r, std::size_t off, std::size_t n) { return impl_->map(r, off, n); }
   void unmap(Reservation r, std::size_t off, std::size_t n) { impl_->unmap(r, off, n); }
+  void synchronize_stream(Stream s) { impl_->synchronize_stream(s); }
 
   /// The wrapped backend when it is a `B`, else nullptr (like std::function::target).
   template <class B>
@@ -118,6 +119,7 @@ class AnyBackend {
     virtual void release(Reservation) = 0;
     virtual bool map(Reservation, std::size_t, std::size_t) = 0;
     virtual void unmap(Reservation, std::size_t, std::size_t) = 0;
+    virtual void synchronize_stream(Stream) = 0;
   };
 
   template <class B>
@@ -160,6 +162,12 @@ class AnyBackend {
     void unmap(Reservation r, std::size_t off, std::size_t n) override {
       if constexpr (VirtualMemoryBackend<B>)
         backend.unmap(r, off, n);
+      else
+        unsupported();
+    }
+    void synchronize_stream(Stream s) override {
+      if constexpr (VirtualMemoryBackend<B>)
+        backend.synchronize_stream(s);
       else
         unsupported();
     }

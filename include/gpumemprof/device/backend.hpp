@@ -67,15 +67,19 @@ concept DeviceBackend = requires(B& b, const B& cb, std::size_t n, void* p, Stre
 };
 
 /// Backends that also offer virtual-memory mapping (for expandable segments): reserve address
-/// space, map/unmap physical pages of `granularity()` bytes inside it.
+/// space, map/unmap physical pages of `granularity()` bytes inside it. Offsets and sizes are
+/// multiples of the granularity; a range is mapped page by page, so any page-aligned part of
+/// it can be unmapped later. Unmapping memory that queued work may still touch is the caller's
+/// to prevent: it synchronizes the stream that used the memory first (synchronize_stream).
 template <class B>
 concept VirtualMemoryBackend = DeviceBackend<B> &&
-    requires(B& b, const B& cb, std::size_t n, Reservation r, std::size_t off) {
+    requires(B& b, const B& cb, std::size_t n, Reservation r, std::size_t off, Stream s) {
   { cb.granularity() } -> std::same_as<std::size_t>;
   { b.reserve(n) } -> std::same_as<Reservation>;  // size 0 on failure
-  { b.release(r) } -> std::same_as<void>;
-  { b.map(r, off, n) } -> std::same_as<bool>;  // false when out of memory
+  { b.release(r) } -> std::same_as<void>;         // every page unmapped first
+  { b.map(r, off, n) } -> std::same_as<bool>;     // false when out of memory (nothing mapped then)
   { b.unmap(r, off, n) } -> std::same_as<void>;
+  { b.synchronize_stream(s) } -> std::same_as<void>;  // waits for the stream's queued work
 };
 
 GPUMEMPROF_NAMESPACE_END

@@ -3,10 +3,18 @@
 // Every runtime call goes through GPUMEMPROF_CUDA_CHECK, which adds file and line and clears
 // CUDA's sticky error state. Out-of-memory from cudaMalloc is not an error here: malloc returns
 // nullptr (error cleared) and the allocator runs its OOM sequence.
+//
+// Expandable segments use the driver's virtual memory API (cuMemAddressReserve, cuMemCreate,
+// cuMemMap, cuMemSetAccess, cuMemUnmap, cuMemRelease, cuMemAddressFree). Its entry points come
+// from the runtime (cudaGetDriverEntryPointByVersion), as PyTorch does, so nothing links
+// libcuda: the library builds where only the toolkit's stub exists and runs on any driver.
+// Each page (the driver's minimum granularity, 2 MiB) is its own physical allocation, so any
+// page-aligned part of a mapping can be unmapped later.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -16,6 +24,7 @@
 #include "gpumemprof/error.hpp"
 
 #if GPUMEMPROF_WITH_CUDA
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 #endif
 
@@ -37,6 +46,75 @@ namespace detail {
     if (gmp_err_ != cudaSuccess) {                                           \
       ::gpumemprof::detail::throw_cuda(gmp_err_, #expr, __FILE__, __LINE__); \
     }                                                                        \
+  } while (0)
+
+namespace detail {
+
+/// The driver's virtual memory functions, looked up once through the runtime.
+struct CudaVmmApi {
+  CUresult (*address_reserve)(CUdeviceptr*, std::size_t, std::size_t, CUdeviceptr, unsigned long long) = nullptr;
+  CUresult (*address_free)(CUdeviceptr, std::size_t) = nullptr;
+  CUresult (*create)(CUmemGenericAllocationHandle*, std::size_t, const CUmemAllocationProp*,
+                     unsigned long long) = nullptr;
+  CUresult (*release)(CUmemGenericAllocationHandle) = nullptr;
+  CUresult (*map)(CUdeviceptr, std::size_t, std::size_t, CUmemGenericAllocationHandle, unsigned long long) = nullptr;
+  CUresult (*unmap)(CUdeviceptr, std::size_t) = nullptr;
+  CUresult (*set_access)(CUdeviceptr, std::size_t, const CUmemAccessDesc*, std::size_t) = nullptr;
+  CUresult (*granularity)(std::size_t*, const CUmemAllocationProp*, CUmemAllocationGranularity_flags) = nullptr;
+  CUresult (*error_name)(CUresult, const char**) = nullptr;
+  CUresult (*device_get)(CUdevice*, int) = nullptr;
+  CUresult (*device_attribute)(int*, CUdevice_attribute, CUdevice) = nullptr;
+  bool ok = false;
+
+  /// The functions, or an object with ok == false when the driver lacks them.
+  static const CudaVmmApi& get() {
+    static const CudaVmmApi api = load();
+    return api;
+  }
+
+ private:
+  template <class F>
+  static bool entry(F& f, const char* name) {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+#if CUDART_VERSION >= 12050
+    const cudaError_t err = cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &found);
+#else
+    const cudaError_t err = cudaGetDriverEntryPoint(name, &p, cudaEnableDefault, &found);
+#endif
+    if (err != cudaSuccess || found != cudaDriverEntryPointSuccess || p == nullptr) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    f = reinterpret_cast<F>(p);
+    return true;
+  }
+  static CudaVmmApi load() {
+    CudaVmmApi a;
+    a.ok = entry(a.address_reserve, "cuMemAddressReserve") && entry(a.address_free, "cuMemAddressFree") &&
+           entry(a.create, "cuMemCreate") && entry(a.release, "cuMemRelease") && entry(a.map, "cuMemMap") &&
+           entry(a.unmap, "cuMemUnmap") && entry(a.set_access, "cuMemSetAccess") &&
+           entry(a.granularity, "cuMemGetAllocationGranularity") && entry(a.error_name, "cuGetErrorName") &&
+           entry(a.device_get, "cuDeviceGet") && entry(a.device_attribute, "cuDeviceGetAttribute");
+    return a;
+  }
+};
+
+[[noreturn]] inline void throw_cu(CUresult err, const char* what, const char* file, int line) {
+  const char* name = "unknown";
+  if (CudaVmmApi::get().error_name != nullptr) (void)CudaVmmApi::get().error_name(err, &name);
+  throw DeviceRuntimeError(std::string("CUDA driver error ") + name + " (" + std::to_string(static_cast<int>(err)) +
+                           ") in " + what + " at " + file + ":" + std::to_string(line));
+}
+
+}  // namespace detail
+
+#define GPUMEMPROF_CU_CHECK(expr)                                             \
+  do {                                                                        \
+    const CUresult gmp_cu_err_ = (expr);                                      \
+    if (gmp_cu_err_ != CUDA_SUCCESS) {                                        \
+      ::gpumemprof::detail::throw_cu(gmp_cu_err_, #expr, __FILE__, __LINE__); \
+    }                                                                         \
   } while (0)
 
 /// Number of visible CUDA devices; 0 when there is no driver or no device.
@@ -90,7 +168,11 @@ class CudaDeviceGuard {
 class CudaBackend {
  public:
   explicit CudaBackend(int device) : device_(device) {}
-  CudaBackend(CudaBackend&& other) noexcept : device_(other.device_), free_events_(std::move(other.free_events_)) {}
+  CudaBackend(CudaBackend&& other) noexcept
+      : device_(other.device_),
+        free_events_(std::move(other.free_events_)),
+        page_(other.page_),
+        pages_(std::move(other.pages_)) {}
   CudaBackend& operator=(CudaBackend&&) = delete;
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
@@ -157,15 +239,124 @@ class CudaBackend {
   [[nodiscard]] int index() const noexcept { return device_; }
   [[nodiscard]] std::string name() const { return "cuda:" + std::to_string(device_); }
 
+  // --- VirtualMemoryBackend (expandable segments) ----------------------------------------------
+  /// Whether the driver and the device support virtual memory management.
+  [[nodiscard]] bool supports_virtual_memory() const {
+    const auto& api = detail::CudaVmmApi::get();
+    if (!api.ok) return false;
+    CUdevice dev{};
+    int v = 0;
+    return api.device_get(&dev, device_) == CUDA_SUCCESS &&
+           api.device_attribute(&v, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev) == CUDA_SUCCESS &&
+           v != 0;
+  }
+
+  /// The driver's minimum mapping granularity for this device (bytes); 0 without VMM support.
+  [[nodiscard]] std::size_t granularity() const {
+    std::lock_guard lock(mutex_);
+    if (page_ == 0 && supports_virtual_memory()) {
+      const CUmemAllocationProp prop = allocation_prop();
+      GPUMEMPROF_CU_CHECK(detail::CudaVmmApi::get().granularity(&page_, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    }
+    return page_;
+  }
+
+  [[nodiscard]] Reservation reserve(std::size_t bytes) {
+    const std::size_t g = granularity();
+    if (g == 0) return {};
+    CudaDeviceGuard guard(device_);
+    GPUMEMPROF_CUDA_CHECK(cudaFree(nullptr));  // the primary context exists before driver calls
+    const std::size_t size = (bytes + g - 1) / g * g;
+    CUdeviceptr base = 0;
+    if (detail::CudaVmmApi::get().address_reserve(&base, size, g, 0, 0) != CUDA_SUCCESS) return {};
+    std::lock_guard lock(mutex_);
+    pages_.emplace(static_cast<std::uintptr_t>(base), std::vector<CUmemGenericAllocationHandle>(size / g, 0));
+    return {static_cast<std::uintptr_t>(base), size};
+  }
+
+  void release(Reservation r) {
+    {
+      std::lock_guard lock(mutex_);
+      pages_.erase(r.base);
+    }
+    CudaDeviceGuard guard(device_);
+    GPUMEMPROF_CU_CHECK(detail::CudaVmmApi::get().address_free(static_cast<CUdeviceptr>(r.base), r.size));
+  }
+
+  /// Backs [offset, offset + bytes) of `r` with new physical pages, readable and writable by
+  /// this device. False (nothing mapped) when the device is out of memory.
+  [[nodiscard]] bool map(Reservation r, std::size_t offset, std::size_t bytes) {
+    const auto& api = detail::CudaVmmApi::get();
+    const std::size_t g = granularity();
+    CudaDeviceGuard guard(device_);
+    const CUmemAllocationProp prop = allocation_prop();
+    CUmemAccessDesc access{};
+    access.location = prop.location;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    std::lock_guard lock(mutex_);
+    auto& handles = pages_.at(r.base);
+    for (std::size_t done = 0; done < bytes; done += g) {
+      const std::size_t page = (offset + done) / g;
+      const auto at = static_cast<CUdeviceptr>(r.base + offset + done);
+      CUmemGenericAllocationHandle h = 0;
+      const CUresult err = api.create(&h, g, &prop, 0);
+      if (err == CUDA_ERROR_OUT_OF_MEMORY) {
+        unmap_locked(r, offset, done);  // all or nothing
+        return false;
+      }
+      GPUMEMPROF_CU_CHECK(err);
+      if (const CUresult e = api.map(at, g, 0, h, 0); e != CUDA_SUCCESS) {
+        (void)api.release(h);
+        GPUMEMPROF_CU_CHECK(e);
+      }
+      handles[page] = h;
+      GPUMEMPROF_CU_CHECK(api.set_access(at, g, &access, 1));
+    }
+    return true;
+  }
+
+  void unmap(Reservation r, std::size_t offset, std::size_t bytes) {
+    CudaDeviceGuard guard(device_);
+    std::lock_guard lock(mutex_);
+    unmap_locked(r, offset, bytes);
+  }
+
+  void synchronize_stream(Stream stream) {
+    CudaDeviceGuard guard(device_);
+    GPUMEMPROF_CUDA_CHECK(cudaStreamSynchronize(stream.as<CUstream_st>()));
+  }
+
  private:
   static cudaEvent_t to_cuda(Event e) noexcept { return reinterpret_cast<cudaEvent_t>(e.id); }
 
+  [[nodiscard]] CUmemAllocationProp allocation_prop() const {
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = device_;
+    return prop;
+  }
+
+  void unmap_locked(Reservation r, std::size_t offset, std::size_t bytes) {
+    const auto& api = detail::CudaVmmApi::get();
+    auto& handles = pages_.at(r.base);
+    for (std::size_t done = 0; done < bytes; done += page_) {
+      CUmemGenericAllocationHandle& h = handles[(offset + done) / page_];
+      GPUMEMPROF_CU_CHECK(api.unmap(static_cast<CUdeviceptr>(r.base + offset + done), page_));
+      GPUMEMPROF_CU_CHECK(api.release(h));
+      h = 0;
+    }
+  }
+
   int device_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::vector<cudaEvent_t> free_events_;
+  mutable std::size_t page_ = 0;                                               // the mapping granularity, once asked
+  std::map<std::uintptr_t, std::vector<CUmemGenericAllocationHandle>> pages_;  // reservation -> page handles
 };
 
 static_assert(DeviceBackend<CudaBackend>);
+static_assert(VirtualMemoryBackend<CudaBackend>);
 
 /// Waits until all work queued on CUDA device `device` has completed (cudaDeviceSynchronize),
 /// so that a clock read afterwards includes asynchronous kernels. Used by the profiler.

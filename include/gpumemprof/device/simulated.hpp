@@ -17,6 +17,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "gpumemprof/config.hpp"
@@ -40,8 +41,13 @@ struct SimulatedCounters {
   std::size_t events_recorded = 0;
   std::size_t event_queries = 0;
   std::size_t event_synchronizations = 0;
-  std::size_t map_calls = 0;
-  std::size_t unmap_calls = 0;
+  std::size_t map_calls = 0;       ///< map() calls (each maps one or more pages)
+  std::size_t unmap_calls = 0;     ///< unmap() calls
+  std::size_t pages_mapped = 0;    ///< pages mapped by map(), in all
+  std::size_t pages_unmapped = 0;  ///< pages unmapped by unmap(), in all
+  std::size_t reservations = 0;    ///< reserve() calls that succeeded
+  std::size_t releases = 0;        ///< release() calls
+  std::size_t stream_synchronizations = 0;
 };
 
 class SimulatedBackend {
@@ -126,16 +132,21 @@ class SimulatedBackend {
     const std::size_t size = round_up(bytes, s_->opt.granularity);
     const std::uintptr_t base = s_->take_range(size);
     if (base == 0) return {};
-    s_->reservations.emplace(base, size);
+    s_->reservations.emplace(base, std::vector<bool>(size / s_->opt.granularity, false));
+    ++s_->counters.reservations;
     return {base, size};
   }
 
   void release(Reservation r) {
     std::lock_guard lock(s_->mutex);
     auto it = s_->reservations.find(r.base);
-    if (it == s_->reservations.end() || it->second != r.size) {
+    if (it == s_->reservations.end() || it->second.size() * s_->opt.granularity != r.size) {
       throw DeviceRuntimeError(name() + ": release of an unknown reservation at " + hex(r.base));
     }
+    if (std::find(it->second.begin(), it->second.end(), true) != it->second.end()) {
+      throw DeviceRuntimeError(name() + ": release of reservation " + hex(r.base) + " with pages still mapped");
+    }
+    ++s_->counters.releases;
     s_->give_range(r.base, r.size);
     s_->reservations.erase(it);
   }
@@ -143,11 +154,13 @@ class SimulatedBackend {
   [[nodiscard]] bool map(Reservation r, std::size_t offset, std::size_t bytes) {
     std::lock_guard lock(s_->mutex);
     ++s_->counters.map_calls;
-    check_mapping(r, offset, bytes);
+    auto pages = check_mapping(r, offset, bytes, false);
     if (bytes > s_->opt.capacity - std::min(s_->opt.capacity, used_locked())) {
       ++s_->counters.malloc_failures;
       return false;
     }
+    std::fill(pages.first, pages.second, true);
+    s_->counters.pages_mapped += bytes / s_->opt.granularity;
     s_->mapped += bytes;
     return true;
   }
@@ -155,8 +168,17 @@ class SimulatedBackend {
   void unmap(Reservation r, std::size_t offset, std::size_t bytes) {
     std::lock_guard lock(s_->mutex);
     ++s_->counters.unmap_calls;
-    check_mapping(r, offset, bytes);
-    s_->mapped -= std::min(s_->mapped, bytes);
+    auto pages = check_mapping(r, offset, bytes, true);
+    std::fill(pages.first, pages.second, false);
+    s_->counters.pages_unmapped += bytes / s_->opt.granularity;
+    s_->mapped -= bytes;
+  }
+
+  /// Waiting for a stream means its work so far is done: its events complete.
+  void synchronize_stream(Stream stream) {
+    std::lock_guard lock(s_->mutex);
+    ++s_->counters.stream_synchronizations;
+    complete_stream_locked(stream, s_->next_event);
   }
 
   // --- Test controls -----------------------------------------------------------------------------
@@ -181,6 +203,16 @@ class SimulatedBackend {
   [[nodiscard]] SimulatedCounters counters() const {
     std::lock_guard lock(s_->mutex);
     return s_->counters;
+  }
+  /// Bytes currently mapped into reservations.
+  [[nodiscard]] std::size_t mapped_bytes() const {
+    std::lock_guard lock(s_->mutex);
+    return s_->mapped;
+  }
+  /// Live reservations.
+  [[nodiscard]] std::size_t reservation_count() const {
+    std::lock_guard lock(s_->mutex);
+    return s_->reservations.size();
   }
   /// Bytes currently handed out by malloc and map (not counting external usage).
   [[nodiscard]] std::size_t used_bytes() const {
@@ -207,9 +239,10 @@ class SimulatedBackend {
         throw std::invalid_argument("SimulatedOptions.granularity must be a power of two, got " +
                                     std::to_string(opt.granularity));
       }
-      // Address space for mallocs and reservations: four times the capacity, so expandable
-      // reservations and fragmentation never run out of addresses before memory runs out.
-      span = round_up(std::max<std::size_t>(opt.capacity, opt.granularity) * 4, opt.granularity);
+      // Address space for mallocs and reservations: eight times the capacity, so expandable
+      // reservations (9/8 of the capacity each, one per stream and pool) and fragmentation
+      // never run out of addresses before memory runs out.
+      span = round_up(std::max<std::size_t>(opt.capacity, opt.granularity) * 8, opt.granularity);
       void* p = ::mmap(nullptr, span + opt.granularity, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
       if (p == MAP_FAILED) {
         throw DeviceRuntimeError("sim:" + std::to_string(opt.index) + ": cannot reserve " + std::to_string(span >> 20) +
@@ -265,9 +298,9 @@ class SimulatedBackend {
     void* mapping = nullptr;
     std::uintptr_t base = 0;
     std::size_t span = 0;
-    std::map<std::uintptr_t, std::size_t> free_ranges;   // address -> bytes
-    std::map<std::uintptr_t, std::size_t> live;          // malloc'd address -> charged bytes
-    std::map<std::uintptr_t, std::size_t> reservations;  // base -> bytes
+    std::map<std::uintptr_t, std::size_t> free_ranges;         // address -> bytes
+    std::map<std::uintptr_t, std::size_t> live;                // malloc'd address -> charged bytes
+    std::map<std::uintptr_t, std::vector<bool>> reservations;  // base -> mapped state per page
     std::size_t used = 0;
     std::size_t mapped = 0;
     std::size_t external = 0;
@@ -296,13 +329,24 @@ class SimulatedBackend {
     }
   }
 
-  void check_mapping(const Reservation& r, std::size_t offset, std::size_t bytes) const {
+  // The pages of a map/unmap; each must be in state `mapped` (no double map, no unmapping a hole).
+  std::pair<std::vector<bool>::iterator, std::vector<bool>::iterator> check_mapping(const Reservation& r,
+                                                                                    std::size_t offset,
+                                                                                    std::size_t bytes, bool mapped) {
+    const std::size_t g = s_->opt.granularity;
     auto it = s_->reservations.find(r.base);
-    if (it == s_->reservations.end() || offset + bytes > it->second || offset % s_->opt.granularity != 0 ||
-        bytes % s_->opt.granularity != 0) {
+    if (it == s_->reservations.end() || bytes == 0 || offset + bytes > it->second.size() * g || offset % g != 0 ||
+        bytes % g != 0) {
       throw DeviceRuntimeError(name() + ": bad map/unmap of " + std::to_string(bytes) + " bytes at offset " +
                                std::to_string(offset) + " of reservation " + hex(r.base));
     }
+    const auto first = it->second.begin() + static_cast<std::ptrdiff_t>(offset / g);
+    const auto last = first + static_cast<std::ptrdiff_t>(bytes / g);
+    if (std::find(first, last, !mapped) != last) {
+      throw DeviceRuntimeError(name() + (mapped ? ": unmap of pages not mapped" : ": map of pages already mapped") +
+                               " at offset " + std::to_string(offset) + " of reservation " + hex(r.base));
+    }
+    return {first, last};
   }
 
   std::unique_ptr<State> s_;

@@ -10,12 +10,14 @@
 //   recorder.attach(alloc);                            // destroy the recorder before `alloc`
 //   gmp::Snapshot s = alloc.snapshot();                // history/snapshot_builder.hpp
 //
-// HistoryRecorder is the allocator's observer. Its on_event runs under the allocator's lock,
-// so it stays cheap: a clock read and a 48-byte store into the ring (trace_ring.hpp); with
-// stacks, a cached stack walk and one hash probe to intern the stack (stack_table.hpp). The id
-// of the allocating stack goes back to the allocator as the block's context handle; the
-// snapshot turns handles and ids into frames later. All recorder state is guarded by the
-// attached allocator's mutex.
+// While recording, HistoryRecorder is one of the allocator's event sinks (event_sinks.hpp); with
+// recording off it is no sink at all, so the allocator's hot path pays nothing. Its event
+// function runs under the allocator's lock, so it stays cheap: a clock read and a 48-byte store
+// into the ring (trace_ring.hpp); with stacks, a cached stack walk and one hash probe to intern
+// the stack (stack_table.hpp). The id of the allocating stack goes back to the allocator as the
+// block's context handle; the snapshot turns handles and ids into frames later. The recorder's
+// state has its own lock, taken inside the allocator's (never the other way round); attaching
+// registers the recorder in the history layer's registry (recorder_registry.hpp).
 #pragma once
 
 #include <algorithm>
@@ -24,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -40,6 +43,7 @@
 #include "gpumemprof/device/device.hpp"
 #include "gpumemprof/history/annotations.hpp"
 #include "gpumemprof/history/history_options.hpp"
+#include "gpumemprof/history/recorder_registry.hpp"
 #include "gpumemprof/history/snapshot.hpp"
 #include "gpumemprof/history/stack_table.hpp"
 #include "gpumemprof/history/stacks.hpp"
@@ -75,7 +79,7 @@ struct HistoryCopy {
 
 }  // namespace detail
 
-class HistoryRecorder final : public AllocatorObserver, private detail::AnnotationSink {
+class HistoryRecorder final : private detail::AnnotationSink {
  public:
   /// A recorder with `options` for device index `device` (attach() sets it from the allocator).
   explicit HistoryRecorder(const HistoryOptions& options = {}, int device = 0) : device_(device) {
@@ -83,43 +87,53 @@ class HistoryRecorder final : public AllocatorObserver, private detail::Annotati
   }
 
   /// Detaches from the allocator: destroy the recorder before the allocator it is attached to.
-  ~HistoryRecorder() override {
+  ~HistoryRecorder() {
     detail::AnnotationSinks::instance().remove(this);
     detach();
   }
   HistoryRecorder(const HistoryRecorder&) = delete;
   HistoryRecorder& operator=(const HistoryRecorder&) = delete;
 
-  /// Makes this recorder the observer of `allocator` (while enabled) and guards its state with
-  /// the allocator's mutex. A recorder serves one allocator.
+  /// Records `allocator` (while enabled): the recorder becomes one of its event sinks and its
+  /// registered recorder (history_recorder_of). A recorder serves one allocator, an allocator
+  /// has one recorder; both throw std::logic_error otherwise.
   template <DeviceBackend B>
   void attach(CachingAllocator<B>& allocator) {
-    if (allocator_ != nullptr && allocator_ != &allocator) {
-      throw std::logic_error("HistoryRecorder::attach: already attached to another allocator");
-    }
-    HistoryOptions current;
+    std::lock_guard lock(attach_mutex_);
+    if (allocator_ == &allocator) return;
+    if (allocator_ != nullptr) throw std::logic_error("HistoryRecorder::attach: already attached to another allocator");
+    detail::RecorderRegistry::instance().add(&allocator, this);
+    allocator_ = &allocator;
+    set_sink_ = [&allocator, this, slot = std::size_t{0}](bool on) mutable {
+      if (on) {
+        slot = allocator.add_event_sink({&HistoryRecorder::sink_event, this});
+      } else {
+        allocator.remove_event_sink(slot);
+      }
+    };
     {
-      std::lock_guard lock(own_mutex_);
-      allocator_ = &allocator;
-      guard_ = &allocator.mutex();
-      set_observer_ = [](void* a, AllocatorObserver* o) { static_cast<CachingAllocator<B>*>(a)->set_observer(o); };
-      get_observer_ = [](void* a) { return static_cast<CachingAllocator<B>*>(a)->observer(); };
+      std::lock_guard state(mutex_);
       device_ = allocator.device_index();
-      current = options_;
     }
-    if (current.enabled != HistoryEnabled::off) set_observer_(allocator_, this);
+    set_sink_locked(enabled());
   }
 
-  /// Stops observing the attached allocator (if this recorder is its observer).
+  /// Stops recording the attached allocator and forgets it; the recording is kept, and attach()
+  /// may follow.
   void detach() {
-    if (allocator_ != nullptr && get_observer_(allocator_) == this) set_observer_(allocator_, nullptr);
+    std::lock_guard lock(attach_mutex_);
+    set_sink_locked(false);
+    if (allocator_ != nullptr) detail::RecorderRegistry::instance().remove(allocator_, this);
+    allocator_ = nullptr;
+    set_sink_ = nullptr;
   }
 
   /// Applies record_memory_history semantics: enabled=off stops recording and clears events,
   /// stacks and annotations; otherwise (re)starts recording with these options.
   void set_options(const HistoryOptions& options) {
+    std::lock_guard attach(attach_mutex_);
     {
-      std::lock_guard lock(*guard_);
+      std::lock_guard lock(mutex_);
       configure(options);
     }
     if (options.enabled == HistoryEnabled::off) {
@@ -128,40 +142,40 @@ class HistoryRecorder final : public AllocatorObserver, private detail::Annotati
         std::lock_guard lock(annotations_mutex_);
         annotations_.clear();
       }
-      detach();
+      set_sink_locked(false);
     } else {
       if (options.clear_history) {
         std::lock_guard lock(annotations_mutex_);
         annotations_.clear();
       }
       detail::AnnotationSinks::instance().add(this);
-      if (allocator_ != nullptr && get_observer_(allocator_) != this) set_observer_(allocator_, this);
+      set_sink_locked(true);
     }
   }
 
   [[nodiscard]] HistoryOptions options() const {
-    std::lock_guard lock(*guard_);
+    std::lock_guard lock(mutex_);
     return options_;
   }
   /// PyTorch's isHistoryEnabled.
   [[nodiscard]] bool enabled() const {
-    std::lock_guard lock(*guard_);
+    std::lock_guard lock(mutex_);
     return recording_;
   }
-  [[nodiscard]] int device() const noexcept { return device_; }
+  [[nodiscard]] int device() const {
+    std::lock_guard lock(mutex_);
+    return device_;
+  }
   /// Events overwritten because the ring was full, since recording (re)started.
   [[nodiscard]] std::size_t dropped_entries() const {
-    std::lock_guard lock(*guard_);
+    std::lock_guard lock(mutex_);
     return ring_.dropped();
   }
 
   /// The recorded events, oldest first, with frames and times (PyTorch's device trace).
   [[nodiscard]] std::vector<TraceEntry> trace() const {
     detail::HistoryCopy copy;
-    {
-      std::lock_guard lock(*guard_);
-      copy_locked(copy);
-    }
+    copy_recording(copy);
     detail::FrameResolver frames(copy.stacks, copy.stack_depth);
     return trace_entries(copy, frames, TraceClock::converter());
   }
@@ -183,7 +197,7 @@ class HistoryRecorder final : public AllocatorObserver, private detail::Annotati
     std::vector<std::uint32_t> ids(contexts.size(), detail::StackTable::none);
     std::size_t depth = 0;
     {
-      std::lock_guard lock(*guard_);
+      std::lock_guard lock(mutex_);
       for (std::size_t i = 0; i < contexts.size(); ++i) {
         const std::uint32_t id = stack_of(contexts[i]);
         if (id == 0 || id > stacks_.size()) continue;
@@ -199,34 +213,24 @@ class HistoryRecorder final : public AllocatorObserver, private detail::Annotati
     return out;
   }
 
-  // --- AllocatorObserver: under the allocator's lock ----------------------------------------
-  std::uint64_t on_event(const AllocatorEvent& e) override {
-    if (GPUMEMPROF_UNLIKELY(!recording_)) return 0;
-    std::uint64_t handle = 0;
-    std::uint32_t stack = 0;
-    if (capture_) stack = stack_for(e, handle);
-    // A free_completed reported by deallocate() itself directly follows its free_requested:
-    // same time. Otherwise read the clock, never going back (TSCs of two cores may disagree).
-    if (e.action != TraceAction::free_completed || e.deferred) {
-      const TraceClock::Tick t = TraceClock::now();
-      if (GPUMEMPROF_LIKELY(t > last_tick_)) last_tick_ = t;
-    }
-    const TraceClock::Tick t = last_tick_;
-    ring_.push({e.addr, e.size, e.stream.id, t, stack, detail::thread_user_metadata, e.action});
-    return handle;
+  // --- For the snapshot builder ----------------------------------------------------------------
+  /// Records PyTorch's snapshot event (size = the active bytes at that moment) and copies the
+  /// recording, when recording. Call it under the allocator's lock (with_lock), so that the
+  /// copy and the segments read there agree.
+  void snapshot_into(std::size_t active_bytes, detail::HistoryCopy& out) {
+    std::lock_guard lock(mutex_);
+    if (!recording_) return;
+    AllocatorEvent e;
+    e.action = TraceAction::snapshot;
+    e.size = active_bytes;
+    record(e);
+    copy_locked(out);
   }
 
-  // --- For the snapshot builder ----------------------------------------------------------------
-  /// Copies the recording; the caller holds the allocator's lock.
-  void copy_locked(detail::HistoryCopy& out) const {
-    out.device = device_;
-    out.generation = generation_;
-    out.stack_depth = options_.stack_depth;
-    out.entries.clear();
-    out.entries.reserve(ring_.size());
-    ring_.for_each([&out](const detail::RawTraceEntry& e) { out.entries.push_back(e); });
-    out.stacks = stacks_;
-    copy_annotations(out);
+  /// Copies the recording.
+  void copy_recording(detail::HistoryCopy& out) const {
+    std::lock_guard lock(mutex_);
+    copy_locked(out);
   }
 
   /// Trace entries of a copy, oldest first; frames shared through `frames`.
@@ -264,6 +268,53 @@ class HistoryRecorder final : public AllocatorObserver, private detail::Annotati
   static constexpr std::size_t kInternalFrames = 10;  // recorder and allocator frames, trimmed later
   static constexpr std::size_t kMaxDepth = 128;
 
+  // The event sink: under the allocator's lock, then the recorder's.
+  static std::uint64_t sink_event(void* user, const AllocatorEvent& e) noexcept {
+    auto* self = static_cast<HistoryRecorder*>(user);
+    std::lock_guard lock(self->mutex_);
+    try {
+      return self->record(e);
+    } catch (...) {  // out of memory while interning a stack: the event goes unrecorded
+      return 0;
+    }
+  }
+
+  // Records one event; the caller holds mutex_.
+  std::uint64_t record(const AllocatorEvent& e) {
+    if (GPUMEMPROF_UNLIKELY(!recording_)) return 0;
+    std::uint64_t handle = 0;
+    std::uint32_t stack = 0;
+    if (capture_) stack = stack_for(e, handle);
+    // A free_completed reported by deallocate() itself directly follows its free_requested:
+    // same time. Otherwise read the clock, never going back (TSCs of two cores may disagree).
+    if (e.action != TraceAction::free_completed || e.deferred) {
+      const TraceClock::Tick t = TraceClock::now();
+      if (GPUMEMPROF_LIKELY(t > last_tick_)) last_tick_ = t;
+    }
+    const TraceClock::Tick t = last_tick_;
+    ring_.push({e.addr, e.size, e.stream.id, t, stack, detail::thread_user_metadata, e.action});
+    return handle;
+  }
+
+  // Copies the recording; the caller holds mutex_.
+  void copy_locked(detail::HistoryCopy& out) const {
+    out.device = device_;
+    out.generation = generation_;
+    out.stack_depth = options_.stack_depth;
+    out.entries.clear();
+    out.entries.reserve(ring_.size());
+    ring_.for_each([&out](const detail::RawTraceEntry& e) { out.entries.push_back(e); });
+    out.stacks = stacks_;
+    copy_annotations(out);
+  }
+
+  // Adds or removes the event sink; the caller holds attach_mutex_.
+  void set_sink_locked(bool on) {
+    if (!set_sink_ || on == sink_on_) return;
+    set_sink_(on);
+    sink_on_ = on;
+  }
+
   struct Pending {  // the stack captured by the previous event, for the next one of the same call
     TraceAction action = TraceAction::snapshot;
     std::uintptr_t addr = 0;
@@ -271,7 +322,7 @@ class HistoryRecorder final : public AllocatorObserver, private detail::Annotati
     std::uint32_t stack = 0;
   };
 
-  // Applies options; the caller holds *guard_ (or is the constructor).
+  // Applies options; the caller holds mutex_ (or is the constructor).
   void configure(const HistoryOptions& o) {
     options_ = o;
     options_.stack_depth = std::min(o.stack_depth, kMaxDepth);
@@ -374,7 +425,7 @@ class HistoryRecorder final : public AllocatorObserver, private detail::Annotati
     out.device = device_;
   }
 
-  // Guarded by *guard_ (the allocator's mutex once attached).
+  // Guarded by mutex_.
   HistoryOptions options_;
   bool recording_ = false;
   bool capture_ = false;
@@ -385,11 +436,13 @@ class HistoryRecorder final : public AllocatorObserver, private detail::Annotati
   detail::StackTable stacks_;
 
   int device_ = 0;
-  mutable std::mutex own_mutex_;
-  std::mutex* guard_ = &own_mutex_;
-  void* allocator_ = nullptr;
-  void (*set_observer_)(void*, AllocatorObserver*) = nullptr;
-  AllocatorObserver* (*get_observer_)(void*) = nullptr;
+  mutable std::mutex mutex_;
+
+  // Guarded by attach_mutex_, which is never taken under the allocator's lock.
+  std::mutex attach_mutex_;
+  const void* allocator_ = nullptr;     // identity only, for the registry
+  std::function<void(bool)> set_sink_;  // adds/removes the sink on the attached allocator
+  bool sink_on_ = false;
 
   mutable std::mutex annotations_mutex_;
   std::deque<detail::RawAnnotation> annotations_;

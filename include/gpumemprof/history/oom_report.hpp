@@ -209,7 +209,7 @@ template <DeviceBackend B>
     r.cause = OomCause::device_full;
   }
 
-  const auto* recorder = dynamic_cast<const HistoryRecorder*>(allocator.observer());
+  const HistoryRecorder* recorder = history_recorder_of(allocator);
   if (recorder != nullptr) {
     const HistoryOptions o = recorder->options();
     r.stacks_recorded = stacks_available && o.enabled != HistoryEnabled::off && o.stacks == HistoryStacks::cpp &&

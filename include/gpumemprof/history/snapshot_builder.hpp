@@ -1,10 +1,10 @@
-// Layer 3: building snapshots -- the body of CachingAllocator<B>::snapshot(), declared by the
-// allocator (layer 2) and defined here because it needs the history layer's types.
+// Layer 3: building snapshots -- snapshot(allocator), and the body of the allocator's
+// snapshot() member (declared in layer 2, defined here because it needs the history layer).
 //
 // Like torch.cuda.memory._snapshot(): segments in address order with their blocks and states,
 // per-block frames (the allocating stack) and per-segment frames, the device trace oldest
 // first, the allocator settings under PyTorch 2.11's keys, and the external annotations.
-// Segments and the recording are copied under the allocator's lock; symbols, frames and times
+// Segments and the recording are copied under the allocator's lock (with_lock); symbols, frames and times
 // are resolved after it is released, so allocation continues meanwhile.
 #pragma once
 
@@ -93,32 +93,35 @@ inline Snapshot build_snapshot(int device, std::vector<SegmentView> segments, co
 
 }  // namespace detail
 
-template <DeviceBackend Backend>
-Snapshot CachingAllocator<Backend>::snapshot() const {
+/// torch.cuda.memory._snapshot() for `allocator`: its segments and, when its recorder (see
+/// history_recorder_of) is recording, the history -- read together under the allocator's lock.
+template <DeviceBackend B>
+[[nodiscard]] Snapshot snapshot(const CachingAllocator<B>& allocator) {
   std::vector<SegmentView> views;
   detail::HistoryCopy history;
-  {
-    std::lock_guard lock(mutex_);
+  HistoryRecorder* recorder = history_recorder_of(allocator);
+  allocator.with_lock([&](const typename CachingAllocator<B>::LockedView& locked) {
     std::size_t active = 0;
-    for (const Segment* s = segments_head_; s != nullptr; s = s->list_next) {
-      views.push_back(view_of(*s));
-      for (const BlockView& b : views.back().blocks) {
+    locked.visit_segments([&](SegmentView v) {
+      for (const BlockView& b : v.blocks) {
         if (b.state != BlockState::inactive) active += b.size;
       }
-    }
-    if (auto* recorder = dynamic_cast<HistoryRecorder*>(observer_); recorder != nullptr) {
-      // Like PyTorch, a snapshot is itself an event: size = active bytes at that moment.
-      AllocatorEvent e;
-      e.action = TraceAction::snapshot;
-      e.size = active;
-      recorder->on_event(e);
-      recorder->copy_locked(history);
-    }
-  }
-  return detail::build_snapshot(backend_.index(), std::move(views), history, cfg_);
+      views.push_back(std::move(v));
+    });
+    // Like PyTorch, a snapshot is itself an event: size = active bytes at that moment.
+    if (recorder != nullptr) recorder->snapshot_into(active, history);
+  });
+  return detail::build_snapshot(allocator.device_index(), std::move(views), history, allocator.config());
+}
+
+template <DeviceBackend Backend>
+Snapshot CachingAllocator<Backend>::snapshot() const {
+  return gpumemprof::snapshot(*this);
 }
 
 /// torch.cuda.memory._snapshot(device) for the default allocator of `device`.
-[[nodiscard]] inline Snapshot snapshot(const Device& device = Device()) { return default_allocator(device).snapshot(); }
+[[nodiscard]] inline Snapshot snapshot(const Device& device = Device()) {
+  return gpumemprof::snapshot(default_allocator(device));
+}
 
 GPUMEMPROF_NAMESPACE_END

@@ -108,7 +108,7 @@ class AllocatorSource final : public MemorySource {
   }
   [[nodiscard]] Frames frames_of(std::uint64_t context) const override {
     if (context == 0) return nullptr;
-    const auto* recorder = dynamic_cast<const HistoryRecorder*>(allocator_.observer());
+    const HistoryRecorder* recorder = history_recorder_of(allocator_);
     return recorder != nullptr ? recorder->frames_of(context) : nullptr;
   }
 

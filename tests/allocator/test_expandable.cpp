@@ -1,0 +1,214 @@
+// expandable_segments:True on the simulated device (2 MiB pages): exact pages, segments and
+// stats through growth, recycling, shrinking, OOM, record_stream and two streams.
+#include <string>
+
+#include "catch.hpp"
+#include "gpumemprof/device/host.hpp"
+#include "sim_allocator.hpp"
+
+namespace {
+
+constexpr auto iMiB = static_cast<std::int64_t>(MiB);
+
+struct Expandable : SimAlloc {
+  explicit Expandable(std::size_t capacity = GiB) : SimAlloc("expandable_segments:True", capacity) {}
+  [[nodiscard]] std::int64_t reserved() const { return stats().reserved_bytes.all().current; }
+  [[nodiscard]] std::uintptr_t base() { return a.segments().at(0).address; }
+  // The device's account agrees with the allocator's after every step.
+  void check() {
+    a.validate();
+    CHECK(static_cast<std::int64_t>(sim().mapped_bytes()) == reserved());
+  }
+};
+
+}  // namespace
+
+TEST_CASE("expandable: needs a device with virtual memory") {
+  CHECK_THROWS_AS(
+      gmp::CachingAllocator<gmp::HostBackend>(gmp::HostBackend{}, gmp::AllocatorConfig("expandable_segments:True")),
+      gmp::ConfigError);
+}
+
+TEST_CASE("expandable: grows page by page, contiguously, and recycles free pages before mapping new ones") {
+  Expandable e;
+  void* p = e.a.allocate(3 * MiB);  // a reservation of 9/8 GiB; two pages mapped
+  e.check();
+  const std::uintptr_t base = addr(p);
+  CHECK(e.sim().reservation_count() == 1);
+  CHECK(e.reserved() == 4 * iMiB);
+  auto st = e.stats();
+  CHECK(st.num_device_alloc == 1);
+  CHECK(st.segment.all().current == 0);  // PyTorch counts no segments for expandable memory
+  CHECK(st.reserved_bytes[gmp::StatPool::large_pool].current == 4 * iMiB);
+  CHECK(e.sim().counters().map_calls == 1);
+  auto segs = e.a.segments();
+  REQUIRE(segs.size() == 1);
+  CHECK(segs[0].is_expandable);
+  CHECK(segs[0].address == base);
+  CHECK(segs[0].size == 4 * MiB);
+  REQUIRE(segs[0].blocks.size() == 2);
+  CHECK(segs[0].blocks[1].size == MiB);  // the rest of the second page, free
+
+  // 2.5 MiB: the free MiB plus one more page, right behind p.
+  void* q = e.a.allocate(5 * MiB / 2);
+  e.check();
+  CHECK(addr(q) == base + 3 * MiB);
+  CHECK(e.reserved() == 6 * iMiB);
+  CHECK(e.stats().num_device_alloc == 2);
+
+  // Freeing p leaves pages [0, 2) MiB wholly free; 4 MiB more are needed at 5.5 MiB, and the two
+  // free pages are unmapped (recycled) first: only 2 MiB are new.
+  e.a.deallocate(p);
+  e.check();
+  void* r = e.a.allocate(4 * MiB);
+  e.check();
+  CHECK(addr(r) == base + 11 * MiB / 2);
+  CHECK(e.reserved() == 8 * iMiB);
+  st = e.stats();
+  CHECK(st.num_device_alloc == 3);
+  CHECK(st.num_device_free == 1);
+  CHECK(e.sim().counters().unmap_calls == 1);
+  CHECK(e.sim().counters().stream_synchronizations == 1);  // unmapping waits for the stream
+  CHECK(st.inactive_split.all().current == 0);             // not counted for expandable memory
+  segs = e.a.segments();
+  REQUIRE(segs.size() == 1);  // one run of mapped pages, the unmapped hole left out
+  CHECK(segs[0].address == base + 2 * MiB);
+  CHECK(segs[0].size == 8 * MiB);
+  REQUIRE(segs[0].blocks.size() == 4);
+  CHECK(segs[0].blocks[0].state == gmp::BlockState::inactive);
+  CHECK(segs[0].blocks[0].size == MiB);
+
+  // empty_cache: nothing wholly free to unmap while q and r live.
+  e.a.empty_cache();
+  e.check();
+  CHECK(e.reserved() == 8 * iMiB);
+  // With everything freed, empty_cache unmaps every page and gives the reservation back.
+  e.a.deallocate(q);
+  e.a.deallocate(r);
+  e.check();
+  CHECK(e.reserved() == 8 * iMiB);  // cached
+  e.a.empty_cache();
+  e.check();
+  CHECK(e.reserved() == 0);
+  CHECK(e.sim().reservation_count() == 0);
+  CHECK(e.sim().counters().releases == 1);
+  CHECK(e.stats().num_device_free == 2);
+  CHECK(e.a.segments().empty());
+}
+
+TEST_CASE("expandable: a cached block is reused without mapping; small requests get their own reservation") {
+  Expandable e;
+  void* p = e.a.allocate(10 * MiB);
+  e.a.deallocate(p);
+  void* q = e.a.allocate(6 * MiB);  // best fit in the 10 MiB free block
+  e.check();
+  CHECK(q == p);
+  CHECK(e.stats().num_device_alloc == 1);
+  // Small pool: a second reservation and one page -- taken from the large pool's free 4 MiB tail.
+  void* s = e.a.allocate(1000);
+  e.check();
+  CHECK(e.sim().reservation_count() == 2);
+  auto st = e.stats();
+  CHECK(st.reserved_bytes[gmp::StatPool::small_pool].current == 2 * iMiB);
+  CHECK(st.reserved_bytes[gmp::StatPool::large_pool].current == 8 * iMiB);
+  CHECK(e.reserved() == 10 * iMiB);
+  CHECK(st.num_device_free == 1);
+  void* t = e.a.allocate(1000);  // the same page, split
+  CHECK(addr(t) == addr(s) + 1024);
+  CHECK(e.stats().num_device_alloc == 2);
+  for (void* x : {q, s, t}) e.a.deallocate(x);
+  e.check();
+}
+
+TEST_CASE("expandable: OOM when the device is full; the allocator stays consistent and recovers") {
+  Expandable e(8 * MiB);
+  void* a = e.a.allocate(6 * MiB);
+  e.check();
+  try {
+    (void)e.a.allocate(4 * MiB);
+    FAIL("no OutOfMemoryError");
+  } catch (const gmp::OutOfMemoryError& err) {
+    const std::string m = err.what();
+    CHECK(m.find("Tried to allocate 4.00 MiB") != std::string::npos);
+    CHECK(m.find("expandable_segments") == std::string::npos);  // already on: not advised again
+  }
+  e.check();
+  auto st = e.stats();
+  CHECK(st.num_ooms == 1);
+  CHECK(st.num_alloc_retries == 1);
+  CHECK(e.reserved() == 6 * iMiB);
+  CHECK(e.sim().reservation_count() == 1);  // the reservation tried for the request went back
+  e.a.deallocate(a);
+  void* b = e.a.allocate(4 * MiB);  // the cached 6 MiB serve it
+  e.check();
+  CHECK(b == a);
+  // 2 MiB remain free at [4, 6) MiB: with one more page (the device's last) they hold 4 MiB.
+  void* c = e.a.allocate(4 * MiB);
+  e.check();
+  CHECK(addr(c) == addr(b) + 4 * MiB);
+  CHECK(e.reserved() == 8 * iMiB);
+  e.a.deallocate(b);
+  e.a.deallocate(c);
+  e.check();
+}
+
+TEST_CASE("expandable: the OOM sequence unmaps free pages on other streams") {
+  Expandable e(8 * MiB);
+  const gmp::Stream s1(1), s2(2);
+  void* a = e.a.allocate(6 * MiB, s1);
+  e.a.deallocate(a);                    // 6 MiB cached on s1
+  void* b = e.a.allocate(6 * MiB, s2);  // s1's free pages are unmapped and mapped for s2: no OOM
+  e.check();
+  CHECK(e.reserved() == 6 * iMiB);
+  CHECK(e.sim().reservation_count() == 2);
+  CHECK(e.sim().counters().unmap_calls == 1);
+  CHECK(e.stats().num_ooms == 0);
+  e.a.deallocate(b);
+  e.check();
+}
+
+TEST_CASE("expandable: record_stream keeps a block until the other stream is done") {
+  Expandable e;
+  const gmp::Stream s0(0), s1(1);
+  void* p = e.a.allocate(3 * MiB, s0);
+  e.a.record_stream(p, s1);
+  e.a.deallocate(p);
+  e.check();
+  void* q = e.a.allocate(3 * MiB, s0);  // p's block is pending: grow behind it instead
+  e.check();
+  CHECK(addr(q) == addr(p) + 3 * MiB);
+  CHECK(e.reserved() == 6 * iMiB);
+  CHECK(e.sim().counters().unmap_calls == 0);  // a pending block is never recycled
+  e.sim().complete_events(s1);
+  void* r = e.a.allocate(3 * MiB, s0);  // events processed: p's block is reused
+  e.check();
+  CHECK(r == p);
+  for (void* x : {q, r}) e.a.deallocate(x);
+  e.check();
+}
+
+TEST_CASE("expandable: two streams, each with its own reservation") {
+  Expandable e;
+  const gmp::Stream s1(1), s2(2);
+  void* a = e.a.allocate(3 * MiB, s1);
+  void* b = e.a.allocate(3 * MiB, s2);
+  e.check();
+  CHECK(e.sim().reservation_count() == 2);
+  const auto segs = e.a.segments();
+  REQUIRE(segs.size() == 2);
+  CHECK(segs[0].stream == s1);
+  CHECK(segs[1].stream == s2);
+  CHECK(e.reserved() == 8 * iMiB);
+  e.a.deallocate(a);                    // s1's first page is wholly free
+  void* c = e.a.allocate(3 * MiB, s2);  // s2 grows by 2 MiB, taken from s1's free page
+  e.check();
+  CHECK(addr(c) == addr(b) + 3 * MiB);
+  CHECK(e.reserved() == 8 * iMiB);
+  CHECK(e.sim().counters().stream_synchronizations == 1);
+  e.a.deallocate(b);
+  e.a.deallocate(c);
+  e.a.empty_cache();
+  e.check();
+  CHECK(e.reserved() == 0);
+  CHECK(e.sim().reservation_count() == 0);
+}

@@ -1,0 +1,120 @@
+// expandable_segments:True on a real GPU (driver VMM): growth, recycling, shrink, OOM and two
+// streams, with kernels writing every allocation and checking it after each remapping.
+#include <cuda_runtime_api.h>
+
+#include <vector>
+
+#include "catch.hpp"
+#include "gpu_kernels.hpp"
+#include "gpumemprof/allocator/caching_allocator.hpp"
+#include "gpumemprof/device/cuda.hpp"
+
+namespace gmp = gpumemprof;
+namespace {
+constexpr std::size_t MiB = std::size_t{1} << 20;
+using CudaAllocator = gmp::CachingAllocator<gmp::CudaBackend>;
+
+struct Buffer {
+  void* p;
+  std::size_t bytes;
+  unsigned seed;
+  cudaStream_t stream = nullptr;
+};
+void fill(const Buffer& b) { gpu_test::fill_pattern(b.p, b.bytes / 4, b.seed, b.stream); }
+std::size_t bad(const Buffer& b) { return gpu_test::count_mismatches(b.p, b.bytes / 4, b.seed, b.stream); }
+std::int64_t reserved(const CudaAllocator& a) { return a.memory_stats().reserved_bytes.all().current; }
+std::size_t page() { return gmp::CudaBackend(0).granularity(); }
+std::size_t up(std::size_t n) { return (n + page() - 1) / page() * page(); }
+}  // namespace
+
+TEST_CASE("expandable GPU: grows contiguously, recycles free pages, data intact, shrinks on empty_cache") {
+  REQUIRE(gmp::CudaBackend(0).supports_virtual_memory());
+  const std::size_t g = page();
+  REQUIRE(g == 2 * MiB);  // the figures below assume the usual 2 MiB granularity
+  CudaAllocator a(gmp::CudaBackend(0), gmp::AllocatorConfig("expandable_segments:True"));
+  const Buffer p{a.allocate(3 * MiB), 3 * MiB, 1};
+  const Buffer q{a.allocate(5 * MiB), 5 * MiB, 2};
+  const Buffer r{a.allocate(64 * MiB), 64 * MiB, 3};
+  a.validate();
+  CHECK(static_cast<char*>(q.p) == static_cast<char*>(p.p) + 3 * MiB);
+  CHECK(static_cast<char*>(r.p) == static_cast<char*>(q.p) + 5 * MiB);
+  CHECK(reserved(a) == static_cast<std::int64_t>(up(72 * MiB)));
+  for (const Buffer& b : {p, q, r}) fill(b);
+  for (const Buffer& b : {p, q, r}) CHECK(bad(b) == 0);
+  // p's first page is wholly free once p goes: it is unmapped and mapped again at the tail.
+  a.deallocate(p.p);
+  const Buffer s{a.allocate(6 * MiB), 6 * MiB, 4};
+  a.validate();
+  CHECK(reserved(a) == static_cast<std::int64_t>(up(72 * MiB) + 4 * MiB));
+  CHECK(a.memory_stats().num_device_free == 1);
+  fill(s);
+  for (const Buffer& b : {q, r, s}) CHECK(bad(b) == 0);
+  for (const Buffer& b : {q, r, s}) a.deallocate(b.p);
+  std::size_t free_before = 0, total = 0;
+  GPUMEMPROF_CUDA_CHECK(cudaMemGetInfo(&free_before, &total));
+  a.empty_cache();
+  a.validate();
+  CHECK(reserved(a) == 0);
+  std::size_t free_after = 0;
+  GPUMEMPROF_CUDA_CHECK(cudaMemGetInfo(&free_after, &total));
+  CHECK(free_after >= free_before + 70 * MiB);  // the pages went back to the device
+}
+
+TEST_CASE("expandable GPU: OOM under a memory fraction, then recovery with intact data") {
+  CudaAllocator a(gmp::CudaBackend(0), gmp::AllocatorConfig("expandable_segments:True"));
+  std::size_t free_now = 0, total = 0;
+  GPUMEMPROF_CUDA_CHECK(cudaMemGetInfo(&free_now, &total));
+  a.set_memory_fraction(static_cast<double>(256 * MiB) / static_cast<double>(total));
+  std::vector<Buffer> live;
+  unsigned seed = 10;
+  bool oom = false;
+  while (!oom && live.size() < 100) {
+    try {
+      live.push_back({a.allocate(40 * MiB), 40 * MiB, seed++});
+      fill(live.back());
+    } catch (const gmp::OutOfMemoryError&) {
+      oom = true;
+    }
+  }
+  CHECK(oom);
+  a.validate();
+  CHECK(live.size() == 6);  // 6 x 40 MiB fit under 256 MiB, the 7th does not
+  CHECK(a.memory_stats().num_ooms == 1);
+  for (const Buffer& b : live) CHECK(bad(b) == 0);
+  a.deallocate(live[0].p);
+  live.erase(live.begin());
+  const Buffer again{a.allocate(40 * MiB), 40 * MiB, 99};
+  fill(again);
+  a.validate();
+  for (const Buffer& b : live) CHECK(bad(b) == 0);
+  CHECK(bad(again) == 0);
+  for (const Buffer& b : live) a.deallocate(b.p);
+  a.deallocate(again.p);
+  a.empty_cache();
+  CHECK(reserved(a) == 0);
+}
+
+TEST_CASE("expandable GPU: two streams, one reservation each; pages recycled across them") {
+  CudaAllocator a(gmp::CudaBackend(0), gmp::AllocatorConfig("expandable_segments:True"));
+  cudaStream_t s1 = nullptr, s2 = nullptr;
+  GPUMEMPROF_CUDA_CHECK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
+  GPUMEMPROF_CUDA_CHECK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+  const Buffer x{a.allocate(32 * MiB, s1), 32 * MiB, 7, s1};
+  const Buffer y{a.allocate(32 * MiB, s2), 32 * MiB, 8, s2};
+  fill(x);
+  fill(y);
+  CHECK(a.segments().size() == 2);
+  a.deallocate(x.p);  // s1's pages are free; s2 grows by taking them (after s1 is synchronized)
+  const Buffer z{a.allocate(16 * MiB, s2), 16 * MiB, 9, s2};
+  fill(z);
+  a.validate();
+  CHECK(reserved(a) == static_cast<std::int64_t>(64 * MiB));
+  CHECK(bad(y) == 0);
+  CHECK(bad(z) == 0);
+  a.deallocate(y.p);
+  a.deallocate(z.p);
+  a.empty_cache();
+  CHECK(reserved(a) == 0);
+  GPUMEMPROF_CUDA_CHECK(cudaStreamDestroy(s1));
+  GPUMEMPROF_CUDA_CHECK(cudaStreamDestroy(s2));
+}

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cli_args.hpp"
+#include "cmd_replay_snapshot.hpp"
 #include "gpumemprof/allocator/caching_allocator.hpp"
 #include "gpumemprof/allocator/default_allocator.hpp"
 #include "gpumemprof/device/any_backend.hpp"
@@ -27,17 +28,21 @@ namespace gpumemprof::tools {
 inline const char* replay_usage() {
   return "usage: gpumemprof replay TRACE [--device sim:0|cuda:0] [--config \"<ALLOC_CONF>\"]\n"
          "                        [--snapshot OUT.pickle] [--repeat N] [--json]\n"
+         "       gpumemprof replay SNAPSHOT [--config \"<ALLOC_CONF>\"] [--capacity BYTES] [--json]\n"
          "  Replays a trace (../shared/traces format, gzip or text) through the caching allocator.\n"
          "  Peaks come from the first (cold) replay; ns_per_pair is the best of N warm replays\n"
          "  (default 3) on the same allocator, like PyTorch's anchor figures. --snapshot records\n"
          "  the cold replay's history (no stacks: they would show this tool) and writes it, with the\n"
          "  blocks live at its end, as a PyTorch snapshot (.pickle) or JSON (.json).\n"
+         "  A SNAPSHOT (PyTorch's or ours, recognised by content) replays its recorded history on the\n"
+         "  simulated device and compares peak reserved with what was recorded; --capacity sets the\n"
+         "  device size (default: inferred from a recorded OOM, else 80GiB).\n"
          "trace format (text, optionally gzip-compressed), one event a line:\n"
          "  # workload=<name> ...      comment or header line\n"
          "  a <id> <bytes> <stream>    allocate block <id> of <bytes> (requested size) on <stream>\n"
          "                             (0 = the default stream)\n"
          "  f <id>                     free block <id>\n"
-         "  Ids are dense from 0; blocks still live at the end are never freed. Example:\n"
+         "  Ids are any integers below 2^64; blocks still live at the end are never freed. Example:\n"
          "    a 0 1048576 0\n"
          "    a 1 512 0\n"
          "    f 0\n";
@@ -131,16 +136,20 @@ inline void print_replay(const ReplayReport& rep, bool json) {
 }
 
 inline int cmd_replay(int argc, char** argv) {
-  const Args args(argc, argv, 2, {"--json", "--help"}, {"--device", "--config", "--snapshot", "--repeat"});
+  const Args args(argc, argv, 2, {"--json", "--help"},
+                  {"--device", "--config", "--snapshot", "--repeat", "--capacity"});
   if (args.has("--help")) {
     std::fputs(replay_usage(), stdout);
     return 0;
   }
   args.expect_positional(1, "one TRACE file");
+  const std::string bytes = read_gzip_file(args.positional()[0]);
+  if (is_snapshot_bytes(bytes)) return cmd_replay_snapshot(args, args.positional()[0], bytes);
+  if (args.has("--capacity")) throw UsageError("--capacity applies to snapshot replays");
   const Device device(args.get("--device", "sim:0"));
   const AllocatorConfig config = args.has("--config") ? AllocatorConfig(args.get("--config")) : AllocatorConfig{};
   const int repeat = static_cast<int>(args.count("--repeat", 3, 1000));
-  const Trace t = load_trace(args.positional()[0]);
+  const Trace t = parse_trace(bytes, args.positional()[0]);
   const ReplayReport rep =
       run_replay(t, device, config, repeat, ::isatty(2) != 0 && !args.has("--json"), args.get("--snapshot"));
   print_replay(rep, args.has("--json"));

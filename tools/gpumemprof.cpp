@@ -7,8 +7,10 @@
 #include <string>
 
 #include "cli_args.hpp"
+#include "cmd_diff.hpp"
 #include "cmd_replay.hpp"
 #include "cmd_snapshot.hpp"
+#include "cmd_tune.hpp"
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/error.hpp"
 
@@ -43,6 +45,9 @@ const char* usage() {
   return "usage: gpumemprof <command> [options]\n"
          "commands:\n"
          "  replay TRACE     replay an allocation trace through the caching allocator\n"
+         "  replay SNAPSHOT  replay a snapshot's history (PyTorch's or ours) under any ALLOC_CONF\n"
+         "  tune SNAPSHOT    rank allocator configs for a snapshot's history; print the one to use\n"
+         "  diff A B         compare two snapshots or profiles by allocation site and scope (--budget for CI)\n"
          "  summary SNAPSHOT segments, fragmentation and top allocation sites of a snapshot\n"
          "  html SNAPSHOT -o REPORT.html   an offline HTML report of a snapshot\n"
          "  perfetto SNAPSHOT -o TRACE.json  counter tracks for ui.perfetto.dev\n"
@@ -75,6 +80,8 @@ int run(int argc, char** argv) {
       return run(3, help_argv);
     }
     if (cmd == "replay") return tools::cmd_replay(argc, argv);
+    if (cmd == "tune") return tools::cmd_tune(argc, argv);
+    if (cmd == "diff") return tools::cmd_diff(argc, argv);
     if (cmd == "summary") return tools::cmd_summary(argc, argv);
     if (cmd == "html") return tools::cmd_html(argc, argv);
     if (cmd == "perfetto") return tools::cmd_perfetto(argc, argv);

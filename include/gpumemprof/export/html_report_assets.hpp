@@ -818,7 +818,7 @@ function renderSummary(dev) {
   const s = dev.sum, E = dev.E;
   let liveEnd = 0;
   for (let i = 0; i < dev.n; i++) if (dev.end[i] > E) liveEnd++;
-  const ext = s.reserved ? s.externalFree / s.reserved : NaN;
+  const ext = s.extFrag >= 0 ? s.extFrag : NaN;  // 1 - largest free block / free bytes (n/a: nothing free or live)
   const intl = s.allocated + s.internalFree ? s.internalFree / (s.allocated + s.internalFree) : NaN;
   const cards = [
     ['Peak active memory', fmtBytes(s.peakActive), E ? instantLabel(dev, s.peakActiveState) : 'live blocks in the snapshot'],
@@ -826,7 +826,7 @@ function renderSummary(dev) {
     ['Peak allocated', fmtBytes(s.peakAllocated), 'requested bytes, alloc \u2192 free requested'],
     ['Allocations', fmtInt(E ? s.numAllocs : s.numLiveBlocks), E ? fmtInt(s.numFrees) + ' frees \u00b7 ' + fmtInt(liveEnd) + ' live at the end' : 'live blocks (no trace recorded)'],
     ['Segments', fmtInt(s.numSegments), fmtInt(s.numBlocks) + ' blocks \u00b7 ' + fmtInt(s.numLiveBlocks) + ' allocated'],
-    ['External fragmentation', fmtPct(ext), fmtBytes(s.externalFree) + ' free in segments \u00b7 largest free block ' + fmtBytes(s.largestFree)],
+    ['External fragmentation', isFinite(ext) ? fmtPct(ext) : 'n/a', '1 \u2212 largest free block / free bytes \u00b7 ' + fmtBytes(s.externalFree - s.pendingFree) + ' free, largest block ' + fmtBytes(s.largestFree)],
     ['Internal fragmentation', fmtPct(intl), fmtBytes(s.internalFree) + ' of rounding slack in live blocks'],
     ['Trace', E ? fmtInt(s.numEvents) + ' events' : 'none', E ? 'over ' + fmtDur(s.durationUs) + (s.numDroppedEvents ? ' \u00b7 ' + fmtInt(s.numDroppedEvents) + ' older left out' : '') : 'history was not recorded'],
   ];

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "gpumemprof/allocator/introspection.hpp"
+#include "gpumemprof/analysis/memory_facts.hpp"
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/history/snapshot.hpp"
 
@@ -96,6 +97,7 @@ struct HtmlSummary {
   std::uint64_t external_free_bytes = 0;  ///< bytes of the other blocks (free or pending free)
   std::uint64_t pending_free_bytes = 0;
   std::uint64_t largest_free_block = 0;
+  SegmentFacts usage;  ///< the facts the fields above come from (analysis/memory_facts.hpp)
 };
 
 struct HtmlDevice {
@@ -190,23 +192,20 @@ inline void add_segments(const Snapshot& snap, HtmlDevice& dev, HtmlStackTable& 
     for (const SnapshotBlock& b : seg.blocks) {
       const std::uint64_t offset = b.address >= seg.address ? b.address - seg.address : 0;
       dev.blocks.push_back({offset, b.size, b.requested_size, b.state, stacks.intern(b.frames)});
-      if (b.state == BlockState::active_allocated) {
-        ++sum.num_live_blocks;
-        sum.allocated_bytes += b.requested_size;
-        sum.internal_free_bytes += b.size > b.requested_size ? b.size - b.requested_size : 0;
-      } else {
-        sum.external_free_bytes += b.size;
-        if (b.state == BlockState::active_pending_free)
-          sum.pending_free_bytes += b.size;
-        else
-          sum.largest_free_block = std::max(sum.largest_free_block, b.size);
-      }
     }
+    sum.usage += segment_facts(seg);
     ++sum.num_segments;
     sum.num_blocks += seg.blocks.size();
-    sum.reserved_bytes += seg.total_size;
     dev.segments.push_back(out);
   }
+  const SegmentFacts& u = sum.usage;
+  sum.num_live_blocks = u.live_blocks;
+  sum.reserved_bytes = u.reserved;
+  sum.allocated_bytes = u.requested;
+  sum.internal_free_bytes = u.internal_free();
+  sum.external_free_bytes = u.free + u.pending;
+  sum.pending_free_bytes = u.pending;
+  sum.largest_free_block = u.largest_free;
 }
 
 /// Turns the device's trace (the newest `max_entries` entries; 0 = all) into allocations and

@@ -24,10 +24,17 @@
 
 GPUMEMPROF_NAMESPACE_BEGIN
 
+struct JsonWriterOptions {
+  /// Also escape '<', '>' and '&' (as \u003c ...), so the text can sit inside an HTML <script>
+  /// element: no "</script>" or "<!--" can appear in it.
+  bool script_safe = false;
+};
+
 /// Writes one value as compact JSON to a std::ostream. Call finish() after the top-level value.
 class JsonWriter final : public ValueWriter {
  public:
-  explicit JsonWriter(std::ostream& out) : out_(out), buf_(kBufferSize) {}
+  explicit JsonWriter(std::ostream& out, JsonWriterOptions options = {})
+      : out_(out), buf_(kBufferSize), script_safe_(options.script_safe) {}
   JsonWriter(const JsonWriter&) = delete;
   JsonWriter& operator=(const JsonWriter&) = delete;
   ~JsonWriter() override = default;
@@ -148,7 +155,8 @@ class JsonWriter final : public ValueWriter {
   void write_string(std::string_view s) {
     detail::with_valid_utf8(s, [this](std::string_view text) { write_escaped(text); });
   }
-  // s is valid UTF-8: only '"', '\\' and control characters need escapes.
+  // s is valid UTF-8: only '"', '\\' and control characters need escapes (and, script_safe,
+  // the characters that could close or comment out a <script> element).
   void write_escaped(std::string_view s) {
     put('"');
     constexpr std::size_t kChunk = 4096;  // worst case 6 output bytes per input byte
@@ -157,7 +165,8 @@ class JsonWriter final : public ValueWriter {
       room(6 * n);
       for (std::size_t i = at; i < at + n; ++i) {
         const auto c = static_cast<unsigned char>(s[i]);
-        if (GPUMEMPROF_LIKELY(c >= 0x20 && c != '"' && c != '\\')) {
+        if (GPUMEMPROF_LIKELY(c >= 0x20 && c != '"' && c != '\\' &&
+                              !(script_safe_ && (c == '<' || c == '>' || c == '&')))) {
           buf_.put(static_cast<char>(c));
           continue;
         }
@@ -206,6 +215,7 @@ class JsonWriter final : public ValueWriter {
   std::vector<Level> open_;
   std::uint64_t written_ = 0;
   bool root_done_ = false;
+  bool script_safe_ = false;
 };
 
 GPUMEMPROF_NAMESPACE_END

@@ -1,5 +1,5 @@
-// Layer 5: what a snapshot says at a glance -- segments, fragmentation inside and between live
-// blocks, the largest free block, the trace's event counts, and the allocation sites holding the
+// Layer 5: what a snapshot says at a glance -- segments, fragmentation (the one definition of
+// analysis/memory_facts.hpp), the largest free block, the trace's event counts, and the allocation sites holding the
 // most live memory. Backs `gpumemprof summary SNAPSHOT`.
 #pragma once
 
@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "gpumemprof/allocator/format_size.hpp"
+#include "gpumemprof/analysis/memory_facts.hpp"
+#include "gpumemprof/analysis/user_frame.hpp"
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/history/snapshot.hpp"
 
@@ -19,8 +21,8 @@ GPUMEMPROF_NAMESPACE_BEGIN
 
 /// One allocation site: the live blocks whose allocation stack is the same.
 struct SiteUsage {
-  Frames frames;                ///< the stack (nullptr: no stack recorded)
-  std::uint64_t live_bytes = 0; ///< block bytes of its active_allocated blocks
+  Frames frames;                 ///< the stack (nullptr: no stack recorded)
+  std::uint64_t live_bytes = 0;  ///< block bytes of its active_allocated blocks
   std::uint64_t requested_bytes = 0;
   std::uint64_t blocks = 0;
 };
@@ -30,30 +32,15 @@ struct SnapshotSummary {
   std::uint64_t segments = 0, large_segments = 0, small_segments = 0, expandable_segments = 0;
   std::uint64_t reserved_bytes = 0;
   std::uint64_t active_blocks = 0, pending_free_blocks = 0, inactive_blocks = 0;
-  std::uint64_t requested_bytes = 0;   ///< asked for by the live (active_allocated) blocks
-  std::uint64_t internal_free = 0;     ///< rounding slack inside live blocks
-  std::uint64_t external_free = 0;     ///< bytes in free and pending-free blocks
+  std::uint64_t requested_bytes = 0;  ///< asked for by the live (active_allocated) blocks
+  std::uint64_t internal_free = 0;    ///< rounding slack inside live blocks
+  std::uint64_t external_free = 0;    ///< bytes in free and pending-free blocks
   std::uint64_t largest_free_block = 0;
+  SegmentFacts usage;                            ///< the facts the fields above come from (analysis/memory_facts.hpp)
   std::array<std::uint64_t, 9> trace_actions{};  ///< entries per TraceAction, all devices
   std::uint64_t annotations = 0;
   std::vector<SiteUsage> sites;  ///< by live bytes, largest first
 };
-
-namespace detail {
-/// The frame that names a site: the innermost one outside this library, the C++ runtime and
-/// PyTorch's own Python modules; the innermost frame when every frame is internal.
-inline const Frame* site_frame(const Frames& frames) {
-  if (!frames || frames->empty()) return nullptr;
-  for (const Frame& f : *frames) {
-    const std::string& p = f.filename;
-    const bool internal = p.find("include/gpumemprof/") != std::string::npos || p.find("/c++/") != std::string::npos ||
-                          p.find("boost/") != std::string::npos || p.find("site-packages/torch/") != std::string::npos ||
-                          p.empty() || p == "??";
-    if (!internal) return &f;
-  }
-  return &frames->front();
-}
-}  // namespace detail
 
 [[nodiscard]] inline SnapshotSummary summarize(const Snapshot& snap) {
   SnapshotSummary s;
@@ -62,25 +49,26 @@ inline const Frame* site_frame(const Frames& frames) {
     ++s.segments;
     ++(seg.is_large ? s.large_segments : s.small_segments);
     s.expandable_segments += seg.is_expandable ? 1 : 0;
-    s.reserved_bytes += seg.total_size;
+    s.usage += segment_facts(seg);
     for (const SnapshotBlock& b : seg.blocks) {
-      if (b.state == BlockState::active_allocated) {
-        ++s.active_blocks;
-        s.requested_bytes += b.requested_size;
-        s.internal_free += b.size - std::min(b.size, b.requested_size);
-        auto [it, fresh] = by_stack.emplace(b.frames.get(), s.sites.size());
-        if (fresh) s.sites.push_back(SiteUsage{b.frames, 0, 0, 0});
-        SiteUsage& site = s.sites[it->second];
-        site.live_bytes += b.size;
-        site.requested_bytes += b.requested_size;
-        ++site.blocks;
-      } else {
-        ++(b.state == BlockState::active_pending_free ? s.pending_free_blocks : s.inactive_blocks);
-        s.external_free += b.size;
-        if (b.state == BlockState::inactive) s.largest_free_block = std::max(s.largest_free_block, b.size);
-      }
+      if (b.state != BlockState::active_allocated) continue;
+      auto [it, fresh] = by_stack.emplace(b.frames.get(), s.sites.size());
+      if (fresh) s.sites.push_back(SiteUsage{b.frames, 0, 0, 0});
+      SiteUsage& site = s.sites[it->second];
+      site.live_bytes += b.size;
+      site.requested_bytes += b.requested_size;
+      ++site.blocks;
     }
   }
+  const SegmentFacts& u = s.usage;
+  s.reserved_bytes = u.reserved;
+  s.active_blocks = u.live_blocks;
+  s.pending_free_blocks = u.pending_blocks;
+  s.inactive_blocks = u.free_blocks;
+  s.requested_bytes = u.requested;
+  s.internal_free = u.internal_free();
+  s.external_free = u.free + u.pending;
+  s.largest_free_block = u.largest_free;
   std::stable_sort(s.sites.begin(), s.sites.end(),
                    [](const SiteUsage& a, const SiteUsage& b) { return a.live_bytes > b.live_bytes; });
   for (const auto& trace : snap.device_traces) {
@@ -99,20 +87,26 @@ inline const Frame* site_frame(const Frames& frames) {
   };
   std::snprintf(buf, sizeof buf, "segments: %llu (%llu large, %llu small, %llu expandable), reserved %s\n",
                 static_cast<unsigned long long>(s.segments), static_cast<unsigned long long>(s.large_segments),
-                static_cast<unsigned long long>(s.small_segments), static_cast<unsigned long long>(s.expandable_segments),
-                format_size(s.reserved_bytes).c_str());
+                static_cast<unsigned long long>(s.small_segments),
+                static_cast<unsigned long long>(s.expandable_segments), format_size(s.reserved_bytes).c_str());
   out += buf;
   std::snprintf(buf, sizeof buf, "blocks: %llu live (%s requested), %llu pending free, %llu free\n",
                 static_cast<unsigned long long>(s.active_blocks), format_size(s.requested_bytes).c_str(),
-                static_cast<unsigned long long>(s.pending_free_blocks), static_cast<unsigned long long>(s.inactive_blocks));
+                static_cast<unsigned long long>(s.pending_free_blocks),
+                static_cast<unsigned long long>(s.inactive_blocks));
   out += buf;
   std::snprintf(buf, sizeof buf,
-                "fragmentation: internal %s (%.1f%% of reserved: rounding inside live blocks), "
-                "external %s (%.1f%% of reserved: free blocks)\n",
-                format_size(s.internal_free).c_str(), pct(s.internal_free, s.reserved_bytes),
-                format_size(s.external_free).c_str(), pct(s.external_free, s.reserved_bytes));
+                "fragmentation: external %s (1 - largest free block / free bytes), internal %s (%.1f%% of "
+                "reserved: rounding inside live blocks)\n",
+                format_fraction(s.usage.external_fragmentation()).c_str(), format_size(s.internal_free).c_str(),
+                pct(s.internal_free, s.reserved_bytes));
   out += buf;
-  out += "largest free block: " + format_size(s.largest_free_block) + "\n";
+  std::snprintf(buf, sizeof buf,
+                "free: %s in %llu blocks (%.1f%% of reserved), largest free block %s; %s pending free\n",
+                format_size(s.usage.free).c_str(), static_cast<unsigned long long>(s.usage.free_blocks),
+                pct(s.usage.free, s.reserved_bytes), format_size(s.largest_free_block).c_str(),
+                format_size(s.usage.pending).c_str());
+  out += buf;
   std::string actions;
   for (std::size_t a = 0; a < s.trace_actions.size(); ++a) {
     if (s.trace_actions[a] == 0) continue;
@@ -125,9 +119,7 @@ inline const Frame* site_frame(const Frames& frames) {
   if (s.sites.empty()) out += "  (no live allocations)\n";
   for (std::size_t i = 0; i < s.sites.size() && i < top; ++i) {
     const SiteUsage& site = s.sites[i];
-    const Frame* f = detail::site_frame(site.frames);
-    const std::string where =
-        f == nullptr ? std::string("(no stack recorded)") : f->name + " at " + f->filename + ":" + std::to_string(f->line);
+    const std::string where = user_frame_label(site.frames);
     std::snprintf(buf, sizeof buf, "  %2zu. %12s in %6llu blocks  %s\n", i + 1, format_size(site.live_bytes).c_str(),
                   static_cast<unsigned long long>(site.blocks), where.c_str());
     out += buf;

@@ -37,8 +37,9 @@
 
 #include "gpumemprof/allocator/caching_allocator.hpp"
 #include "gpumemprof/allocator/format_size.hpp"
+#include "gpumemprof/analysis/user_frame.hpp"
 #include "gpumemprof/config.hpp"
-#include "gpumemprof/history/stacks.hpp"
+#include "gpumemprof/history/snapshot.hpp"
 #include "gpumemprof/profiler/memory_source.hpp"
 #include "gpumemprof/profiler/profile_result.hpp"
 
@@ -394,7 +395,7 @@ class LeakDetector {
         if (it == stacks.end()) it = stacks.emplace(b.context, source_->frames_of(b.context)).first;
         frames = it->second;
       }
-      const Frame* site = frames != nullptr ? site_frame(*frames) : nullptr;
+      const Frame* site = user_frame(frames);  // the one rule (analysis/user_frame.hpp)
       const std::string key = site != nullptr
                                   ? "line " + site->filename + ':' + std::to_string(site->line) + ' ' + site->name
                               : b.context != 0 ? "context " + std::to_string(b.context)
@@ -424,22 +425,6 @@ class LeakDetector {
       s.leak_suspected = s.calls >= options_.min_leaking_calls;
       out.push_back(std::move(s));
     }
-  }
-
-  /// The allocating line: the innermost frame outside gpumemprof and outside system headers and
-  /// libraries (std::vector::emplace_back is not where a leak is fixed); else the innermost
-  /// frame outside gpumemprof; nullptr when there is none.
-  static const Frame* site_frame(const std::vector<Frame>& frames) {
-    const auto system = [](const Frame& f) {
-      return f.filename.starts_with("/usr/include/") || f.filename.starts_with("/usr/lib") || f.filename == "??";
-    };
-    const Frame* fallback = nullptr;
-    for (const Frame& f : frames) {
-      if (Symbolizer::is_internal(f)) continue;
-      if (!system(f)) return &f;
-      if (fallback == nullptr) fallback = &f;
-    }
-    return fallback;
   }
 
   std::shared_ptr<MemorySource> source_;

@@ -1,0 +1,425 @@
+// Analysis layer (above history, below the profiler): what-if replay of a snapshot's history.
+// The device_traces of a snapshot (PyTorch's or ours) hold every request the program made --
+// alloc, free_requested, free_completed, with sizes and streams -- so replaying them through our
+// allocator on a simulated device answers "what would this run have reserved under another
+// PYTORCH_CUDA_ALLOC_CONF?". On the default policy it reproduces PyTorch's reserved bytes.
+//
+// Which event frees: free_completed. PyTorch records free_requested when the program drops the
+// block; a block with pending cross-stream uses (record_stream) stays unusable until its events
+// complete, and only then does free_completed mark it reusable. Without pending uses the two
+// events follow each other. Deallocating at free_completed therefore reproduces the moment the
+// block became reusable, without modelling the events; a block whose free_completed is not in
+// the trace is still active_pending_free at its end, and stays allocated here too.
+//
+// Segment events (segment_alloc/free/map/unmap) are outcomes, not requests: they give the
+// *recorded* reserved bytes to compare with. The one request they reveal is empty_cache(): a run
+// of segment_free/segment_unmap events not followed by an `oom` is replayed as one
+// empty_cache() call (PyTorch also frees cached segments on the OOM path, which our allocator
+// redoes on its own, and under garbage_collection_threshold, in which case no call is inferred).
+//
+// Device capacity: --capacity when given, else inferred from the first recorded `oom` (the
+// recorded reserved bytes at that moment plus the device's free bytes it reports), else 80 GiB.
+// At a recorded `oom` the replay asks for the same (rounded) bytes: if they fit, that OOM is
+// avoided (the bytes are given back at once, as the real program never got them).
+//
+// Truncated history: a history ring keeps only the newest events, so a trace may start mid-run.
+// Then the end state (`segments`) and the trace, walked backwards, tell what existed at the
+// start: segments that no segment_alloc in the trace created, blocks the trace frees without
+// having allocated them, and active blocks of the end state that the trace never allocated.
+// The replay is seeded with those segments and blocks first (same sizes, same order in each
+// segment; freed blocks' sizes are estimated from their requested bytes), and says so.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "gpumemprof/allocator/allocator_config.hpp"
+#include "gpumemprof/allocator/caching_allocator.hpp"
+#include "gpumemprof/config.hpp"
+#include "gpumemprof/device/simulated.hpp"
+#include "gpumemprof/error.hpp"
+#include "gpumemprof/history/snapshot.hpp"
+
+GPUMEMPROF_NAMESPACE_BEGIN
+
+struct SnapshotReplayOptions {
+  AllocatorConfig config;    ///< the policy to try (default: PyTorch's defaults)
+  std::size_t capacity = 0;  ///< device bytes; 0 = inferred (see the file comment)
+};
+
+/// What existed before the first event of a trace that starts mid-run.
+struct ReplaySeed {
+  std::size_t segments = 0;
+  std::size_t blocks = 0;             ///< live blocks
+  std::uint64_t reserved_bytes = 0;   ///< bytes of the seeded segments (as recorded)
+  std::uint64_t allocated_bytes = 0;  ///< bytes of the seeded live blocks (estimated for freed ones)
+  std::size_t estimated_blocks = 0;   ///< live blocks whose size was estimated from a free event
+  std::size_t orphan_blocks = 0;      ///< freed blocks that lie in no known segment (seeded alone)
+  bool exact_layout = true;           ///< every seeded segment came out at its recorded size
+  [[nodiscard]] bool any() const noexcept { return segments != 0 || blocks != 0; }
+};
+
+struct SnapshotReplayResult {
+  int device = 0;
+  std::size_t events = 0;
+  std::size_t allocs = 0;
+  std::size_t frees = 0;  ///< free_completed events replayed
+  std::size_t free_requested = 0;
+  std::uint64_t capacity = 0;
+  bool capacity_inferred = false;  ///< from a recorded oom
+  // What the snapshot recorded.
+  std::uint64_t recorded_peak_reserved = 0;  ///< from the segment events, starting at the seed
+  std::size_t recorded_segment_allocs = 0;
+  std::size_t recorded_ooms = 0;
+  std::uint64_t peak_requested_bytes = 0;  ///< most requested bytes live at once
+  // What the replay did.
+  std::int64_t peak_allocated = 0;
+  std::int64_t peak_reserved = 0;
+  std::int64_t num_device_alloc = 0;
+  std::size_t empty_cache_calls = 0;    ///< inferred from runs of segment_free
+  std::size_t ooms_reproduced = 0;      ///< recorded ooms that happened again
+  std::size_t ooms_avoided = 0;         ///< recorded ooms whose request fit this time
+  std::size_t new_ooms = 0;             ///< allocations the recorded run made that failed here
+  std::size_t first_new_oom_event = 0;  ///< index in the trace (when new_ooms != 0)
+  std::size_t unknown_frees = 0;        ///< frees of addresses nothing allocated (ignored)
+  ReplaySeed seed;
+  [[nodiscard]] bool oom() const noexcept { return ooms_reproduced + new_ooms != 0; }
+};
+
+namespace detail {
+
+/// A segment as it was when the trace started, with its live blocks in address order.
+struct SeedSegment {
+  std::uint64_t address = 0;
+  std::uint64_t total_size = 0;
+  std::uint64_t stream = 0;
+  bool is_large = true;
+  std::map<std::uint64_t, std::uint64_t> blocks;     // address -> block bytes
+  std::map<std::uint64_t, std::uint64_t> requested;  // address -> requested bytes
+};
+
+inline bool is_segment_release(TraceAction a) noexcept {
+  return a == TraceAction::segment_free || a == TraceAction::segment_unmap;
+}
+
+inline std::uint64_t round_block(std::uint64_t requested) noexcept {
+  return requested < kMinBlockSize ? kMinBlockSize : (requested + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize;
+}
+
+/// The state at the trace's start: the end state with the trace undone (see the file comment).
+inline std::vector<SeedSegment> reconstruct_start(const Snapshot& snap, int device, ReplaySeed& seed) {
+  const std::vector<TraceEntry>& trace = snap.device_traces[static_cast<std::size_t>(device)];
+  std::unordered_map<std::uint64_t, std::uint64_t> live;  // allocated by the trace and not freed
+  std::unordered_set<std::uint64_t> freed_once;           // pre-existing blocks already freed
+  std::map<std::uint64_t, std::uint64_t> pre_freed;       // address -> requested bytes
+  std::unordered_set<std::uint64_t> trace_segments;       // created by the trace, still there
+  std::map<std::uint64_t, SeedSegment> pre;               // address -> segment
+  for (const TraceEntry& e : trace) {
+    switch (e.action) {
+      case TraceAction::alloc: live[e.addr] = e.size; break;
+      case TraceAction::free_requested:
+      case TraceAction::free_completed:
+        if (live.count(e.addr) != 0) {
+          if (e.action == TraceAction::free_completed) live.erase(e.addr);
+        } else if (freed_once.insert(e.addr).second) {
+          pre_freed[e.addr] = e.size;
+        }
+        break;
+      case TraceAction::segment_alloc: trace_segments.insert(e.addr); break;
+      case TraceAction::segment_free:
+        if (trace_segments.erase(e.addr) == 0 && pre.count(e.addr) == 0) {
+          pre[e.addr] = SeedSegment{e.addr, e.size, e.stream, true, {}, {}};
+        }
+        break;
+      default: break;
+    }
+  }
+  for (const SnapshotSegment& s : snap.segments) {
+    if (s.device != device || trace_segments.count(s.address) != 0 || s.is_expandable) continue;
+    SeedSegment seg{s.address, s.total_size, s.stream, s.is_large, {}, {}};
+    for (const SnapshotBlock& b : s.blocks) {
+      if (b.state == BlockState::inactive || live.count(b.address) != 0 || freed_once.count(b.address) != 0) continue;
+      seg.blocks[b.address] = b.size;
+      seg.requested[b.address] = b.requested_size;
+    }
+    pre[s.address] = std::move(seg);
+  }
+  // Blocks the trace freed without allocating: place each in the segment that holds it.
+  std::vector<SeedSegment> out;
+  for (auto& [addr, seg] : pre) out.push_back(std::move(seg));
+  for (const auto& [addr, requested] : pre_freed) {
+    SeedSegment* home = nullptr;
+    for (SeedSegment& s : out) {
+      if (addr >= s.address && addr < s.address + s.total_size) home = &s;
+    }
+    if (home == nullptr) {
+      ++seed.orphan_blocks;
+      SeedSegment alone{addr, 0, 0, requested > kSmallSize, {}, {}};
+      alone.blocks[addr] = round_block(requested);
+      alone.requested[addr] = requested;
+      out.push_back(std::move(alone));
+      continue;
+    }
+    // Segments freed by the trace carry no segment_type: a 2 MiB one holding small requests is small.
+    if (home->total_size == kSmallBuffer && requested <= kSmallSize) home->is_large = false;
+    home->blocks[addr] = round_block(requested);
+    home->requested[addr] = requested;
+    ++seed.estimated_blocks;
+  }
+  for (const SeedSegment& s : out) {
+    seed.segments += s.total_size != 0 ? 1 : 0;
+    seed.reserved_bytes += s.total_size;
+    seed.blocks += s.blocks.size();
+    for (const auto& [a, size] : s.blocks) seed.allocated_bytes += size;
+  }
+  return out;
+}
+
+/// One piece of a seeded segment, in address order: a live block or a filler freed after seeding.
+struct SeedPiece {
+  std::uint64_t address = 0;  // the recorded address (fillers: unused)
+  std::uint64_t size = 0;
+  bool live = false;
+};
+
+/// Tiles `s` with its live blocks and fillers that our allocator will cut in address order:
+/// sizes clipped to the next block; in a large segment no piece of 1 MiB or less (PyTorch never
+/// splits one off, so such a gap belongs to its neighbour); in a small one no piece over 1 MiB.
+inline std::vector<SeedPiece> seed_pieces(const SeedSegment& s) {
+  std::vector<SeedPiece> pieces;
+  std::uint64_t at = s.address;
+  const std::uint64_t end = s.address + s.total_size;
+  auto filler = [&](std::uint64_t bytes) {
+    if (!s.is_large) {
+      while (bytes > kSmallSize) {
+        pieces.push_back({0, kSmallSize, false});
+        bytes -= kSmallSize;
+      }
+    }
+    if (bytes != 0) pieces.push_back({0, bytes, false});
+  };
+  for (auto it = s.blocks.begin(); it != s.blocks.end(); ++it) {
+    const std::uint64_t addr = std::max(it->first, at);
+    const auto next = std::next(it);
+    const std::uint64_t limit = next == s.blocks.end() ? end : std::min(end, next->first);
+    if (addr >= limit) continue;  // overlapped by an earlier (estimated) block
+    const std::uint64_t block = std::min(it->second, limit - addr);
+    std::uint64_t size = block;
+    std::uint64_t gap = addr - at;
+    if (s.is_large && gap != 0 && gap <= kSmallSize) {  // too small to stand alone: joins this block
+      size += gap;
+      gap = 0;
+    }
+    filler(gap);
+    pieces.push_back({it->first, size, true});
+    at = addr + block;
+  }
+  std::uint64_t tail = end - std::min(end, at);
+  if (s.is_large && tail != 0 && tail <= kSmallSize && !pieces.empty()) {
+    pieces.back().size += tail;  // PyTorch would not have split it off either
+    tail = 0;
+  }
+  filler(tail);
+  return pieces;
+}
+
+/// Replays one device's trace; see replay_snapshot().
+class SnapshotReplayer {
+ public:
+  using Alloc = CachingAllocator<SimulatedBackend>;
+
+  SnapshotReplayer(const Snapshot& snap, int device, const SnapshotReplayOptions& opt)
+      : snap_(snap), trace_(snap.device_traces.at(static_cast<std::size_t>(device))) {
+    r_.device = device;
+    r_.events = trace_.size();
+    const std::vector<SeedSegment> start = reconstruct_start(snap, device, r_.seed);
+    scan_recorded();
+    if (opt.capacity != 0) {
+      r_.capacity = opt.capacity;
+      r_.capacity_inferred = false;
+    }
+    const std::size_t capacity = r_.capacity != 0 ? r_.capacity : std::size_t{80} << 30;
+    r_.capacity = capacity;
+    alloc_ =
+        std::make_unique<Alloc>(SimulatedBackend(SimulatedOptions{capacity, device, kRoundLarge, true}), opt.config);
+    for (const SeedSegment& s : start) seed_segment(s);
+    for (void* p : fillers_) alloc_->deallocate(p);
+    fillers_.clear();
+    r_.peak_requested_bytes = requested_live_;
+    alloc_->reset_peak_memory_stats();
+    alloc_->reset_accumulated_memory_stats();
+    gc_recorded_ = recorded_gc();
+  }
+
+  SnapshotReplayResult run() {
+    for (std::size_t k = 0; k < trace_.size(); ++k) step(k);
+    const MemoryStats st = alloc_->memory_stats();
+    r_.peak_allocated = st.allocated_bytes.all().peak;
+    r_.peak_reserved = st.reserved_bytes.all().peak;
+    r_.num_device_alloc = st.num_device_alloc;
+    alloc_->validate();
+    return r_;
+  }
+
+ private:
+  // The recorded side: reserved bytes over the segment events, the capacity an oom implies.
+  void scan_recorded() {
+    std::uint64_t reserved = r_.seed.reserved_bytes;
+    r_.recorded_peak_reserved = reserved;
+    for (const TraceEntry& e : trace_) {
+      switch (e.action) {
+        case TraceAction::segment_alloc: ++r_.recorded_segment_allocs; [[fallthrough]];
+        case TraceAction::segment_map: reserved += e.size; break;
+        case TraceAction::segment_free:
+        case TraceAction::segment_unmap: reserved -= std::min(reserved, e.size); break;
+        case TraceAction::oom:
+          if (r_.recorded_ooms++ == 0) {
+            r_.capacity = reserved + e.addr;
+            r_.capacity_inferred = true;
+          }
+          break;
+        default: break;
+      }
+      r_.recorded_peak_reserved = std::max(r_.recorded_peak_reserved, reserved);
+    }
+  }
+
+  bool recorded_gc() const {
+    for (const auto& [k, v] : snap_.allocator_settings) {
+      if (k == "garbage_collection_threshold" && std::holds_alternative<double>(v)) return std::get<double>(v) > 0.0;
+    }
+    return false;
+  }
+
+  void seed_segment(const SeedSegment& s) {
+    const Stream stream(static_cast<std::uintptr_t>(s.stream));
+    const std::int64_t before = alloc_->memory_stats().reserved_bytes.all().current;
+    if (s.total_size == 0) {  // an orphan block: no known segment
+      for (const auto& [addr, size] : s.blocks) adopt(addr, alloc_->allocate(size, stream), s.requested.at(addr));
+      r_.seed.exact_layout = false;
+      return;
+    }
+    if (s.is_large) {  // one allocation of the whole segment creates it at its recorded size
+      void* whole = alloc_->allocate(s.total_size, stream);
+      alloc_->deallocate(whole);
+    }
+    for (const SeedPiece& p : seed_pieces(s)) {
+      void* ptr = alloc_->allocate(p.size, stream);
+      if (p.live) {
+        adopt(p.address, ptr, s.requested.at(p.address));
+      } else {
+        fillers_.push_back(ptr);
+      }
+    }
+    const std::int64_t grown = alloc_->memory_stats().reserved_bytes.all().current - before;
+    if (grown != static_cast<std::int64_t>(s.total_size)) r_.seed.exact_layout = false;
+  }
+
+  void adopt(std::uint64_t addr, void* ptr, std::uint64_t requested) {
+    ptrs_[addr] = Live{ptr, requested};
+    requested_live_ += requested;
+  }
+
+  void step(std::size_t k) {
+    const TraceEntry& e = trace_[k];
+    switch (e.action) {
+      case TraceAction::alloc: {
+        ++r_.allocs;
+        if (ptrs_.count(e.addr) != 0) {
+          throw FormatError("device_traces[" + std::to_string(r_.device) + "][" + std::to_string(k) +
+                            "]: alloc at an address that is still allocated (a free event is missing)");
+        }
+        try {
+          ptrs_[e.addr] = Live{alloc_->allocate(e.size, Stream(static_cast<std::uintptr_t>(e.stream))), e.size};
+          requested_live_ += e.size;
+          r_.peak_requested_bytes = std::max(r_.peak_requested_bytes, requested_live_);
+        } catch (const OutOfMemoryError&) {
+          if (r_.new_ooms++ == 0) r_.first_new_oom_event = k;
+          failed_.insert(e.addr);
+        }
+        return;
+      }
+      case TraceAction::free_requested: ++r_.free_requested; return;
+      case TraceAction::free_completed: {
+        if (auto it = ptrs_.find(e.addr); it != ptrs_.end()) {
+          ++r_.frees;
+          alloc_->deallocate(it->second.ptr);
+          requested_live_ -= std::min(requested_live_, it->second.requested);
+          ptrs_.erase(it);
+        } else if (failed_.erase(e.addr) == 0) {
+          ++r_.unknown_frees;
+        }
+        return;
+      }
+      case TraceAction::segment_free:
+      case TraceAction::segment_unmap: {
+        if (gc_recorded_ || (k > 0 && is_segment_release(trace_[k - 1].action))) return;
+        std::size_t j = k;
+        while (j < trace_.size() && is_segment_release(trace_[j].action)) ++j;
+        if (j < trace_.size() && trace_[j].action == TraceAction::oom) return;  // the OOM path, redone by us
+        alloc_->empty_cache();
+        ++r_.empty_cache_calls;
+        return;
+      }
+      case TraceAction::oom: {
+        try {
+          void* probe = alloc_->allocate(e.size, Stream(static_cast<std::uintptr_t>(e.stream)));
+          alloc_->deallocate(probe);
+          ++r_.ooms_avoided;
+        } catch (const OutOfMemoryError&) {
+          ++r_.ooms_reproduced;
+        }
+        return;
+      }
+      default: return;
+    }
+  }
+
+  struct Live {
+    void* ptr = nullptr;
+    std::uint64_t requested = 0;
+  };
+  const Snapshot& snap_;
+  const std::vector<TraceEntry>& trace_;
+  SnapshotReplayResult r_;
+  std::unique_ptr<Alloc> alloc_;
+  std::unordered_map<std::uint64_t, Live> ptrs_;
+  std::unordered_set<std::uint64_t> failed_;
+  std::vector<void*> fillers_;
+  std::uint64_t requested_live_ = 0;
+  bool gc_recorded_ = false;
+};
+
+}  // namespace detail
+
+/// Devices whose trace has events, in index order.
+[[nodiscard]] inline std::vector<int> traced_devices(const Snapshot& snap) {
+  std::vector<int> out;
+  for (std::size_t d = 0; d < snap.device_traces.size(); ++d) {
+    if (!snap.device_traces[d].empty()) out.push_back(static_cast<int>(d));
+  }
+  return out;
+}
+
+/// Replays device `device`'s trace of `snap` through a CachingAllocator on a simulated device
+/// configured by `opt`. Throws ConfigError when the allocator rejects the config, FormatError
+/// when the trace contradicts itself, std::out_of_range when the snapshot has no such trace.
+[[nodiscard]] inline SnapshotReplayResult replay_snapshot(const Snapshot& snap, int device,
+                                                          const SnapshotReplayOptions& opt = {}) {
+  if (device < 0 || static_cast<std::size_t>(device) >= snap.device_traces.size()) {
+    throw std::out_of_range("the snapshot has no trace for device " + std::to_string(device));
+  }
+  return detail::SnapshotReplayer(snap, device, opt).run();
+}
+
+GPUMEMPROF_NAMESPACE_END

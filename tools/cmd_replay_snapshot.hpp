@@ -1,0 +1,168 @@
+// `gpumemprof replay SNAPSHOT`: replays the history of a memory snapshot (PyTorch's or ours)
+// through our allocator on the simulated device -- what the run would have reserved under
+// another ALLOC_CONF (analysis/snapshot_replay.hpp says which events count and how).
+#pragma once
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cli_args.hpp"
+#include "gpumemprof/analysis/snapshot_replay.hpp"
+#include "gpumemprof/device/any_backend.hpp"
+#include "gpumemprof/export/json_writer.hpp"
+#include "gpumemprof/export/snapshot_reader.hpp"
+
+namespace gpumemprof::tools {
+
+/// Whether file bytes are a snapshot (a pickle or a JSON document) rather than a text trace.
+inline bool is_snapshot_bytes(std::string_view bytes) {
+  if (!bytes.empty() && static_cast<unsigned char>(bytes[0]) == 0x80) return true;
+  const std::size_t first = bytes.find_first_not_of(" \t\r\n");
+  return first != std::string_view::npos && bytes[first] == '{';
+}
+
+inline double to_mib(std::uint64_t b) { return static_cast<double>(b) / 1048576.0; }
+
+/// The config as the user would write it ("<default>" when empty).
+inline std::string config_label(const AllocatorConfig& c) { return c.source.empty() ? "<default>" : c.source; }
+
+/// The runs of replay_snapshot for each traced device; a snapshot with no trace is a usage error.
+inline std::vector<SnapshotReplayResult> replay_snapshot_devices(const Snapshot& snap, const std::string& path,
+                                                                 const SnapshotReplayOptions& opt) {
+  const std::vector<int> devices = traced_devices(snap);
+  if (devices.empty()) {
+    throw UsageError(path +
+                     ": the snapshot has no trace events to replay; record them with "
+                     "torch.cuda.memory._record_memory_history() (or gpumemprof's record_memory_history) first");
+  }
+  std::vector<SnapshotReplayResult> out;
+  for (int d : devices) out.push_back(replay_snapshot(snap, d, opt));
+  return out;
+}
+
+inline void print_snapshot_replay_text(const std::string& path, const AllocatorConfig& config,
+                                       const SnapshotReplayResult& r) {
+  std::printf("replay of %s (device %d's trace) on sim:%d, config %s\n", path.c_str(), r.device, r.device,
+              config_label(config).c_str());
+  if (r.seed.any()) {
+    std::printf(
+        "  history starts mid-run: seeded with %zu segments (%.1f MiB) and %zu live blocks (%.1f MiB) that existed "
+        "before its first event\n",
+        r.seed.segments, to_mib(r.seed.reserved_bytes), r.seed.blocks, to_mib(r.seed.allocated_bytes));
+    if (r.seed.estimated_blocks != 0 || r.seed.orphan_blocks != 0 || !r.seed.exact_layout) {
+      std::printf(
+          "  (seed approximate: %zu block sizes estimated from free events, %zu blocks in no known segment%s)\n",
+          r.seed.estimated_blocks, r.seed.orphan_blocks,
+          r.seed.exact_layout ? "" : ", segment layout not reproduced exactly");
+    }
+  }
+  std::printf("  capacity              %12llu  (%.1f MiB, %s)\n", static_cast<unsigned long long>(r.capacity),
+              to_mib(r.capacity), r.capacity_inferred ? "inferred from the recorded OOM" : "--capacity or default");
+  std::printf("  events                %12zu  (%zu alloc, %zu free_requested, %zu free_completed)\n", r.events,
+              r.allocs, r.free_requested, r.frees);
+  std::printf("  peak_requested_bytes  %12llu  (%.1f MiB: the live-bytes limit)\n",
+              static_cast<unsigned long long>(r.peak_requested_bytes), to_mib(r.peak_requested_bytes));
+  std::printf("  peak_allocated_bytes  %12lld  (%.1f MiB)\n", static_cast<long long>(r.peak_allocated),
+              to_mib(static_cast<std::uint64_t>(r.peak_allocated)));
+  const double rec = static_cast<double>(r.recorded_peak_reserved);
+  std::printf("  peak_reserved_bytes   %12lld  (%.1f MiB; recorded %.1f MiB, %+.1f%%)\n",
+              static_cast<long long>(r.peak_reserved), to_mib(static_cast<std::uint64_t>(r.peak_reserved)),
+              to_mib(r.recorded_peak_reserved),
+              rec > 0 ? (static_cast<double>(r.peak_reserved) - rec) * 100.0 / rec : 0.0);
+  std::printf("  num_device_alloc      %12lld  (recorded segment_alloc: %zu)\n",
+              static_cast<long long>(r.num_device_alloc), r.recorded_segment_allocs);
+  if (r.empty_cache_calls != 0) {
+    std::printf("  empty_cache calls     %12zu  (inferred from runs of segment_free)\n", r.empty_cache_calls);
+  }
+  if (r.recorded_ooms != 0) {
+    std::printf("  recorded OOMs         %12zu  (%zu would happen again, %zu avoided)\n", r.recorded_ooms,
+                r.ooms_reproduced, r.ooms_avoided);
+  }
+  if (r.new_ooms != 0) {
+    std::printf("  new OOMs              %12zu  (allocations the recorded run made; first at event %zu)\n", r.new_ooms,
+                r.first_new_oom_event);
+  }
+  if (r.unknown_frees != 0) {
+    std::printf("  ignored frees         %12zu  (of addresses nothing allocated)\n", r.unknown_frees);
+  }
+}
+
+inline void print_snapshot_replay_json(const std::string& path, const AllocatorConfig& config,
+                                       const std::vector<SnapshotReplayResult>& runs) {
+  JsonWriter w(std::cout);
+  w.begin_dict();
+  w.field("snapshot", path);
+  w.field("config", config.source);
+  w.key("devices");
+  w.begin_list();
+  for (const SnapshotReplayResult& r : runs) {
+    w.begin_dict();
+    w.field("device", r.device);
+    w.field("capacity_bytes", r.capacity);
+    w.field("capacity_inferred", r.capacity_inferred);
+    w.field("events", r.events);
+    w.field("allocs", r.allocs);
+    w.field("frees", r.frees);
+    w.field("peak_requested_bytes", r.peak_requested_bytes);
+    w.field("peak_allocated_bytes", r.peak_allocated);
+    w.field("peak_reserved_bytes", r.peak_reserved);
+    w.field("recorded_peak_reserved_bytes", r.recorded_peak_reserved);
+    w.field("num_device_alloc", r.num_device_alloc);
+    w.field("recorded_segment_allocs", r.recorded_segment_allocs);
+    w.field("empty_cache_calls", r.empty_cache_calls);
+    w.field("recorded_ooms", r.recorded_ooms);
+    w.field("ooms_reproduced", r.ooms_reproduced);
+    w.field("ooms_avoided", r.ooms_avoided);
+    w.field("new_ooms", r.new_ooms);
+    w.field("unknown_frees", r.unknown_frees);
+    w.key("seed");
+    w.begin_dict();
+    w.field("segments", r.seed.segments);
+    w.field("blocks", r.seed.blocks);
+    w.field("reserved_bytes", r.seed.reserved_bytes);
+    w.field("allocated_bytes", r.seed.allocated_bytes);
+    w.field("estimated_blocks", r.seed.estimated_blocks);
+    w.field("orphan_blocks", r.seed.orphan_blocks);
+    w.field("exact_layout", r.seed.exact_layout);
+    w.end_dict();
+    w.end_dict();
+  }
+  w.end_list();
+  w.end_dict();
+  w.finish();
+  std::cout << '\n' << std::flush;
+}
+
+/// --capacity in bytes with units ("40GiB"), or 0 when absent.
+inline std::size_t capacity_option(const Args& args) {
+  if (!args.has("--capacity")) return 0;
+  try {
+    return detail::parse_bytes(args.get("--capacity"), "--capacity");
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+}
+
+/// `replay` on snapshot bytes: --device must be simulated (the replay is a what-if).
+inline int cmd_replay_snapshot(const Args& args, const std::string& path, std::string_view bytes) {
+  if (args.has("--device") && args.get("--device").rfind("sim:", 0) != 0) {
+    throw UsageError("a snapshot replays on the simulated device only; drop --device or use sim:N");
+  }
+  if (args.has("--snapshot")) throw UsageError("--snapshot applies to trace replays, not to snapshot replays");
+  SnapshotReplayOptions opt;
+  if (args.has("--config")) opt.config = AllocatorConfig(args.get("--config"));
+  opt.capacity = capacity_option(args);
+  const Snapshot snap = parse_snapshot(bytes, path);
+  const std::vector<SnapshotReplayResult> runs = replay_snapshot_devices(snap, path, opt);
+  if (args.has("--json")) {
+    print_snapshot_replay_json(path, opt.config, runs);
+  } else {
+    for (const SnapshotReplayResult& r : runs) print_snapshot_replay_text(path, opt.config, r);
+  }
+  return 0;
+}
+
+}  // namespace gpumemprof::tools

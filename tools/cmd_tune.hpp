@@ -1,0 +1,134 @@
+// `gpumemprof tune SNAPSHOT`: replays a snapshot's history under a grid of allocator configs and
+// ranks them by whether the recorded OOM would have happened, then by peak reserved bytes.
+#pragma once
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cli_args.hpp"
+#include "cmd_replay_snapshot.hpp"
+#include "gpumemprof/analysis/snapshot_replay.hpp"
+#include "gpumemprof/export/atomic_file.hpp"
+#include "gpumemprof/export/snapshot_reader.hpp"
+
+namespace gpumemprof::tools {
+
+/// The configs tried, the default first (ties keep this order, so the default wins a tie).
+/// garbage_collection_threshold acts only under a memory fraction (PyTorch's rule), hence the pair.
+inline std::vector<std::string> tune_grid() {
+  return {"",
+          "max_split_size_mb:64",
+          "max_split_size_mb:128",
+          "max_split_size_mb:256",
+          "max_split_size_mb:512",
+          "roundup_power2_divisions:2",
+          "roundup_power2_divisions:4",
+          "roundup_power2_divisions:8",
+          "garbage_collection_threshold:0.6,per_process_memory_fraction:1.0",
+          "garbage_collection_threshold:0.8,per_process_memory_fraction:1.0",
+          "max_split_size_mb:128,roundup_power2_divisions:4",
+          "expandable_segments:True"};
+}
+
+struct TuneRow {
+  std::string config;
+  std::string unsupported;           // why the allocator refused the config (empty: it ran)
+  std::uint64_t peak_reserved = 0;   // summed over the traced devices
+  std::uint64_t peak_allocated = 0;  // summed over the traced devices
+  bool oom = false;
+  std::string oom_note;
+};
+
+inline TuneRow tune_one(const Snapshot& snap, const std::string& path, const std::string& conf, std::size_t capacity) {
+  TuneRow row;
+  row.config = conf;
+  SnapshotReplayOptions opt;
+  opt.capacity = capacity;
+  try {
+    opt.config = AllocatorConfig(conf);
+    for (const SnapshotReplayResult& r : replay_snapshot_devices(snap, path, opt)) {
+      row.peak_reserved += static_cast<std::uint64_t>(r.peak_reserved);
+      row.peak_allocated += static_cast<std::uint64_t>(r.peak_allocated);
+      if (r.new_ooms != 0) {
+        row.oom = true;
+        row.oom_note = "yes, at event " + std::to_string(r.first_new_oom_event);
+      } else if (r.ooms_reproduced != 0 && !row.oom) {
+        row.oom = true;
+        row.oom_note = "yes, as recorded";
+      }
+    }
+    if (!row.oom) row.oom_note = "no";
+  } catch (const ConfigError&) {
+    row.unsupported = "not supported by this build";
+  }
+  return row;
+}
+
+inline int cmd_tune(int argc, char** argv) {
+  const Args args(argc, argv, 2, {"--help"}, {"--capacity"});
+  if (args.has("--help")) {
+    std::fputs(
+        "usage: gpumemprof tune SNAPSHOT [--capacity BYTES]\n"
+        "  Replays the snapshot's history (PyTorch's or ours) under a grid of PYTORCH_CUDA_ALLOC_CONF\n"
+        "  settings on the simulated device and ranks them: configs that avoid the recorded OOM first,\n"
+        "  then by peak reserved bytes. The last line is the setting to use. --capacity sets the device\n"
+        "  size (default: inferred from a recorded OOM, else 80GiB).\n",
+        stdout);
+    return 0;
+  }
+  args.expect_positional(1, "one SNAPSHOT file");
+  const std::string& path = args.positional()[0];
+  const std::size_t capacity = capacity_option(args);
+  const Snapshot snap = parse_snapshot(read_file(path), path);
+  const std::vector<int> devices = traced_devices(snap);
+  // The recorded side, once, from the default replay's view of the trace.
+  const std::vector<SnapshotReplayResult> base = replay_snapshot_devices(snap, path, {{}, capacity});
+  std::uint64_t recorded = 0;
+  std::size_t recorded_ooms = 0;
+  for (const SnapshotReplayResult& r : base) {
+    recorded += r.recorded_peak_reserved;
+    recorded_ooms += r.recorded_ooms;
+  }
+
+  std::vector<TuneRow> rows;
+  for (const std::string& conf : tune_grid()) rows.push_back(tune_one(snap, path, conf, capacity));
+  std::stable_sort(rows.begin(), rows.end(), [](const TuneRow& a, const TuneRow& b) {
+    if (a.unsupported.empty() != b.unsupported.empty()) return a.unsupported.empty();
+    if (a.oom != b.oom) return !a.oom;
+    return a.peak_reserved < b.peak_reserved;
+  });
+
+  std::printf("tune %s: %zu configs replayed on the simulated device (%zu device trace%s)\n", path.c_str(), rows.size(),
+              devices.size(), devices.size() == 1 ? "" : "s");
+  const SnapshotReplayResult& b0 = base.front();
+  std::printf("device capacity %.1f MiB (%s); recorded: peak reserved %.1f MiB, %zu OOM%s\n", to_mib(b0.capacity),
+              capacity != 0          ? "--capacity"
+              : b0.capacity_inferred ? "inferred from the recorded OOM"
+                                     : "default",
+              to_mib(recorded), recorded_ooms, recorded_ooms == 1 ? "" : "s");
+  std::printf("%4s  %14s  %10s  %-18s  %s\n", "rank", "peak reserved", "vs default", "OOM", "PYTORCH_CUDA_ALLOC_CONF");
+  const auto def = std::find_if(rows.begin(), rows.end(), [](const TuneRow& r) { return r.config.empty(); });
+  const double def_peak = static_cast<double>(def->peak_reserved);
+  int rank = 0;
+  for (const TuneRow& r : rows) {
+    const std::string label = r.config.empty() ? "<default>" : r.config;
+    if (!r.unsupported.empty()) {
+      std::printf("%4s  %14s  %10s  %-18s  %s  (%s)\n", "-", "-", "-", "-", label.c_str(), r.unsupported.c_str());
+      continue;
+    }
+    char peak[32];
+    char rel[32];
+    std::snprintf(peak, sizeof peak, "%.1f MiB", to_mib(r.peak_reserved));
+    std::snprintf(rel, sizeof rel, "%+.1f%%",
+                  def_peak > 0 ? (static_cast<double>(r.peak_reserved) - def_peak) * 100.0 / def_peak : 0.0);
+    std::printf("%4d  %14s  %10s  %-18s  %s\n", ++rank, peak, rel, r.oom_note.c_str(), label.c_str());
+  }
+  const TuneRow& best = rows.front();
+  if (best.oom) std::printf("no config in the grid avoids the OOM; the one with the lowest peak:\n");
+  std::printf("PYTORCH_CUDA_ALLOC_CONF=%s\n", best.config.c_str());
+  return 0;
+}
+
+}  // namespace gpumemprof::tools

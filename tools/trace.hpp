@@ -97,15 +97,8 @@ inline std::string decompress_trace(std::string_view bytes, const std::string& p
 }
 
 /// The whole (decompressed) content of a gzip or plain file.
-inline std::string read_gzip_file(const std::string& path) {
-  std::string bytes;
-  try {
-    bytes = read_file(path);
-  } catch (const IoError&) {
-    throw IoError("cannot open trace " + path + ": no such file or not readable");
-  }
-  return decompress_trace(bytes, path);
-}
+/// A missing or unreadable file is an IoError with the system's reason.
+inline std::string read_gzip_file(const std::string& path) { return decompress_trace(read_file(path), path); }
 
 namespace detail {
 inline bool next_field(std::string_view& line, std::string_view& field) {

@@ -21,6 +21,8 @@ GPUMEMPROF_NAMESPACE_BEGIN
 struct ProfileResult {
   /// The name given to profile_function / profile_context.
   std::string name;
+  /// The device measured, as Device parses it ("cuda:0", "sim:2", "host").
+  std::string device;
   /// Bytes allocated during the interval (gross, rounded block sizes); 0 at device level.
   std::int64_t memory_allocated = 0;
   /// Bytes freed during the interval (gross); 0 at device level.

@@ -319,6 +319,7 @@ inline ProfileResult GPUMemoryProfiler::finish(ProfileScope& s, bool unwinding, 
   const AllocatorGauges after = source_->gauges();
   ProfileResult r;
   r.name = std::move(s.name_);
+  r.device = source_->device_name();
   // Hooks always see an exit, even when building the result throws.
   struct HookExit {
     detail::EnteredHooks& hooks;

@@ -31,6 +31,7 @@
 #include <utility>
 
 #include "gpumemprof/allocator/format_size.hpp"
+#include "gpumemprof/analysis/user_frame.hpp"
 #include "gpumemprof/allocator/size_literals.hpp"
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/device/device.hpp"
@@ -60,15 +61,12 @@ namespace detail {
                    : format_size(static_cast<std::uint64_t>(bytes));
 }
 
-/// The device a result's sites are read from: `chosen`, else the current device's kind with the
-/// result's device index; nullopt when neither names a device.
+/// The device a result's sites are read from: `chosen`, else the device the result was measured
+/// on; nullopt when neither names a device.
 [[nodiscard]] inline std::optional<Device> sites_device(const ProfileResult& r, const std::optional<Device>& chosen) {
   if (chosen) return chosen;
   try {
-    const Device current = Device::current();
-    if (current.is_host()) return current;
-    const int index = r.memory_after.device_id;
-    return current.is_simulated() ? Device::sim(index) : Device::cuda(index);
+    return Device(r.device);
   } catch (const std::exception&) {
     return std::nullopt;
   }
@@ -82,11 +80,10 @@ namespace detail {
     std::string out;
     std::size_t n = 0;
     for (const SiteUsage& site : s.sites) {
-      const Frame* f = gpumemprof::detail::site_frame(site.frames);
-      if (f == nullptr) continue;
+      if (user_frame(site.frames) == nullptr) continue;
       if (n++ == top) break;
       out += "\n  " + format_size(site.live_bytes) + " in " + std::to_string(site.blocks) + " block" +
-             (site.blocks == 1 ? "" : "s") + ": " + f->name + " at " + f->filename + ":" + std::to_string(f->line);
+             (site.blocks == 1 ? "" : "s") + ": " + user_frame_label(site.frames);
     }
     if (n == 0) {
       return "; no allocation stacks on " + device->str() +
@@ -145,8 +142,8 @@ class BudgetMatcher : public CatchMatcherBase<ProfileResult> {
 }  // namespace detail
 
 /// Passes when the scope's own peak of allocated bytes (peak_memory_usage()) is at most `bytes`.
-/// `sites_from`: the device whose live allocation sites a failure lists (default: the result's
-/// device index on the current device's kind).
+/// `sites_from`: the device whose live allocation sites a failure lists (default: the device the
+/// result was measured on).
 class PeakBelow final : public detail::BudgetMatcher {
  public:
   explicit PeakBelow(unsigned long long bytes, std::optional<Device> sites_from = std::nullopt)

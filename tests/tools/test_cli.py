@@ -12,28 +12,26 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cli_checks  # noqa: E402
+
 BIN = sys.argv[1]
 WITH_DEMO = "--with-demo" in sys.argv[2:]  # the build has the examples (-Dexamples=true)
 SRC = os.environ.get("GPUMEMPROF_SOURCE_DIR", ".")
 DATA = os.path.join(SRC, "tests", "data")
 SHARED_CHECKER = os.path.join(os.environ.get("GPUMEMPROF_SHARED_DIR", ""), "tools", "check_snapshot.py")
 TMP = tempfile.mkdtemp(prefix="gpumemprof-cli-")
-failures = []
+failures = cli_checks.failures
+check = cli_checks.check
 
 # PyTorch 2.11's peak reserved MiB replaying the same traces (../shared/traces/README.md).
 PYTORCH_RESERVED_MIB = {"resnet50_train": 3514, "gpt2_train": 8462, "gpt2_generate": 584}
 
 
 def run(*args, expect_rc=0):
-    p = subprocess.run([BIN, *args], capture_output=True, text=True, timeout=600)
-    if p.returncode != expect_rc:
-        failures.append(f"{' '.join(args)}: exit {p.returncode}, expected {expect_rc}\n{p.stdout}{p.stderr}")
-    return p
+    return cli_checks.run(BIN, *args, expect_rc=expect_rc, timeout=600)
 
 
-def check(cond, what):
-    if not cond:
-        failures.append(what)
 
 
 def check_one_error_line(p, *needles):
@@ -178,12 +176,13 @@ def check_quoted(p, limit=60):
 # Binary files fed to replay: the quote is escaped and cut short.
 binary = os.path.join(TMP, "binary.trace")
 with open(binary, "wb") as f:
-    f.write(b"\x80\x04\x95" + bytes(range(11, 256)) * 4)
+    f.write(b"\x01\xfe\x03" + bytes(range(11, 256)) * 4)
 p = run("replay", binary, expect_rc=2)
-check_one_error_line(p, "binary.trace:1", "\\x80\\x04\\x95", "...")
+check_one_error_line(p, "binary.trace:1", "\\x01\\xfe\\x03", "...", "is this an allocation trace?")
 check_quoted(p)
-p = run("replay", os.path.join(DATA, "resnet50_train.snapshot.pickle"), expect_rc=2)
-check_one_error_line(p, "is this an allocation trace?")
+# A file that starts like a pickle is read as a snapshot (replay SNAPSHOT): junk gets the reader's line.
+p = run("replay", junk, expect_rc=2)
+check_one_error_line(p, "junk.pickle", "pickle")
 check_quoted(p)
 long_line = os.path.join(TMP, "long_line.trace")
 with open(long_line, "w") as f:
@@ -273,9 +272,4 @@ replay_help = run("replay", "-h").stdout
 check("a <id> <bytes> <stream>" in replay_help and "f <id>" in replay_help, "replay --help shows the trace format")
 check_one_error_line(run("help", "frobnicate", expect_rc=2), "unknown command")
 
-if failures:
-    print(f"{len(failures)} failure(s):")
-    for f in failures:
-        print(" -", f)
-    sys.exit(1)
-print("all CLI checks passed")
+cli_checks.finish("CLI checks")

@@ -12,24 +12,22 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cli_checks  # noqa: E402
+
 BIN = sys.argv[1]
 SRC = os.environ.get("GPUMEMPROF_SOURCE_DIR", ".")
 REF = os.path.join(SRC, "tests", "data", "resnet50_train.snapshot.pickle")
 TMP = tempfile.mkdtemp(prefix="gpumemprof-analysis-")
 MiB = 1 << 20
-failures = []
+failures = cli_checks.failures
+check = cli_checks.check
 
 
 def run(*args, expect_rc=0):
-    p = subprocess.run([BIN, *args], capture_output=True, text=True, timeout=300)
-    if p.returncode != expect_rc:
-        failures.append(f"{' '.join(args)}: exit {p.returncode}, expected {expect_rc}\n{p.stdout}{p.stderr}")
-    return p
+    return cli_checks.run(BIN, *args, expect_rc=expect_rc, timeout=300)
 
 
-def check(cond, what):
-    if not cond:
-        failures.append(what)
 
 
 def check_equal(got, want, what):
@@ -222,9 +220,4 @@ within budget: peak change +64.00 MiB, budget 64.00 MiB
 """
 check_equal(p.stdout, want, "diff of two profile JSONs")
 
-if failures:
-    print(f"{len(failures)} failure(s):")
-    for f in failures:
-        print(" -", f)
-    sys.exit(1)
-print("all analysis CLI checks passed")
+cli_checks.finish("analysis CLI checks")

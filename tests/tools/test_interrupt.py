@@ -14,11 +14,14 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cli_checks  # noqa: E402
+
 BIN = sys.argv[1]
 DATA = os.path.join(os.environ.get("GPUMEMPROF_SOURCE_DIR", "."), "tests", "data")
 TMP = tempfile.mkdtemp(prefix="gpumemprof-interrupt-")
 TRIES = 12
-failures = []
+failures = cli_checks.failures
 
 
 def complete(path):
@@ -89,9 +92,4 @@ total += interrupt_writes("perfetto", ["perfetto", snap, "-o", perfetto], perfet
 if total < TRIES:
     failures.append(f"only {total} of {4 * TRIES} tries were interrupted mid-write; nothing was tested")
 
-if failures:
-    print(f"{len(failures)} failure(s):")
-    for f in failures:
-        print(" -", f)
-    sys.exit(1)
-print("all interrupt checks passed")
+cli_checks.finish("interrupt checks")

@@ -1,0 +1,28 @@
+"""What the CLI test scripts share: running the binary, recording failures, and the verdict."""
+import subprocess
+import sys
+
+failures = []
+
+
+def run(binary, *args, expect_rc=0, timeout=600):
+    """Runs `binary args`; an exit status other than expect_rc is a failure (output kept)."""
+    p = subprocess.run([binary, *args], capture_output=True, text=True, timeout=timeout)
+    if p.returncode != expect_rc:
+        failures.append(f"{' '.join(args)}: exit {p.returncode}, expected {expect_rc}\n{p.stdout}{p.stderr}")
+    return p
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+
+
+def finish(what):
+    """Prints the failures and exits 1, or says `what` passed."""
+    if failures:
+        print(f"{len(failures)} failure(s):")
+        for f in failures:
+            print(" -", f)
+        sys.exit(1)
+    print(f"all {what} passed")

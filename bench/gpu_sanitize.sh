@@ -27,7 +27,8 @@ failed=0
 for bin in "${binaries[@]}"; do
   for tool in memcheck racecheck; do
     log="$out/sanitize-$tool-$(basename "$bin").log"
-    # The OOM test provokes cudaMalloc failures on purpose (memcheck counts each as an error);
+    # Tests named "a real OOM" provoke cudaMalloc failures on purpose (memcheck counts each as an
+    # error: test_gpu's OOM case, the bridge's error-value case);
     # racecheck also skips the multi-stream control, whose early reuse is deliberate.
     filter=("~*a real OOM*")
     [ "$tool" = racecheck ] && filter=("~*a real OOM*,~*control*")

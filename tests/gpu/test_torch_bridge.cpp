@@ -78,7 +78,7 @@ TEST_CASE("the bridge writes a snapshot with history") {
   CHECK(gpumemprof_record_memory_history(0, 0, 0) == 0);
 }
 
-TEST_CASE("bridge errors return error values with a message, never throw") {
+TEST_CASE("bridge errors return error values with a message, never throw (a real OOM among them)") {
   CHECK(gpumemprof_malloc(ssize_t{1} << 50, 0, nullptr) == nullptr);  // 1 PiB: out of memory
   CHECK(std::string(gpumemprof_last_error()).find("gpumemprof_malloc") == 0);
   int foreign = 0;

@@ -244,9 +244,15 @@ class SimulatedBackend {
       }
       // Address space for mallocs and reservations: eight times the capacity, so expandable
       // reservations (9/8 of the capacity each, one per stream and pool) and fragmentation
-      // never run out of addresses before memory runs out.
-      span = round_up(std::max<std::size_t>(opt.capacity, opt.granularity) * 8, opt.granularity);
-      void* p = ::mmap(nullptr, span + opt.granularity, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      // never run out of addresses before memory runs out. Where the process has less address
+      // space (ThreadSanitizer's layout holds a few such devices), half as much, down to the
+      // capacity itself: only many expandable streams at once could then run out of addresses.
+      const std::size_t unit = round_up(std::max<std::size_t>(opt.capacity, opt.granularity), opt.granularity);
+      void* p = MAP_FAILED;
+      for (std::size_t factor = 8; p == MAP_FAILED && factor >= 1; factor /= 2) {
+        span = unit * factor;
+        p = ::mmap(nullptr, span + opt.granularity, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      }
       if (p == MAP_FAILED) {
         throw DeviceRuntimeError("sim:" + std::to_string(opt.index) + ": cannot reserve " + std::to_string(span >> 20) +
                                  " MiB of address space for the simulated device; lower "

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -22,8 +23,9 @@ using DeviceAllocator = CachingAllocator<AnyBackend>;
 
 namespace detail {
 struct DefaultAllocatorSlot {
-  std::once_flag once;
-  DeviceAllocator* allocator = nullptr;
+  std::mutex mutex;  // not std::call_once: a throwing first call (a bad $GPUMEMPROF_ALLOC_CONF)
+                     // must leave the slot retryable, and TSan's pthread_once hangs after a throw
+  std::atomic<DeviceAllocator*> allocator{nullptr};
 };
 inline constexpr int max_cuda_devices = 64;
 
@@ -49,10 +51,13 @@ inline DefaultAllocatorSlot& default_allocator_slot(const Device& device) {
 /// The process-wide allocator of `device`, created on first use with $GPUMEMPROF_ALLOC_CONF.
 [[nodiscard]] inline DeviceAllocator& default_allocator(const Device& device = Device()) {
   auto& slot = detail::default_allocator_slot(device);
-  std::call_once(slot.once, [&] {
-    slot.allocator = new DeviceAllocator(AnyBackend::for_device(device), AllocatorConfig::from_env());
-  });
-  return *slot.allocator;
+  if (DeviceAllocator* a = slot.allocator.load(std::memory_order_acquire)) return *a;
+  std::lock_guard lock(slot.mutex);
+  if (slot.allocator.load(std::memory_order_relaxed) == nullptr) {
+    slot.allocator.store(new DeviceAllocator(AnyBackend::for_device(device), AllocatorConfig::from_env()),
+                         std::memory_order_release);
+  }
+  return *slot.allocator.load(std::memory_order_relaxed);
 }
 
 /// torch.cuda.memory_stats(device).

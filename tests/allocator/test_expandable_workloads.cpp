@@ -85,7 +85,9 @@ struct Outcome {
 };
 
 Outcome replay(const Workload& w, const char* conf) {
-  SimAlloc s(conf);
+  // 16 GiB is ample for these ~3 GiB workloads and keeps the device's address space small enough
+  // for ThreadSanitizer's layout (expandable reservations are sized by the capacity).
+  SimAlloc s(conf, 16 * GiB);
   std::vector<void*> ptr(w.ops.size(), nullptr);
   std::vector<std::size_t> bytes(w.ops.size(), 0);
   std::int64_t live = 0;

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "gpumemprof/device/simulated.hpp"
-#include "gpumemprof/export/snapshot_writer.hpp"
+#include "gpumemprof/export/formats/snapshot_writer.hpp"
 #include "gpumemprof/history/history_recorder.hpp"
 #include "gpumemprof/history/snapshot_builder.hpp"
 #include "gpumemprof/history/stacks.hpp"

@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "gpumemprof/export/perfetto.hpp"
-#include "gpumemprof/export/snapshot_reader.hpp"
-#include "gpumemprof/export/snapshot_writer.hpp"
+#include "gpumemprof/export/reports/perfetto.hpp"
+#include "gpumemprof/export/formats/snapshot_reader.hpp"
+#include "gpumemprof/export/formats/snapshot_writer.hpp"
 
 namespace gmp = gpumemprof;
 

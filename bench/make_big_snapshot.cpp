@@ -6,7 +6,7 @@
 #include <exception>
 #include <string>
 
-#include "gpumemprof/export/snapshot_writer.hpp"
+#include "gpumemprof/export/formats/snapshot_writer.hpp"
 #include "synthetic_snapshot.hpp"
 
 int main(int argc, char** argv) {

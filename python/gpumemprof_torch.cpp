@@ -10,8 +10,8 @@
 #include <string>
 
 #include "gpumemprof/allocator/default_allocator.hpp"
-#include "gpumemprof/export/dump_snapshot.hpp"
-#include "gpumemprof/export/json_writer.hpp"
+#include "gpumemprof/export/formats/dump_snapshot.hpp"
+#include "gpumemprof/export/formats/json_writer.hpp"
 #include "gpumemprof/history/history_recorder.hpp"
 
 namespace gmp = gpumemprof;

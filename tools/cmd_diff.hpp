@@ -9,8 +9,8 @@
 #include "cli_args.hpp"
 #include "cmd_replay_snapshot.hpp"
 #include "gpumemprof/analysis/memory_diff.hpp"
-#include "gpumemprof/export/json_reader.hpp"
-#include "gpumemprof/export/snapshot_reader.hpp"
+#include "gpumemprof/export/formats/json_reader.hpp"
+#include "gpumemprof/export/formats/snapshot_reader.hpp"
 #include "trace.hpp"
 
 namespace gpumemprof::tools {

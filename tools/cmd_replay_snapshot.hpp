@@ -12,8 +12,8 @@
 #include "cli_args.hpp"
 #include "gpumemprof/analysis/snapshot_replay.hpp"
 #include "gpumemprof/device/any_backend.hpp"
-#include "gpumemprof/export/json_writer.hpp"
-#include "gpumemprof/export/snapshot_reader.hpp"
+#include "gpumemprof/export/formats/json_writer.hpp"
+#include "gpumemprof/export/formats/snapshot_reader.hpp"
 
 namespace gpumemprof::tools {
 

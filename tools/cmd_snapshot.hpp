@@ -6,10 +6,10 @@
 #include <string>
 
 #include "cli_args.hpp"
-#include "gpumemprof/export/html_report.hpp"
-#include "gpumemprof/export/perfetto.hpp"
-#include "gpumemprof/export/snapshot_reader.hpp"
-#include "gpumemprof/export/snapshot_summary.hpp"
+#include "gpumemprof/export/reports/html_report.hpp"
+#include "gpumemprof/export/reports/perfetto.hpp"
+#include "gpumemprof/export/formats/snapshot_reader.hpp"
+#include "gpumemprof/export/reports/snapshot_summary.hpp"
 
 namespace gpumemprof::tools {
 

@@ -10,8 +10,8 @@
 #include "cli_args.hpp"
 #include "cmd_replay_snapshot.hpp"
 #include "gpumemprof/analysis/snapshot_replay.hpp"
-#include "gpumemprof/export/atomic_file.hpp"
-#include "gpumemprof/export/snapshot_reader.hpp"
+#include "gpumemprof/export/formats/atomic_file.hpp"
+#include "gpumemprof/export/formats/snapshot_reader.hpp"
 
 namespace gpumemprof::tools {
 

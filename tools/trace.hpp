@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "gpumemprof/error.hpp"
-#include "gpumemprof/export/atomic_file.hpp"
+#include "gpumemprof/export/formats/atomic_file.hpp"
 
 namespace gpumemprof::tools {
 

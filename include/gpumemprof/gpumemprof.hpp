@@ -44,14 +44,14 @@
 #include "gpumemprof/profiler/tracker.hpp"
 
 // 5 export
-#include "gpumemprof/export/dump_snapshot.hpp"
-#include "gpumemprof/export/html_report.hpp"
-#include "gpumemprof/export/memory_summary.hpp"
-#include "gpumemprof/export/perfetto.hpp"
-#include "gpumemprof/export/profile_export.hpp"
-#include "gpumemprof/export/snapshot_reader.hpp"
-#include "gpumemprof/export/snapshot_summary.hpp"
-#include "gpumemprof/export/snapshot_writer.hpp"
+#include "gpumemprof/export/formats/dump_snapshot.hpp"
+#include "gpumemprof/export/reports/html_report.hpp"
+#include "gpumemprof/export/reports/memory_summary.hpp"
+#include "gpumemprof/export/reports/perfetto.hpp"
+#include "gpumemprof/export/formats/profile_export.hpp"
+#include "gpumemprof/export/formats/snapshot_reader.hpp"
+#include "gpumemprof/export/reports/snapshot_summary.hpp"
+#include "gpumemprof/export/formats/snapshot_writer.hpp"
 
 // 6 integrations
 #include "gpumemprof/integrations/nvtx.hpp"

@@ -4,7 +4,7 @@
 
 #include "catch.hpp"
 #include "gpumemprof/analysis/snapshot_replay.hpp"
-#include "gpumemprof/export/snapshot_reader.hpp"
+#include "gpumemprof/export/formats/snapshot_reader.hpp"
 
 namespace gmp = gpumemprof;
 

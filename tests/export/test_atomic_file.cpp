@@ -17,8 +17,8 @@
 #include "catch.hpp"
 #include "export_support.hpp"
 #include "gpumemprof/error.hpp"
-#include "gpumemprof/export/atomic_file.hpp"
-#include "gpumemprof/export/snapshot_writer.hpp"
+#include "gpumemprof/export/formats/atomic_file.hpp"
+#include "gpumemprof/export/formats/snapshot_writer.hpp"
 
 using export_test::TempDir;
 using gmp::IoError;

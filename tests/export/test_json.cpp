@@ -8,8 +8,8 @@
 #include "catch.hpp"
 #include "export_support.hpp"
 #include "gpumemprof/error.hpp"
-#include "gpumemprof/export/json_reader.hpp"
-#include "gpumemprof/export/json_writer.hpp"
+#include "gpumemprof/export/formats/json_reader.hpp"
+#include "gpumemprof/export/formats/json_writer.hpp"
 
 using gmp::DataValue;
 using gmp::FormatError;

@@ -6,9 +6,9 @@
 #include "catch.hpp"
 #include "gpumemprof/allocator/caching_allocator.hpp"
 #include "gpumemprof/device/simulated.hpp"
-#include "gpumemprof/export/memory_summary.hpp"
-#include "gpumemprof/export/snapshot_reader.hpp"
-#include "gpumemprof/export/snapshot_summary.hpp"
+#include "gpumemprof/export/reports/memory_summary.hpp"
+#include "gpumemprof/export/formats/snapshot_reader.hpp"
+#include "gpumemprof/export/reports/snapshot_summary.hpp"
 
 namespace gmp = gpumemprof;
 using Catch::Matchers::Contains;

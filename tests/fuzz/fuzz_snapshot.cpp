@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "gpumemprof/export/snapshot_reader.hpp"
+#include "gpumemprof/export/formats/snapshot_reader.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "allocator/sim_allocator.hpp"
-#include "gpumemprof/export/dump_snapshot.hpp"
+#include "gpumemprof/export/formats/dump_snapshot.hpp"
 #include "gpumemprof/history/history_recorder.hpp"
 #include "gpumemprof/history/snapshot_builder.hpp"
 

@@ -8,11 +8,11 @@
 #include <exception>
 #include <string>
 
-#include "gpumemprof/export/html_report.hpp"
+#include "gpumemprof/export/reports/html_report.hpp"
 #include "synthetic_snapshot.hpp"
 
-#if __has_include("gpumemprof/export/snapshot_reader.hpp")
-#include "gpumemprof/export/snapshot_reader.hpp"
+#if __has_include("gpumemprof/export/formats/snapshot_reader.hpp")
+#include "gpumemprof/export/formats/snapshot_reader.hpp"
 #define HTML_TEST_HAS_READER 1
 #else
 #define HTML_TEST_HAS_READER 0

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "catch.hpp"
-#include "gpumemprof/export/html_report.hpp"
-#include "gpumemprof/export/json_reader.hpp"
+#include "gpumemprof/export/reports/html_report.hpp"
+#include "gpumemprof/export/formats/json_reader.hpp"
 #include "synthetic_snapshot.hpp"
 
 namespace gmp = gpumemprof;

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "catch.hpp"
-#include "gpumemprof/export/atomic_file.hpp"
-#include "gpumemprof/export/profile_export.hpp"
+#include "gpumemprof/export/formats/atomic_file.hpp"
+#include "gpumemprof/export/formats/profile_export.hpp"
 #include "profiler_test_util.hpp"
 
 namespace {

@@ -2,7 +2,7 @@
 //
 //   gmp::record_memory_history({.enabled = gmp::HistoryEnabled::all, .max_entries = 100000});
 //   ... allocate and free on the default device ...
-//   gmp::dump_snapshot("mem.pickle");                  // export/dump_snapshot.hpp
+//   gmp::dump_snapshot("mem.pickle");                  // export/formats/dump_snapshot.hpp
 //
 // or, for an allocator of your own:
 //

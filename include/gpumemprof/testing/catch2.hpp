@@ -35,7 +35,7 @@
 #include "gpumemprof/allocator/size_literals.hpp"
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/device/device.hpp"
-#include "gpumemprof/export/snapshot_summary.hpp"
+#include "gpumemprof/export/reports/snapshot_summary.hpp"
 #include "gpumemprof/history/snapshot_builder.hpp"
 #include "gpumemprof/profiler/profile_result.hpp"
 

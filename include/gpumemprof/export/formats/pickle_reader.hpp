@@ -23,9 +23,9 @@
 
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/error.hpp"
-#include "gpumemprof/export/data_value.hpp"
-#include "gpumemprof/export/pickle_opcodes.hpp"
-#include "gpumemprof/export/utf8.hpp"
+#include "gpumemprof/export/formats/data_value.hpp"
+#include "gpumemprof/export/formats/pickle_opcodes.hpp"
+#include "gpumemprof/export/formats/utf8.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
 

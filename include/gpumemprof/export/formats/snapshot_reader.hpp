@@ -20,10 +20,10 @@
 
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/error.hpp"
-#include "gpumemprof/export/atomic_file.hpp"
-#include "gpumemprof/export/data_value.hpp"
-#include "gpumemprof/export/json_reader.hpp"
-#include "gpumemprof/export/pickle_reader.hpp"
+#include "gpumemprof/export/formats/atomic_file.hpp"
+#include "gpumemprof/export/formats/data_value.hpp"
+#include "gpumemprof/export/formats/json_reader.hpp"
+#include "gpumemprof/export/formats/pickle_reader.hpp"
 #include "gpumemprof/history/snapshot.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN

@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "gpumemprof/config.hpp"
-#include "gpumemprof/export/atomic_file.hpp"
-#include "gpumemprof/export/json_writer.hpp"
+#include "gpumemprof/export/formats/atomic_file.hpp"
+#include "gpumemprof/export/formats/json_writer.hpp"
 #include "gpumemprof/profiler/profiler.hpp"
 #include "gpumemprof/profiler/tracker.hpp"
 

@@ -16,7 +16,7 @@
 #include "gpumemprof/allocator/default_allocator.hpp"
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/device/device.hpp"
-#include "gpumemprof/export/snapshot_writer.hpp"
+#include "gpumemprof/export/formats/snapshot_writer.hpp"
 #include "gpumemprof/history/snapshot_builder.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN

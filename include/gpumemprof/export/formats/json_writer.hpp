@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "gpumemprof/config.hpp"
-#include "gpumemprof/export/output_buffer.hpp"
-#include "gpumemprof/export/utf8.hpp"
-#include "gpumemprof/export/value_writer.hpp"
+#include "gpumemprof/export/formats/output_buffer.hpp"
+#include "gpumemprof/export/formats/utf8.hpp"
+#include "gpumemprof/export/formats/value_writer.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
 

@@ -24,10 +24,10 @@
 #include <vector>
 
 #include "gpumemprof/config.hpp"
-#include "gpumemprof/export/output_buffer.hpp"
-#include "gpumemprof/export/pickle_opcodes.hpp"
-#include "gpumemprof/export/utf8.hpp"
-#include "gpumemprof/export/value_writer.hpp"
+#include "gpumemprof/export/formats/output_buffer.hpp"
+#include "gpumemprof/export/formats/pickle_opcodes.hpp"
+#include "gpumemprof/export/formats/utf8.hpp"
+#include "gpumemprof/export/formats/value_writer.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
 namespace detail {

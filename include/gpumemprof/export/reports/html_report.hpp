@@ -21,12 +21,12 @@
 
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/error.hpp"
-#include "gpumemprof/export/atomic_file.hpp"
-#include "gpumemprof/export/html_report_assets.hpp"
-#include "gpumemprof/export/html_report_model.hpp"
-#include "gpumemprof/export/json_writer.hpp"
-#include "gpumemprof/export/output_buffer.hpp"
-#include "gpumemprof/export/value_writer.hpp"
+#include "gpumemprof/export/formats/atomic_file.hpp"
+#include "gpumemprof/export/reports/html_report_assets.hpp"
+#include "gpumemprof/export/reports/html_report_model.hpp"
+#include "gpumemprof/export/formats/json_writer.hpp"
+#include "gpumemprof/export/formats/output_buffer.hpp"
+#include "gpumemprof/export/formats/value_writer.hpp"
 #include "gpumemprof/history/snapshot.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN

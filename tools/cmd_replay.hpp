@@ -52,8 +52,10 @@ struct ReplayReport {
   std::string trace;
   std::string device;
   ReplayResult result;
-  int warm_runs = 0;            // --repeat: 0 = no timing was taken
-  double best_ns_per_pair = 0;  // meaningful only when warm_runs > 0
+  int warm_runs = 0;              // --repeat: 0 = no timing was taken
+  double best_ns_per_pair = 0;    // meaningful only when warm_runs > 0
+  double warm_device_allocs = 0;  // device allocations (maps) per warm replay, on average
+  double warm_device_frees = 0;   // device frees (unmaps) per warm replay, on average
 };
 
 /// Cold replay (peaks; recorded into `snapshot_path` when given), then `repeat` warm replays
@@ -82,6 +84,7 @@ inline ReplayReport run_replay(const Trace& t, const Device& device, const Alloc
   for (void* p : live) alloc.deallocate(p);
   rep.warm_runs = repeat;
   rep.best_ns_per_pair = rep.result.ns_per_pair;
+  const MemoryStats cold = alloc.memory_stats();
   for (int i = 0; i < repeat; ++i) {
     say(i + 2);
     const ReplayResult warm = replay(t, alloc, &live);
@@ -89,6 +92,11 @@ inline ReplayReport run_replay(const Trace& t, const Device& device, const Alloc
     if (i == 0 || warm.ns_per_pair < rep.best_ns_per_pair) rep.best_ns_per_pair = warm.ns_per_pair;
   }
   if (progress) std::fprintf(stderr, "\r%60s\r", "");
+  if (repeat > 0) {  // a cache that settled makes none
+    const MemoryStats end = alloc.memory_stats();
+    rep.warm_device_allocs = static_cast<double>(end.num_device_alloc - cold.num_device_alloc) / repeat;
+    rep.warm_device_frees = static_cast<double>(end.num_device_free - cold.num_device_free) / repeat;
+  }
   alloc.validate();
   return rep;
 }
@@ -109,6 +117,10 @@ inline void print_replay(const ReplayReport& rep, bool json) {
     // --repeat 0 times nothing: null, not the cold replay's first-touch figure.
     w.field("ns_per_pair", rep.warm_runs > 0 ? std::round(rep.best_ns_per_pair * 10.0) / 10.0
                                              : std::numeric_limits<double>::quiet_NaN());
+    if (rep.warm_runs > 0) {
+      w.field("warm_num_device_alloc", rep.warm_device_allocs);
+      w.field("warm_num_device_free", rep.warm_device_frees);
+    }
     w.end_dict();
     w.finish();
     std::cout << '\n' << std::flush;
@@ -130,6 +142,8 @@ inline void print_replay(const ReplayReport& rep, bool json) {
   std::printf("  num_device_alloc      %12lld\n", static_cast<long long>(r.num_device_alloc));
   if (rep.warm_runs > 0) {
     std::printf("  ns_per_pair           %12.1f  (best of %d warm replays)\n", rep.best_ns_per_pair, rep.warm_runs);
+    std::printf("  device allocs / frees %12.1f / %.1f per warm replay\n", rep.warm_device_allocs,
+                rep.warm_device_frees);
   } else {
     std::printf("  ns_per_pair           not measured (--repeat 0: no warm replay)\n");
   }

@@ -1,5 +1,6 @@
 // expandable_segments:True on the simulated device (2 MiB pages): exact pages, segments and
 // stats through growth, recycling, shrinking, OOM, record_stream and two streams.
+#include <array>
 #include <string>
 
 #include "catch.hpp"
@@ -211,4 +212,47 @@ TEST_CASE("expandable: two streams, each with its own reservation") {
   e.check();
   CHECK(e.reserved() == 0);
   CHECK(e.sim().reservation_count() == 0);
+}
+
+TEST_CASE("expandable: growth goes where the fewest pages must be mapped, and maps and unmaps as counted") {
+  Expandable e;
+  auto calls = [&] {
+    const auto c = e.sim().counters();
+    return std::array<std::size_t, 5>{c.map_calls, c.pages_mapped, c.unmap_calls, c.pages_unmapped,
+                                      c.stream_synchronizations};
+  };
+  using C = std::array<std::size_t, 5>;  // map calls, pages mapped, unmap calls, pages unmapped, syncs
+  void* a = e.a.allocate(8 * MiB);       // [0, 8) MiB
+  void* b = e.a.allocate(2 * MiB);       // [8, 10)
+  void* c = e.a.allocate(4 * MiB);       // [10, 14)
+  void* d = e.a.allocate(2 * MiB);       // [14, 16)
+  e.check();
+  const std::uintptr_t base = addr(a);
+  CHECK(calls() == C{4, 8, 0, 0, 0});  // one map call per growth
+  CHECK(e.reserved() == 16 * iMiB);
+  e.a.deallocate(a);
+  e.a.deallocate(c);
+  e.check();
+  // 12 MiB fit in no free block: mapped at [16, 28), the free pages of a and c recycled, the
+  // larger first (one unmap call each, one stream synchronization for both).
+  void* big = e.a.allocate(12 * MiB);
+  e.check();
+  CHECK(addr(big) == base + 16 * MiB);
+  CHECK(calls() == C{5, 14, 2, 6, 1});
+  CHECK(e.reserved() == 16 * iMiB);
+  // Holes at [0, 8) and [10, 14) now; freeing b leaves [0, 14) free, 2 MiB of it mapped. 6 MiB
+  // placed at 8 MiB need only the hole [10, 14) mapped (the lowest place, at 0, would map 6 MiB
+  // and recycle b's page): two new pages, nothing unmapped, no synchronization.
+  e.a.deallocate(b);
+  e.check();
+  void* f = e.a.allocate(6 * MiB);
+  e.check();
+  CHECK(addr(f) == base + 8 * MiB);
+  CHECK(calls() == C{6, 16, 2, 6, 1});
+  CHECK(e.reserved() == 20 * iMiB);
+  for (void* x : {f, d, big}) e.a.deallocate(x);
+  e.a.empty_cache();
+  e.check();
+  CHECK(e.reserved() == 0);
+  CHECK(calls() == C{6, 16, 3, 16, 2});  // [8, 28) merged into one free block: one unmap call
 }

@@ -442,27 +442,32 @@ template <DeviceBackend Backend>
 typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::find_expandable_run(const Pool& pool,
                                                                                           Stream stream,
                                                                                           std::size_t size) const {
-  // The lowest run of free blocks (mapped or holes) of this pool and stream that holds `size`
-  // bytes and has a hole to map. Runs alternate free-mapped and hole, as both kinds merge.
+  // Among the runs of free blocks (mapped or holes) of this pool and stream, the place that
+  // holds `size` bytes with the fewest hole bytes to map (the lowest on ties): every page mapped
+  // here is a page recycled elsewhere once reserved is at its peak. Runs alternate free-mapped
+  // and hole, as both kinds merge; a place starts at a run's first block or at a mapped one
+  // (starting at a hole behind a free mapped block would merge with it anyway).
+  Block* best = nullptr;
+  std::size_t best_need = 0;
   for (const Segment* s = segments_head_; s != nullptr; s = s->list_next) {
     if (!s->expandable || s->stream != stream || s->small_pool != pool.small) continue;
-    Block* start = nullptr;
-    std::size_t bytes = 0;
-    bool hole = false;
-    for (Block* b = s->head; b != nullptr; b = b->next) {
-      if (!b->is_free()) {
-        start = nullptr;
-        bytes = 0;
-        hole = false;
-        continue;
+    for (Block* start = s->head; start != nullptr; start = start->next) {
+      if (!start->is_free() || (!start->mapped && start->prev != nullptr && start->prev->is_free())) continue;
+      const std::uintptr_t end = start->addr + size;
+      const std::uintptr_t page_end = (end + page_ - 1) & ~(page_ - 1);
+      std::size_t need = 0;
+      const Block* b = start;
+      for (; b != nullptr && b->is_free() && b->addr < end; b = b->next) {
+        if (!b->mapped) need += std::min(b->addr + b->size, page_end) - b->addr;
       }
-      if (start == nullptr) start = b;
-      bytes += b->size;
-      hole = hole || !b->mapped;
-      if (bytes >= size && hole) return start;
+      const bool holds = b == nullptr ? s->addr + s->reservation.size >= end : b->addr >= end;
+      if (holds && need > 0 && (best == nullptr || need < best_need)) {
+        best = start;
+        best_need = need;
+      }
     }
   }
-  return nullptr;
+  return best;
 }
 
 template <DeviceBackend Backend>

@@ -2,26 +2,33 @@
 // real GPU against PyTorch's c10 CUDACachingAllocator (when built with libtorch),
 // cudaMallocAsync (stream-ordered pool) and plain cudaMalloc/cudaFree.
 //
-// Streams: fixed-size alloc+free pairs (512 B, 1 MiB, 64 MiB), a random log-uniform stream, and the
-// recorded PyTorch traces given on the command line. Each trace is replayed cold once (peak
-// reserved bytes) and then warm `repeat` times on the same allocator (best ns per pair), as in
-// ../shared/traces/anchor_bench_h200.txt.
+// Runs: fixed-size alloc+free pairs (512 B, 1 MiB, 64 MiB); thread runs (1/2/4/8/16 threads,
+// each on its own CUDA stream, then all on one stream, 1 MiB + 64 KiB pairs); a random
+// log-uniform stream, the same on two streams, and the recorded traces given on the command
+// line, replayed on the streams they record (trace stream 0 is the default stream, every other
+// id a stream created for it). Each trace is replayed cold once (peak reserved bytes) and then
+// warm `repeat` times on the same allocator (best ns per pair), as in
+// ../shared/traces/anchor_bench_h200.txt. The results end in markdown tables for RESULTS.md.
 //
 // Contenders: gpumemprof with the default policy and with expandable_segments:True, c10 (with
 // whatever PYTORCH_CUDA_ALLOC_CONF says: c10 reads it once per process, so run_gpu.sh runs
 // `--c10-only` a second time with expandable_segments:True), cudaMallocAsync, cudaMalloc.
 //
-//   gpu_compare [--repeat N] [--c10-only] TRACE...
+//   gpu_compare [--repeat N] [--c10-only] [--commit SHA] TRACE...
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
+#include <map>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gpumemprof/allocator/caching_allocator.hpp"
@@ -39,13 +46,13 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 struct Gpumemprof {
-  explicit Gpumemprof(const char* conf = "", const char* label = "gpumemprof")
+  explicit Gpumemprof(const char* conf = "", const char* label = "gmp default")
       : name(label), a(backend(), gmp::AllocatorConfig(conf)) {}
   static gmp::AnyBackend backend() { return gmp::AnyBackend::for_device(gmp::Device("cuda:0")); }
-  const char* name;
+  std::string name;
   gmp::DeviceAllocator a;
-  void* alloc(std::size_t n) { return a.allocate(n); }
-  void free(void* p) { a.deallocate(p); }
+  void* alloc(std::size_t n, cudaStream_t s) { return a.allocate(n, gmp::Stream(s)); }
+  void free(void* p, cudaStream_t /*s*/) { a.deallocate(p); }
   void reset() {
     a.empty_cache();
     a.reset_peak_memory_stats();
@@ -55,10 +62,14 @@ struct Gpumemprof {
 
 #if GPUMEMPROF_HAVE_TORCH
 struct PytorchC10 {
-  const char* name = "pytorch_c10";
-  PytorchC10() { c10::cuda::CUDACachingAllocator::init(1); }
-  void* alloc(std::size_t n) { return c10::cuda::CUDACachingAllocator::raw_alloc(n); }
-  void free(void* p) { c10::cuda::CUDACachingAllocator::raw_delete(p); }
+  std::string name;
+  PytorchC10() {
+    const char* conf = std::getenv("PYTORCH_CUDA_ALLOC_CONF");
+    name = conf != nullptr && *conf != '\0' ? std::string("c10 ") + conf : "c10 default";
+    c10::cuda::CUDACachingAllocator::init(1);
+  }
+  void* alloc(std::size_t n, cudaStream_t s) { return c10::cuda::CUDACachingAllocator::raw_alloc_with_stream(n, s); }
+  void free(void* p, cudaStream_t /*s*/) { c10::cuda::CUDACachingAllocator::raw_delete(p); }
   void reset() {
     c10::cuda::CUDACachingAllocator::emptyCache();
     c10::cuda::CUDACachingAllocator::resetPeakStats(0);
@@ -70,19 +81,19 @@ struct PytorchC10 {
 #endif
 
 struct MallocAsync {
-  const char* name = "cudaMallocAsync";
+  std::string name = "cudaMallocAsync";
   cudaMemPool_t pool{};
   MallocAsync() {
     GPUMEMPROF_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, 0));
     std::uint64_t keep = UINT64_MAX;  // cache freed memory, as PyTorch's async backend does
     GPUMEMPROF_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
   }
-  void* alloc(std::size_t n) {
+  void* alloc(std::size_t n, cudaStream_t s) {
     void* p = nullptr;
-    GPUMEMPROF_CUDA_CHECK(cudaMallocAsync(&p, n, nullptr));
+    GPUMEMPROF_CUDA_CHECK(cudaMallocAsync(&p, n, s));
     return p;
   }
-  void free(void* p) { GPUMEMPROF_CUDA_CHECK(cudaFreeAsync(p, nullptr)); }
+  void free(void* p, cudaStream_t s) { GPUMEMPROF_CUDA_CHECK(cudaFreeAsync(p, s)); }
   void reset() {
     GPUMEMPROF_CUDA_CHECK(cudaDeviceSynchronize());
     GPUMEMPROF_CUDA_CHECK(cudaMemPoolTrimTo(pool, 0));
@@ -97,65 +108,173 @@ struct MallocAsync {
 };
 
 struct PlainMalloc {
-  const char* name = "cudaMalloc";
-  void* alloc(std::size_t n) {
+  std::string name = "cudaMalloc";
+  void* alloc(std::size_t n, cudaStream_t /*s*/) {
     void* p = nullptr;
     GPUMEMPROF_CUDA_CHECK(cudaMalloc(&p, n));
     return p;
   }
-  void free(void* p) { GPUMEMPROF_CUDA_CHECK(cudaFree(p)); }
+  void free(void* p, cudaStream_t /*s*/) { GPUMEMPROF_CUDA_CHECK(cudaFree(p)); }
   void reset() {}
   double peak_reserved_mib() { return 0; }
 };
 
+// Every figure measured, kept for the markdown tables at the end.
+struct Results {
+  std::vector<std::string> columns;                                 // contenders, in run order
+  std::vector<std::string> rows;                                    // row labels, in first-seen order
+  std::map<std::pair<std::string, std::string>, std::string> cell;  // (row, column) -> text
+  void put(const std::string& row, const std::string& column, const std::string& text) {
+    if (std::find(columns.begin(), columns.end(), column) == columns.end()) columns.push_back(column);
+    if (std::find(rows.begin(), rows.end(), row) == rows.end()) rows.push_back(row);
+    cell[{row, column}] = text;
+  }
+  void print_table(const char* first_column, const std::string& prefix) const {
+    std::printf("\n| %s |", first_column);
+    for (const auto& c : columns) std::printf(" %s |", c.c_str());
+    std::printf("\n|---|");
+    for (std::size_t i = 0; i < columns.size(); ++i) std::printf("---:|");
+    std::printf("\n");
+    for (const auto& r : rows) {
+      if (r.rfind(prefix, 0) != 0) continue;
+      std::printf("| %s |", r.substr(prefix.size()).c_str());
+      for (const auto& c : columns) {
+        const auto it = cell.find({r, c});
+        std::printf(" %s |", it == cell.end() ? "" : it->second.c_str());
+      }
+      std::printf("\n");
+    }
+  }
+};
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
 template <class A>
 double fixed_pairs(A& a, std::size_t size, int pairs) {
-  for (int i = 0; i < 100; ++i) a.free(a.alloc(size));  // warm
+  for (int i = 0; i < 100; ++i) a.free(a.alloc(size, nullptr), nullptr);  // warm
   double best = 1e300;
   for (int rep = 0; rep < 5; ++rep) {
     const auto t0 = Clock::now();
-    for (int i = 0; i < pairs; ++i) a.free(a.alloc(size));
+    for (int i = 0; i < pairs; ++i) a.free(a.alloc(size, nullptr), nullptr);
     const double ns = std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / pairs;
     best = std::min(best, ns);
   }
   return best;
 }
 
+// `threads` threads, each on its own stream (or all on one), each making `iters` times the pairs
+// 1 MiB and 64 KiB (alloc, alloc, free, free). Per-thread ns/pair (mean over threads) and
+// aggregate pairs per second over the span from the first start to the last finish.
 template <class A>
-double replay_once(A& a, const gmp::tools::Trace& t) {
+std::pair<double, double> thread_run(A& a, int threads, bool one_stream, int iters) {
+  std::vector<cudaStream_t> streams(one_stream ? 1 : threads);
+  for (auto& s : streams) GPUMEMPROF_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  std::vector<Clock::time_point> t0(threads), t1(threads);
+  std::atomic<int> ready{0};
+  std::vector<std::thread> pool;
+  for (int k = 0; k < threads; ++k) {
+    pool.emplace_back([&, k] {
+      GPUMEMPROF_CUDA_CHECK(cudaSetDevice(0));
+      cudaStream_t s = streams[one_stream ? 0 : k];
+      auto pair = [&] {
+        void* p = a.alloc(std::size_t{1} << 20, s);
+        void* q = a.alloc(std::size_t{64} << 10, s);
+        a.free(p, s);
+        a.free(q, s);
+      };
+      for (int i = 0; i < 100; ++i) pair();  // warm: this stream's cache
+      ready.fetch_add(1);
+      while (ready.load() < threads) std::this_thread::yield();
+      t0[k] = Clock::now();
+      for (int i = 0; i < iters; ++i) pair();
+      t1[k] = Clock::now();
+    });
+  }
+  for (auto& t : pool) t.join();
+  double per_thread = 0;
+  for (int k = 0; k < threads; ++k) per_thread += std::chrono::duration<double, std::nano>(t1[k] - t0[k]).count();
+  per_thread /= static_cast<double>(threads) * 2.0 * iters;
+  const double span =
+      std::chrono::duration<double>(*std::max_element(t1.begin(), t1.end()) - *std::min_element(t0.begin(), t0.end()))
+          .count();
+  const double mpairs = static_cast<double>(threads) * 2.0 * iters / span / 1e6;
+  GPUMEMPROF_CUDA_CHECK(cudaDeviceSynchronize());
+  a.reset();  // the streams' cached blocks go before the streams do
+  for (auto& s : streams) GPUMEMPROF_CUDA_CHECK(cudaStreamDestroy(s));
+  return {per_thread, mpairs};
+}
+
+// Trace stream ids -> CUDA streams: 0 is the default stream, every other id gets its own.
+class StreamMap {
+ public:
+  cudaStream_t at(std::uint64_t id) {
+    if (id == 0) return nullptr;
+    auto it = streams_.find(id);
+    if (it == streams_.end()) {
+      cudaStream_t s = nullptr;
+      GPUMEMPROF_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+      it = streams_.emplace(id, s).first;
+    }
+    return it->second;
+  }
+  [[nodiscard]] std::size_t created() const { return streams_.size(); }
+
+ private:
+  std::map<std::uint64_t, cudaStream_t> streams_;
+};
+
+template <class A>
+double replay_once(A& a, const gmp::tools::Trace& t, const std::vector<cudaStream_t>& op_stream) {
   std::vector<void*> ptrs(t.id_count, nullptr);
+  std::vector<cudaStream_t> on(t.id_count, nullptr);
   const auto t0 = Clock::now();
-  for (const auto& op : t.ops) {
+  for (std::size_t i = 0; i < t.ops.size(); ++i) {
+    const auto& op = t.ops[i];
     if (op.is_alloc) {
-      ptrs[op.id] = a.alloc(op.bytes);
+      ptrs[op.id] = a.alloc(op.bytes, op_stream[i]);
+      on[op.id] = op_stream[i];
     } else {
-      a.free(ptrs[op.id]);
+      a.free(ptrs[op.id], on[op.id]);  // freed on the stream it was allocated on
       ptrs[op.id] = nullptr;
     }
   }
   const double ns = std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / static_cast<double>(t.allocs);
-  for (void* p : ptrs) {
-    if (p != nullptr) a.free(p);
+  for (std::uint32_t id = 0; id < t.id_count; ++id) {
+    if (ptrs[id] != nullptr) a.free(ptrs[id], on[id]);
   }
   return ns;
 }
 
+struct NamedTrace {
+  std::string name;
+  gmp::tools::Trace trace;
+  std::vector<cudaStream_t> op_stream;  // the CUDA stream of each op
+  std::size_t streams = 0;              // distinct streams it uses
+};
+
 template <class A>
-void run_trace(A& a, const gmp::tools::Trace& t, const std::string& label, int repeat) {
+void run_trace(A& a, const NamedTrace& nt, int repeat, Results& res) {
   a.reset();
-  replay_once(a, t);  // cold: the peak
+  replay_once(a, nt.trace, nt.op_stream);  // cold: the peak
   GPUMEMPROF_CUDA_CHECK(cudaDeviceSynchronize());
   const double peak = a.peak_reserved_mib();
   double best = 1e300;
-  for (int i = 0; i < repeat; ++i) best = std::min(best, replay_once(a, t));
+  for (int i = 0; i < repeat; ++i) best = std::min(best, replay_once(a, nt.trace, nt.op_stream));
   GPUMEMPROF_CUDA_CHECK(cudaDeviceSynchronize());
-  std::printf("%-22s %-16s allocs=%8zu  ns/pair=%9.1f  peak_reserved_MiB=%9.1f\n", label.c_str(), a.name, t.allocs,
-              best, peak);
+  std::printf("%-26s %-34s allocs=%8zu streams=%zu  ns/pair=%9.1f  peak_reserved_MiB=%9.1f\n", nt.name.c_str(),
+              a.name.c_str(), nt.trace.allocs, nt.streams, best, peak);
   std::fflush(stdout);
+  res.put("s:" + nt.name + " ns/pair", a.name, fmt("%.1f", best));
+  res.put("s:" + nt.name + " peak reserved MiB", a.name, fmt("%.0f", peak));
 }
 
-gmp::tools::Trace random_log_uniform(std::size_t allocs, unsigned seed) {
-  // Sizes log-uniform in [1 B, 64 MiB); up to 512 live blocks; frees in random order.
+gmp::tools::Trace random_log_uniform(std::size_t allocs, unsigned seed, int streams) {
+  // Sizes log-uniform in [1 B, 64 MiB); up to 512 live blocks; frees in random order. With
+  // streams > 1 each allocation goes to stream 1..streams at random.
   std::mt19937_64 rng(seed);
   std::string text;
   std::vector<std::uint32_t> live;
@@ -164,7 +283,9 @@ gmp::tools::Trace random_log_uniform(std::size_t allocs, unsigned seed) {
     if (live.size() < 512 && (live.empty() || rng() % 2 == 0)) {
       const double lg = std::uniform_real_distribution<double>(0.0, 26.0)(rng);
       const auto bytes = static_cast<std::uint64_t>(std::exp2(lg));
-      text += "a " + std::to_string(next) + " " + std::to_string(std::max<std::uint64_t>(bytes, 1)) + " 0\n";
+      const std::uint64_t stream = streams > 1 ? 1 + rng() % static_cast<std::uint64_t>(streams) : 0;
+      text += "a " + std::to_string(next) + " " + std::to_string(std::max<std::uint64_t>(bytes, 1)) + " " +
+              std::to_string(stream) + "\n";
       live.push_back(next++);
     } else {
       const std::size_t k = rng() % live.size();
@@ -174,19 +295,58 @@ gmp::tools::Trace random_log_uniform(std::size_t allocs, unsigned seed) {
     }
   }
   for (auto id : live) text += "f " + std::to_string(id) + "\n";
-  return gmp::tools::parse_trace(text, "random_log_uniform");
+  return gmp::tools::parse_trace(text, streams > 1 ? "random_two_streams" : "random_log_uniform");
+}
+
+NamedTrace named(gmp::tools::Trace t, StreamMap& sm) {
+  NamedTrace nt;
+  nt.name = t.path.substr(t.path.find_last_of('/') + 1);
+  if (const auto dot = nt.name.find(".trace"); dot != std::string::npos) nt.name.resize(dot);
+  std::vector<std::uint64_t> ids;
+  nt.op_stream.resize(t.ops.size(), nullptr);
+  for (std::size_t i = 0; i < t.ops.size(); ++i) {
+    if (!t.ops[i].is_alloc) continue;
+    nt.op_stream[i] = sm.at(t.ops[i].stream);
+    if (std::find(ids.begin(), ids.end(), t.ops[i].stream) == ids.end()) ids.push_back(t.ops[i].stream);
+  }
+  nt.streams = ids.size();
+  nt.trace = std::move(t);
+  return nt;
 }
 
 template <class A>
-void run_all(A& a, const std::vector<gmp::tools::Trace>& traces, int repeat, bool slow) {
+void run_all(A& a, const std::vector<NamedTrace>& traces, int repeat, bool slow, Results& res) {
   for (std::size_t size : {std::size_t{512}, std::size_t{1} << 20, std::size_t{64} << 20}) {
     a.reset();
     const int pairs = slow ? 200 : 200000;  // cudaMalloc+cudaFree take ~100 us
-    std::printf("%-22s %-16s size=%9zu  ns/pair=%9.1f\n", "fixed", a.name, size, fixed_pairs(a, size, pairs));
+    const double ns = fixed_pairs(a, size, pairs);
+    std::printf("%-26s %-34s size=%9zu  ns/pair=%9.1f\n", "fixed", a.name.c_str(), size, ns);
     std::fflush(stdout);
+    res.put(size == 512                      ? "s:fixed 512 B ns/pair"
+            : size == (std::size_t{1} << 20) ? "s:fixed 1 MiB ns/pair"
+                                             : "s:fixed 64 MiB ns/pair",
+            a.name, fmt("%.1f", ns));
   }
   if (slow) return;
-  for (const auto& t : traces) run_trace(a, t, t.path.substr(t.path.find_last_of('/') + 1), repeat);
+  for (bool one_stream : {false, true}) {
+    for (int threads : {1, 2, 4, 8, 16}) {
+      const int iters = 20000 / threads + 2000;  // enough for a stable figure, short when it collapses
+      const auto [ns, mpairs] = thread_run(a, threads, one_stream, iters);
+      std::printf("%-26s %-34s threads=%2d %s  ns/pair/thread=%9.1f  M pairs/s=%7.2f\n", "threads 1 MiB+64 KiB",
+                  a.name.c_str(), threads, one_stream ? "one stream " : "own streams", ns, mpairs);
+      std::fflush(stdout);
+      res.put("t:" + std::to_string(threads) + (one_stream ? ", one stream" : ", own streams"), a.name,
+              fmt("%.1f", ns) + " · " + fmt("%.2f", mpairs));
+    }
+  }
+  for (const auto& t : traces) run_trace(a, t, repeat, res);
+}
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
+  return buf;
 }
 
 }  // namespace
@@ -198,46 +358,74 @@ int main(int argc, char** argv) {
   }
   int repeat = 3;
   bool c10_only = false;
-  std::vector<gmp::tools::Trace> traces;
-  traces.push_back(random_log_uniform(100000, 1));
+  std::string commit = std::getenv("GPUMEMPROF_COMMIT") != nullptr ? std::getenv("GPUMEMPROF_COMMIT") : "unknown";
+  std::string command = "gpu_compare";
+  std::vector<std::string> paths;
   for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--repeat" && i + 1 < argc) {
+    const std::string arg = argv[i];
+    if (arg == "--repeat" && i + 1 < argc) {
       repeat = std::atoi(argv[++i]);
-    } else if (std::string(argv[i]) == "--c10-only") {
+      command += " --repeat " + std::to_string(repeat);
+      continue;
+    }
+    if (arg == "--commit" && i + 1 < argc) {
+      commit = argv[++i];
+      continue;
+    }
+    if (arg == "--c10-only") {
       c10_only = true;
     } else {
-      traces.push_back(gmp::tools::load_trace(argv[i]));
+      paths.push_back(arg);
     }
+    command += " " + arg;
+  }
+  if (const char* conf = std::getenv("PYTORCH_CUDA_ALLOC_CONF"); conf != nullptr && *conf != '\0') {
+    command = "PYTORCH_CUDA_ALLOC_CONF=" + std::string(conf) + " " + command;
   }
   cudaDeviceProp prop{};
   GPUMEMPROF_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  const std::string date = utc_now();
   std::printf("device: %s; warm replays: best of %d\n", prop.name, repeat);
   GPUMEMPROF_CUDA_CHECK(cudaFree(nullptr));  // create the context before timing anything
+  StreamMap sm;
+  std::vector<NamedTrace> traces;
+  traces.push_back(named(random_log_uniform(100000, 1, 1), sm));
+  traces.push_back(named(random_log_uniform(100000, 1, 2), sm));
+  for (const auto& p : paths) traces.push_back(named(gmp::tools::load_trace(p), sm));
+  Results res;
   if (!c10_only) {
     Gpumemprof g;
-    run_all(g, traces, repeat, false);
+    run_all(g, traces, repeat, false, res);
   }
   if (!c10_only) {
-    Gpumemprof g("expandable_segments:True", "gmp_expandable");
-    run_all(g, traces, repeat, false);
+    Gpumemprof g("expandable_segments:True", "gmp expandable");
+    run_all(g, traces, repeat, false, res);
   }
 #if GPUMEMPROF_HAVE_TORCH
   {
     PytorchC10 c;
-    run_all(c, traces, repeat, false);
+    run_all(c, traces, repeat, false, res);
     c.reset();
   }
 #else
-  std::printf("(built without libtorch: no pytorch_c10 contender)\n");
+  std::printf("(built without libtorch: no c10 contender)\n");
 #endif
-  if (c10_only) return 0;
-  {
+  if (!c10_only) {
     MallocAsync m;
-    run_all(m, traces, repeat, false);
+    run_all(m, traces, repeat, false, res);
   }
-  {
+  if (!c10_only) {
     PlainMalloc p;
-    run_all(p, traces, repeat, true);
+    run_all(p, traces, repeat, true, res);
   }
+  std::printf("\n### gpu_compare: %s, %s, commit %s\n\n`%s`\n", prop.name, date.c_str(), commit.c_str(),
+              command.c_str());
+  std::printf(
+      "\nOne thread: fixed pairs on the default stream (best of 5 runs); traces on the streams they\n"
+      "record (cold replay: peak reserved; best of %d warm replays: ns/pair).\n",
+      repeat);
+  res.print_table("stream", "s:");
+  std::printf("\nThreads, 1 MiB + 64 KiB alloc/free pairs: per-thread ns/pair · aggregate M pairs/s.\n");
+  res.print_table("threads", "t:");
   return 0;
 }

@@ -16,16 +16,21 @@ grep -E "^ *[0-9]+/[0-9]+ |^(Ok|Fail|Skipped):" "$out/test.log"
 for t in resnet50_train gpt2_train gpt2_generate; do
   "$build/tools/gpumemprof" replay "tests/data/$t.trace.gz" --device cuda:0 --repeat 5 --json
 done | tee "$out/replay_cuda.txt"
-timeout 300 "$build/bench/gpu_compare" --repeat 5 tests/data/resnet50_train.trace.gz tests/data/gpt2_train.trace.gz \
-  tests/data/gpt2_generate.trace.gz | tee "$out/compare.txt"
+# gpu_compare ends in markdown tables (device, date, commit, command) for bench/RESULTS.md: single
+# thread (fixed sizes, traces on the streams they record) and the thread runs (1-16 threads).
+commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+traces=(tests/data/resnet50_train.trace.gz tests/data/gpt2_train.trace.gz tests/data/gpt2_generate.trace.gz)
+for extra in /work/shared/traces/two_stream_resnet18.trace.gz tests/data/two_stream_resnet18.trace.gz; do
+  [ -f "$extra" ] && traces+=("$extra")
+done
+timeout 400 "$build/bench/gpu_compare" --repeat 5 --commit "$commit" "${traces[@]}" | tee "$out/compare.txt"
 for t in resnet50_train gpt2_train gpt2_generate; do
   "$build/tools/gpumemprof" replay "tests/data/$t.trace.gz" --device cuda:0 --config expandable_segments:True \
     --repeat 5 --json
 done | tee "$out/replay_cuda_expandable.txt"
 # c10 reads PYTORCH_CUDA_ALLOC_CONF once per process: its expandable run is a second process.
 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True timeout 300 "$build/bench/gpu_compare" --c10-only --repeat 5 \
-  tests/data/resnet50_train.trace.gz tests/data/gpt2_train.trace.gz tests/data/gpt2_generate.trace.gz |
-  tee "$out/compare_c10_expandable.txt"
+  --commit "$commit" "${traces[@]}" | tee "$out/compare_c10_expandable.txt"
 "$build/tests/allocator/test_allocator" "expandable on held-out*" -s 2>&1 | grep -E "peak live|passed|failed" |
   tee "$out/expandable_workloads.txt"
 timeout 120 "$build/tools/gpumemprof" demo --device cuda:0 --output /tmp/gpumemprof-demo > "$out/demo.txt" 2>&1

@@ -174,8 +174,7 @@ class CudaBackend {
         free_events_(std::move(other.free_events_)),
         page_(other.page_),
         pages_(std::move(other.pages_)),
-        spare_(std::move(other.spare_)),
-        range_unmap_(other.range_unmap_) {}
+        spare_(std::move(other.spare_)) {}
   CudaBackend& operator=(CudaBackend&&) = delete;
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
@@ -356,23 +355,9 @@ class CudaBackend {
   void unmap_locked(Reservation r, std::size_t offset, std::size_t bytes) {
     const auto& api = detail::CudaVmmApi::get();
     auto& handles = pages_.at(r.base);
-    // Several whole page mappings in one call where the driver takes it (one call instead of
-    // one per page); a driver that refuses a range spanning mappings gets one call per page
-    // from then on.
-    bool whole = false;
-    if (bytes > page_ && range_unmap_) {
-      const CUresult e = api.unmap(static_cast<CUdeviceptr>(r.base + offset), bytes);
-      if (e == CUDA_SUCCESS) {
-        whole = true;
-      } else if (e == CUDA_ERROR_INVALID_VALUE) {
-        range_unmap_ = false;
-      } else {
-        GPUMEMPROF_CU_CHECK(e);
-      }
-    }
     for (std::size_t done = 0; done < bytes; done += page_) {
       CUmemGenericAllocationHandle& h = handles[(offset + done) / page_];
-      if (!whole) GPUMEMPROF_CU_CHECK(api.unmap(static_cast<CUdeviceptr>(r.base + offset + done), page_));
+      GPUMEMPROF_CU_CHECK(api.unmap(static_cast<CUdeviceptr>(r.base + offset + done), page_));
       spare_.push_back(h);
       h = 0;
     }
@@ -384,7 +369,6 @@ class CudaBackend {
   mutable std::size_t page_ = 0;                                               // the mapping granularity, once asked
   std::map<std::uintptr_t, std::vector<CUmemGenericAllocationHandle>> pages_;  // reservation -> page handles
   std::vector<CUmemGenericAllocationHandle> spare_;  // unmapped physical pages, for the next map
-  bool range_unmap_ = true;                          // the driver unmaps several mappings in one call
 };
 
 static_assert(DeviceBackend<CudaBackend>);

@@ -230,26 +230,27 @@ TEST_CASE("expandable: growth goes where the fewest pages must be mapped, and ma
   const std::uintptr_t base = addr(a);
   CHECK(calls() == C{4, 8, 0, 0, 0});  // one map call per growth
   CHECK(e.reserved() == 16 * iMiB);
+  // One allocation, then where it landed, the calls so far and the reserved bytes.
+  auto step = [&](std::size_t bytes, std::size_t at, C want, std::size_t reserved_mib) {
+    void* p = e.a.allocate(bytes);
+    e.check();
+    CHECK(addr(p) == base + at);
+    CHECK(calls() == want);
+    CHECK(e.reserved() == static_cast<std::int64_t>(reserved_mib) * iMiB);
+    return p;
+  };
   e.a.deallocate(a);
   e.a.deallocate(c);
   e.check();
   // 12 MiB fit in no free block: mapped at [16, 28), the free pages of a and c recycled, the
   // larger first (one unmap call each, one stream synchronization for both).
-  void* big = e.a.allocate(12 * MiB);
-  e.check();
-  CHECK(addr(big) == base + 16 * MiB);
-  CHECK(calls() == C{5, 14, 2, 6, 1});
-  CHECK(e.reserved() == 16 * iMiB);
+  void* big = step(12 * MiB, 16 * MiB, C{5, 14, 2, 6, 1}, 16);
   // Holes at [0, 8) and [10, 14) now; freeing b leaves [0, 14) free, 2 MiB of it mapped. 6 MiB
   // placed at 8 MiB need only the hole [10, 14) mapped (the lowest place, at 0, would map 6 MiB
   // and recycle b's page): two new pages, nothing unmapped, no synchronization.
   e.a.deallocate(b);
   e.check();
-  void* f = e.a.allocate(6 * MiB);
-  e.check();
-  CHECK(addr(f) == base + 8 * MiB);
-  CHECK(calls() == C{6, 16, 2, 6, 1});
-  CHECK(e.reserved() == 20 * iMiB);
+  void* f = step(6 * MiB, 8 * MiB, C{6, 16, 2, 6, 1}, 20);
   for (void* x : {f, d, big}) e.a.deallocate(x);
   e.a.empty_cache();
   e.check();

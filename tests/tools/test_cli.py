@@ -259,6 +259,14 @@ p = run("replay", os.path.join(DATA, "resnet50_train.trace.gz"), "--repeat", "0"
 check(json.loads(p.stdout).get("ns_per_pair", 0) is None, "--repeat 0 --json: ns_per_pair must be null")
 p = run("replay", os.path.join(DATA, "resnet50_train.trace.gz"), "--repeat", "2", "--json")
 check(json.loads(p.stdout)["ns_per_pair"] > 0, "--repeat 2 --json: ns_per_pair measured")
+# Device calls per warm replay: none once the default policy's cache settled; expandable segments
+# still map and unmap (recycled pages) on every warm replay of resnet50_train.
+r = json.loads(p.stdout)
+check(r["warm_num_device_alloc"] == 0 and r["warm_num_device_free"] == 0, f"default policy, warm replays: {r}")
+p = run("replay", os.path.join(DATA, "resnet50_train.trace.gz"), "--repeat", "1", "--json", "--config",
+        "expandable_segments:True")
+r = json.loads(p.stdout)
+check(r["warm_num_device_alloc"] > 0 and r["warm_num_device_free"] > 0, f"expandable, warm replays: {r}")
 # Help: --help, -h and `help` at the top and on every command; replay's shows the trace format.
 check(run("--version").stdout.startswith("gpumemprof "), "--version prints 'gpumemprof <version>'")
 for top in (["--help"], ["-h"], ["help"]):

@@ -443,7 +443,7 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::find_expan
                                                                                           Stream stream,
                                                                                           std::size_t size) const {
   // Among the runs of free blocks (mapped or holes) of this pool and stream, the place that
-  // holds `size` bytes with the fewest hole bytes to map (the lowest on ties): every page mapped
+  // holds `size` bytes with the fewest hole bytes to map (the first found on ties): every page mapped
   // here is a page recycled elsewhere once reserved is at its peak. Runs alternate free-mapped
   // and hole, as both kinds merge; a place starts at a run's first block or at a mapped one
   // (starting at a hole behind a free mapped block would merge with it anyway).
@@ -459,6 +459,7 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::find_expan
       const Block* b = start;
       for (; b != nullptr && b->is_free() && b->addr < end; b = b->next) {
         if (!b->mapped) need += std::min(b->addr + b->size, page_end) - b->addr;
+        if (best != nullptr && need >= best_need) break;  // cannot win: stop scanning
       }
       const bool holds = b == nullptr ? s->addr + s->reservation.size >= end : b->addr >= end;
       if (holds && need > 0 && (best == nullptr || need < best_need)) {

@@ -443,7 +443,8 @@ TEST_CASE("profiler: over any MemorySource; a failing synchronize is recorded, t
   CHECK(profiler.results().size() == 3);
   CHECK_THROWS_AS(profiler.profile_context("failure_at_entry"), gmp::DeviceRuntimeError);
   CHECK(profiler.results().size() == 3);  // a scope that never opened records nothing
-  CHECK(source->windows.open_count() == 1);  // only the window since the profiler's baseline (its one peak)
+  // Only the window since the profiler's baseline stays open (the summary's one peak).
+  CHECK(source->windows.open_count() == 1);
 
   source->fail_sync = false;
   gmp::GPUMemoryProfiler unsynced(source, {.synchronize = false});

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <string>
 #include <vector>
@@ -101,6 +103,12 @@ TEST_CASE("replay --snapshot: every replayed block and event names its trace lin
 
   const fs::path file = fs::temp_directory_path() / ("gpumemprof-frames-" + std::to_string(::getpid()) + ".pickle");
   gmp::write_snapshot_file(s, file.string());
+  // The file name is written once and referenced from the other frames (the pickle memo).
+  std::ifstream in(file, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::size_t copies = 0;
+  for (std::size_t at = bytes.find(kPath); at != std::string::npos; at = bytes.find(kPath, at + 1)) ++copies;
+  CHECK(copies == 1);
   const char* shared = std::getenv("GPUMEMPROF_SHARED_DIR");
   const char* source = std::getenv("GPUMEMPROF_SOURCE_DIR");
   const std::string checker =

@@ -22,6 +22,7 @@
 #include "gpumemprof/history/snapshot_builder.hpp"
 #include "replay.hpp"
 #include "trace.hpp"
+#include "trace_frames.hpp"
 
 namespace gpumemprof::tools {
 
@@ -78,8 +79,10 @@ inline ReplayReport run_replay(const Trace& t, const Device& device, const Alloc
   rep.result = replay(t, alloc, &live);
   if (!snapshot_path.empty()) {
     if (progress) std::fprintf(stderr, "\rwriting %s ", snapshot_path.c_str());
-    dump_snapshot(alloc, snapshot_path);
+    Snapshot snap = alloc.snapshot();
     history.detach();
+    add_trace_frames(snap, t, alloc.device_index());  // each block names its line in the trace
+    write_snapshot_file(snap, snapshot_path);
   }
   for (void* p : live) alloc.deallocate(p);
   rep.warm_runs = repeat;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cli_args.hpp"
+#include "gpumemprof/analysis/snapshot_replay.hpp"
 #include "gpumemprof/export/reports/html_report.hpp"
 #include "gpumemprof/export/reports/perfetto.hpp"
 #include "gpumemprof/export/formats/snapshot_reader.hpp"
@@ -18,7 +19,7 @@ inline int cmd_summary(int argc, char** argv) {
   if (args.has("--help")) {
     std::fputs(
         "usage: gpumemprof summary SNAPSHOT [--top N]\n"
-        "  Segments, fragmentation, the trace's events and the top allocation sites of a\n"
+        "  Segments, fragmentation, the trace's events, the top allocation sites and the run's peak of a\n"
         "  snapshot (ours or PyTorch's .pickle, or our .json).\n",
         stdout);
     return 0;
@@ -26,7 +27,8 @@ inline int cmd_summary(int argc, char** argv) {
   args.expect_positional(1, "one SNAPSHOT file");
   const std::string& path = args.positional()[0];
   const Snapshot snap = load_snapshot(path);
-  std::printf("snapshot %s\n%s", path.c_str(), format_summary(summarize(snap), args.count("--top", 10)).c_str());
+  std::printf("snapshot %s\n%s%s", path.c_str(), format_summary(summarize(snap), args.count("--top", 10)).c_str(),
+              format_replayed_peaks(snap).c_str());
   return 0;
 }
 

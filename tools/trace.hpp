@@ -26,7 +26,10 @@ struct TraceOp {
   std::uint64_t bytes = 0;   // alloc: requested bytes
   std::uint64_t stream = 0;  // alloc: raw stream value
   std::uint32_t id = 0;
-  bool is_alloc = false;
+  // The op's line in the file (replayed snapshots name it in their frames); 0 past 2^31 - 1.
+  // A bit field beside is_alloc, so an op stays 24 bytes.
+  std::uint32_t line : 31 = 0;
+  std::uint32_t is_alloc : 1 = 0;
 };
 
 struct Trace {
@@ -121,6 +124,7 @@ inline bool to_u64(std::string_view s, std::uint64_t& v) {
 inline Trace parse_trace(std::string_view text, const std::string& path) {
   // A request past 2^60 bytes cannot be real and would overflow the live-bytes sum.
   constexpr std::uint64_t kMaxBytes = std::uint64_t{1} << 60;
+  constexpr std::size_t kMaxLine = (std::size_t{1} << 31) - 1;
   Trace t;
   t.path = path;
   std::unordered_map<std::uint64_t, std::uint32_t> index;  // file id -> dense id
@@ -148,6 +152,7 @@ inline Trace parse_trace(std::string_view text, const std::string& path) {
            " (is this an allocation trace?)");
     }
     TraceOp op;
+    op.line = line_no <= kMaxLine ? static_cast<std::uint32_t>(line_no) : 0;
     if (kind == "a") {
       std::uint64_t bytes = 0, stream = 0;
       if (!detail::next_field(line, bytes_s) || !detail::to_u64(bytes_s, bytes) ||

@@ -29,11 +29,12 @@
 #include "gpumemprof/history/annotations.hpp"
 #include "gpumemprof/history/history_options.hpp"
 #include "gpumemprof/history/history_recorder.hpp"
-#include "gpumemprof/history/oom_report.hpp"
 #include "gpumemprof/history/snapshot.hpp"
 #include "gpumemprof/history/snapshot_builder.hpp"
 #include "gpumemprof/history/stacks.hpp"
 #include "gpumemprof/history/user_metadata.hpp"
+
+// analysis (between history and the profiler)
 
 // 4 profiler
 #include "gpumemprof/profiler/leak_detector.hpp"

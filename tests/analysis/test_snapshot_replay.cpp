@@ -45,6 +45,19 @@ gmp::SnapshotSegment segment(std::uint64_t addr, std::uint64_t size, std::vector
 gmp::SnapshotBlock block(std::uint64_t addr, std::uint64_t size, gmp::BlockState st) {
   return gmp::SnapshotBlock{addr, size, st == gmp::BlockState::inactive ? 0 : size, st, nullptr};
 }
+
+// Before the trace: segment S (20 MiB) held A (4 MiB, still live at the end) and X (6 MiB at
+// S+4 MiB). The trace frees X and allocates 15 MiB into the freed 16 MiB.
+gmp::Snapshot mid_run_snapshot() {
+  gmp::Snapshot s =
+      with_trace({ev(A::free_requested, S + 4 * MiB, 6 * MiB), ev(A::free_completed, S + 4 * MiB, 6 * MiB),
+                  ev(A::alloc, S + 4 * MiB, 15 * MiB), ev(A::free_requested, S + 4 * MiB, 15 * MiB),
+                  ev(A::free_completed, S + 4 * MiB, 15 * MiB)});
+  s.segments.push_back(segment(
+      S, 20 * MiB,
+      {block(S, 4 * MiB, gmp::BlockState::active_allocated), block(S + 4 * MiB, 16 * MiB, gmp::BlockState::inactive)}));
+  return s;
+}
 }  // namespace
 
 TEST_CASE("a block becomes reusable at free_completed, not at free_requested") {
@@ -82,15 +95,8 @@ TEST_CASE("--config changes what the same requests reserve") {
 }
 
 TEST_CASE("a trace that starts mid-run is seeded from the end state") {
-  // Before the trace: segment S (20 MiB) held A (4 MiB, still live at the end) and X (6 MiB at
-  // S+4 MiB). The trace frees X and allocates 15 MiB into the freed 16 MiB: no new segment.
-  gmp::Snapshot s =
-      with_trace({ev(A::free_requested, S + 4 * MiB, 6 * MiB), ev(A::free_completed, S + 4 * MiB, 6 * MiB),
-                  ev(A::alloc, S + 4 * MiB, 15 * MiB), ev(A::free_requested, S + 4 * MiB, 15 * MiB),
-                  ev(A::free_completed, S + 4 * MiB, 15 * MiB)});
-  s.segments.push_back(segment(
-      S, 20 * MiB,
-      {block(S, 4 * MiB, gmp::BlockState::active_allocated), block(S + 4 * MiB, 16 * MiB, gmp::BlockState::inactive)}));
+  // mid_run_snapshot(): the 15 MiB request fits the freed 16 MiB: no new segment.
+  const gmp::Snapshot s = mid_run_snapshot();
   const gmp::SnapshotReplayResult r = replay(s);
   CHECK(r.seed.segments == 1);
   CHECK(r.seed.blocks == 2);
@@ -181,4 +187,58 @@ TEST_CASE("the PyTorch reference snapshot replays to PyTorch's 3514 MiB, also wi
   CHECK(r.peak_reserved == static_cast<std::int64_t>(3514 * MiB));
   CHECK(r.num_device_alloc == 0);
   CHECK(r.unknown_frees == 0);
+}
+
+TEST_CASE(
+    "seeding with expandable segments: --config expandable_segments seeds; recorded ones predating the trace are "
+    "refused") {
+  // mid_run_snapshot() replayed with expandable segments: the seeded 20 MiB segment is mapped on
+  // the stream's expandable segment, A and X cut from it.
+  gmp::Snapshot s = mid_run_snapshot();
+  const gmp::SnapshotReplayResult r = replay(s, "expandable_segments:True");
+  CHECK(r.seed.segments == 1);
+  CHECK(r.seed.blocks == 2);
+  CHECK(r.seed.reserved_bytes == 20 * MiB);
+  CHECK(r.peak_reserved == static_cast<std::int64_t>(20 * MiB));
+  // A + 15 MiB: in expandable segments a large block is split whenever 512 bytes remain (PyTorch's
+  // should_split), so the 15 MiB request no longer takes the whole 16 MiB hole as it does by default.
+  CHECK(r.peak_allocated == static_cast<std::int64_t>(19 * MiB));
+  CHECK(r.frees == 2);
+  CHECK(r.unknown_frees == 0);
+
+  // The same history recorded in an expandable segment: what was mapped before the trace is unknown.
+  s.segments.back().is_expandable = true;
+  try {
+    (void)replay(s);
+    FAIL("a trace starting inside expandable segments was replayed");
+  } catch (const gmp::FormatError& e) {
+    const std::string what = e.what();
+    CHECK(what.find("device_traces[0] starts mid-run") != std::string::npos);
+    CHECK(what.find("expandable segments (1 at the end, 20 MiB mapped)") != std::string::npos);
+    CHECK(what.find("max_entries") != std::string::npos);
+  }
+  // Pages unmapped that the trace never mapped tell the same.
+  gmp::Snapshot unmapped = with_trace({ev(A::segment_unmap, S, 2 * MiB), ev(A::segment_map, S, 2 * MiB)});
+  unmapped.segments.push_back(segment(S, 2 * MiB, {block(S, 2 * MiB, gmp::BlockState::inactive)}));
+  unmapped.segments.back().is_expandable = true;
+  CHECK_THROWS_AS((void)replay(unmapped), gmp::FormatError);
+}
+
+TEST_CASE("a complete trace of expandable segments replays, on either policy") {
+  // The trace maps 4 MiB, allocates A (4 MiB), frees it, allocates B (2 MiB): all recorded.
+  gmp::Snapshot s =
+      with_trace({ev(A::segment_map, S, 4 * MiB), ev(A::alloc, S, 4 * MiB), ev(A::free_requested, S, 4 * MiB),
+                  ev(A::free_completed, S, 4 * MiB), ev(A::alloc, S, 2 * MiB)});
+  s.segments.push_back(segment(
+      S, 4 * MiB,
+      {block(S, 2 * MiB, gmp::BlockState::active_allocated), block(S + 2 * MiB, 2 * MiB, gmp::BlockState::inactive)}));
+  s.segments.back().is_expandable = true;
+  const gmp::SnapshotReplayResult e = replay(s, "expandable_segments:True");
+  CHECK_FALSE(e.seed.any());
+  CHECK(e.recorded_peak_reserved == 4 * MiB);
+  CHECK(e.peak_reserved == static_cast<std::int64_t>(4 * MiB));
+  CHECK(e.peak_allocated == static_cast<std::int64_t>(4 * MiB));
+  const gmp::SnapshotReplayResult d = replay(s);  // the default policy: one 20 MiB segment
+  CHECK_FALSE(d.seed.any());
+  CHECK(d.peak_reserved == static_cast<std::int64_t>(20 * MiB));
 }

@@ -48,11 +48,11 @@ TEST_CASE("summary of PyTorch's reference snapshot") {
   const auto snap = gmp::load_snapshot(std::string(src != nullptr ? src : ".") + "/tests/data/resnet50_train.snapshot.pickle");
   const auto s = gmp::summarize(snap);
   CHECK(s.segments == 109);
-  CHECK(s.reserved_bytes == 3684696064ull);  // 3514 MiB, as pytorch_stats.json says
-  CHECK(s.active_blocks == 3);
+  CHECK(s.usage.reserved == 3684696064ull);  // 3514 MiB, as pytorch_stats.json says
+  CHECK(s.usage.live_blocks == 3);
   CHECK(s.trace_actions[static_cast<std::size_t>(gmp::TraceAction::alloc)] == 3186);
   CHECK(s.trace_actions[static_cast<std::size_t>(gmp::TraceAction::segment_alloc)] == 109);
-  CHECK(s.requested_bytes + s.internal_free + s.external_free == s.reserved_bytes);
+  CHECK(s.usage.requested + s.usage.internal_free() + s.usage.unallocated() == s.usage.reserved);
   REQUIRE_FALSE(s.sites.empty());
   CHECK(s.sites.front().live_bytes >= s.sites.back().live_bytes);
   const std::string text = gmp::format_summary(s);

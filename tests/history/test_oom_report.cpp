@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "catch.hpp"
-#include "gpumemprof/history/oom_report.hpp"
+#include "gpumemprof/analysis/oom_report.hpp"
 #include "history_util.hpp"
 
 namespace fs = std::filesystem;
@@ -56,16 +56,19 @@ TEST_CASE("A fragmentation OOM is reported with its cause, segments and allocati
   CHECK(rep.info.reserved_bytes == 60 * MiB);
   CHECK(rep.info.allocated_bytes == 30 * MiB);
   CHECK(rep.reserved_unallocated == 30 * MiB);
-  CHECK(rep.free_cached_bytes == 30 * MiB);
-  CHECK(rep.largest_free_block_any == 2 * MiB);
+  CHECK(rep.usage.free == 30 * MiB);
+  CHECK(rep.usage.largest_free == 2 * MiB);
+  CHECK(rep.usage.free_blocks == 15);
+  CHECK(rep.usage.live_blocks == 15);
+  CHECK(*rep.usage.external_fragmentation() == Approx(1.0 - 2.0 / 30.0));
   CHECK(rep.not_ours_bytes == 0);
   REQUIRE(rep.segments.size() == 3);
   for (const auto& s : rep.segments) {
-    CHECK(s.size == 20 * MiB);
-    CHECK(s.allocated_bytes == 10 * MiB);
-    CHECK(s.free_bytes == 10 * MiB);
-    CHECK(s.free_blocks == 5);
-    CHECK(s.largest_free_block == 2 * MiB);
+    CHECK(s.facts.reserved == 20 * MiB);
+    CHECK(s.facts.allocated == 10 * MiB);
+    CHECK(s.facts.free == 10 * MiB);
+    CHECK(s.facts.free_blocks == 5);
+    CHECK(s.facts.largest_free == 2 * MiB);
   }
   REQUIRE(rep.top_sites.size() == 1);  // every live block came from one line
   CHECK(rep.top_sites[0].bytes == 30 * MiB);
@@ -77,7 +80,7 @@ TEST_CASE("A fragmentation OOM is reported with its cause, segments and allocati
   INFO(text);
   CHECK(text.find("fragmentation") != std::string::npos);
   CHECK(text.find("expandable_segments") != std::string::npos);
-  CHECK(text.find("largest free block is 2.00 MiB") != std::string::npos);
+  CHECK(text.find("largest free block is 2.00 MiB (external fragmentation 93.3%)") != std::string::npos);
   CHECK(text.find("30.00 MiB in 15 blocks") != std::string::npos);
   if (gmp::stacks_available) CHECK(text.find(kFile) != std::string::npos);
 }
@@ -115,7 +118,7 @@ TEST_CASE("A full device is reported as such, sites ranked by bytes") {
   a.validate();
   const gmp::OomReport rep = *reporter->last();
   CHECK(rep.cause == gmp::OomCause::device_full);
-  CHECK(rep.free_cached_bytes == 0);
+  CHECK(rep.usage.free == 0);
   CHECK(rep.info.device_free == 4 * MiB);
   if (gmp::stacks_available) {
     INFO(rep.to_string());

@@ -314,7 +314,7 @@ def exercise_controls(dt, result):
 
 
 # ---------------------------------------------------------------- one report
-def check_report(chromium, path, shot_path, timeout, expect_timeline):
+def check_report(chromium, path, shot_path, timeout, expect_timeline, expect_axis=None):
     problems = []
     profile = tempfile.mkdtemp(prefix="gmp-chromium-")
     args = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -367,6 +367,11 @@ def check_report(chromium, path, shot_path, timeout, expect_timeline):
         result["page"] = info
         if info is None:
             problems.append("window.gpumemprofReport is missing")
+        # The timeline opens on the axis the model chose: events when wall-clock time is mostly idle.
+        result["axis"] = dt.evaluate("document.getElementById('mode-event').className === 'on' ? 'event' : "
+                                     "document.getElementById('mode-time').className === 'on' ? 'time' : ''")
+        if expect_axis and result["axis"] != expect_axis:
+            problems.append(f"the timeline opened on the {result['axis']!r} axis, not {expect_axis!r}")
         time.sleep(0.2)  # let late console messages arrive
         dt.evaluate("1")
         metrics = dt.call("Page.getLayoutMetrics")
@@ -447,10 +452,12 @@ def main():
     out = a.out or tempfile.mkdtemp(prefix="gmp-html-check-")
     os.makedirs(out, exist_ok=True)
 
-    jobs = []  # (report path, expects a timeline, time limit)
+    jobs = []  # (report path, expects a timeline, time limit, expected initial axis)
     if a.maker:
         variants = [("synthetic", [], True, None), ("no_trace", ["--no-trace"], False, None),
-                    ("no_frames", ["--no-frames"], True, None), ("two_devices", ["--two-devices"], True, None)]
+                    ("no_frames", ["--no-frames"], True, None), ("two_devices", ["--two-devices"], True, None),
+                    ("idle", ["--idle"], True, None)]
+        axes = {"synthetic": "time", "idle": "event"}  # busy: wall-clock time; mostly idle: events
         if a.big_events:
             variants.append((f"synthetic_{a.big_events}", ["--events", str(a.big_events)], True, a.big_limit_s))
         for i, snap in enumerate(a.snapshot):
@@ -466,18 +473,18 @@ def main():
                 print(f"FAIL {name}: the maker failed: {r.stderr.strip()}")
                 return 1
             print(r.stdout.strip())
-            jobs.append((path, timeline, limit))
-    jobs += [(p, None, None) for p in a.report]
+            jobs.append((path, timeline, limit, axes.get(name)))
+    jobs += [(p, None, None, None) for p in a.report]
     if not jobs:
         ap.error("nothing to check: give --maker or --report")
 
     failed = 0
     print(f"chromium: {subprocess.run([chromium, '--version'], capture_output=True, text=True).stdout.strip()}")
-    for path, timeline, limit in jobs:
+    for path, timeline, limit, axis in jobs:
         if timeline is None:  # a report of a snapshot file: expect a timeline if it has a trace
             timeline = '"nEvents":0' not in open(path, encoding="utf-8", errors="replace").read(4 << 20)
         shot = os.path.splitext(path)[0] + ".png"
-        r = check_report(chromium, path, shot, a.timeout, timeline)
+        r = check_report(chromium, path, shot, a.timeout, timeline, axis)
         page = r.get("page") or {}
         if limit is not None and r.get("launch_to_ready_s", 1e9) > limit:
             r["problems"].append(f"took {r.get('launch_to_ready_s')} s to be ready (limit {limit} s)")
@@ -487,7 +494,7 @@ def main():
               f"(browser start {r.get('browser_start_s')} s, navigate->ready {r.get('navigate_to_ready_s')} s, "
               f"page script {page.get('timings', {}).get('totalMs', float('nan')):.0f} ms), "
               f"{r.get('nonwhite_fraction')} non-white, {r.get('distinct_colors')} colors, "
-              f"timeline {page.get('stats', {}).get('timeline')}, screenshot {r.get('screenshot')}")
+              f"timeline {page.get('stats', {}).get('timeline')}, axis {r.get('axis')}, screenshot {r.get('screenshot')}")
         if r.get("hover_tooltip") is not None:
             print(f"     interaction: hover -> {r['hover_tooltip'].splitlines()[0] if r['hover_tooltip'] else 'no tooltip'!r}; "
                   f"4 wheel zooms {r.get('zoom_4_wheels_s')} s; click -> {r.get('click')}; zoomed screenshot {r.get('zoomed_screenshot')}")

@@ -173,15 +173,15 @@ TEST_CASE("html model: allocation intervals, flags and stacks from a trace", "[h
   CHECK(s.peak_allocated_bytes == 1500);
   CHECK(s.reserved_start_bytes == 0);
   CHECK(s.peak_reserved_bytes == 20 * kMiB);
-  CHECK(s.reserved_bytes == 20 * kMiB);
+  CHECK(s.usage.reserved == 20 * kMiB);
   CHECK(s.num_segments == 1);
   CHECK(s.num_blocks == 4);
-  CHECK(s.num_live_blocks == 2);
-  CHECK(s.allocated_bytes == 1200);
-  CHECK(s.internal_free_bytes == (512 - 200) + (1024 - 1000));
-  CHECK(s.pending_free_bytes == 512);
-  CHECK(s.external_free_bytes == 512 + 20 * kMiB - 2048);
-  CHECK(s.largest_free_block == 20 * kMiB - 2048);
+  CHECK(s.usage.live_blocks == 2);
+  CHECK(s.usage.requested == 1200);
+  CHECK(s.usage.internal_free() == (512 - 200) + (1024 - 1000));
+  CHECK(s.usage.pending == 512);
+  CHECK(s.usage.unallocated() == 512 + 20 * kMiB - 2048);
+  CHECK(s.usage.largest_free == 20 * kMiB - 2048);
 }
 
 TEST_CASE("html model: reserved memory before a truncated trace is reconstructed", "[html]") {
@@ -201,7 +201,7 @@ TEST_CASE("html model: reserved memory before a truncated trace is reconstructed
   const auto& s = m.devices.at(0).summary;
   CHECK(s.reserved_start_bytes == 80 * kMiB);  // 60 - 20 + 40
   CHECK(s.peak_reserved_bytes == 100 * kMiB);
-  CHECK(s.reserved_bytes == 60 * kMiB);
+  CHECK(s.usage.reserved == 60 * kMiB);
 }
 
 TEST_CASE("html model: max_trace_entries keeps the newest entries", "[html]") {
@@ -236,7 +236,7 @@ TEST_CASE("html report: a snapshot without traces (segments only) renders", "[ht
     CHECK(a.start == 0);
     CHECK(a.end == 1);
   }
-  CHECK(d.summary.peak_reserved_bytes == d.summary.reserved_bytes);
+  CHECK(d.summary.peak_reserved_bytes == d.summary.usage.reserved);
   const std::string html = gmp::render_html_report(snap);
   CHECK(html.find("\"nEvents\":0") != std::string::npos);
   CHECK_NOTHROW(gmp::parse_json(embedded_json(html)));
@@ -371,4 +371,52 @@ TEST_CASE("html report: a 1M-entry trace gives a compact page, quickly", "[html]
   const gmp::DataValue data = gmp::parse_json(embedded_json(html));
   CHECK(at(at(data, "devices").items().at(0), "nEvents").as_int() ==
         static_cast<std::int64_t>(snap.device_traces[0].size()));
+}
+
+namespace {
+/// A trace of `n` alloc/free pairs, one entry every `step_us`, then one more alloc `pause_us` later.
+gmp::Snapshot paced_snapshot(int n, std::int64_t step_us, std::int64_t pause_us) {
+  gmp::Snapshot snap;
+  snap.device_traces.resize(1);
+  auto& t = snap.device_traces[0];
+  std::int64_t at = 0;
+  for (int i = 0; i < n; ++i) {
+    t.push_back(entry(TraceAction::alloc, kSeg, 512, at));
+    t.push_back(entry(TraceAction::free_requested, kSeg, 512, at += step_us));
+    t.push_back(entry(TraceAction::free_completed, kSeg, 512, at += step_us));
+    at += step_us;
+  }
+  t.push_back(entry(TraceAction::alloc, kSeg, 512, at + pause_us));
+  return snap;
+}
+}  // namespace
+
+TEST_CASE("html model: a mostly idle trace opens on the events axis, a busy one on time", "[html]") {
+  // Busy: 200 pairs spread evenly over 1.2 s: every one of the 100 slices holds events.
+  const auto busy = gmp::detail::build_html_model(paced_snapshot(200, 2000, 2000));
+  CHECK(busy.devices.at(0).summary.active_slices == 100);
+  CHECK_FALSE(busy.devices.at(0).summary.opens_on_events);
+  // Idle: the same 200 pairs within 6 ms, then one alloc 10 s later: 2 slices of 100 hold events.
+  const gmp::Snapshot idle_snap = paced_snapshot(200, 10, 10'000'000);
+  const auto idle = gmp::detail::build_html_model(idle_snap);
+  CHECK(idle.devices.at(0).summary.active_slices == 2);
+  CHECK(idle.devices.at(0).summary.opens_on_events);
+  // The boundary: events in 19 slices open on events, in 20 on time (kBusySlices).
+  std::vector<std::int64_t> times;
+  for (std::int64_t s = 0; s < 19; ++s) times.push_back(s * 5);  // slices 0, 5, ..., 90 of 0..99
+  times.push_back(99);
+  CHECK(gmp::detail::html_model::active_slices(times) == 20);
+  times.erase(times.begin() + 1);
+  CHECK(gmp::detail::html_model::active_slices(times) == 19);
+  CHECK(gmp::detail::html_model::active_slices({}) == 0);
+  CHECK(gmp::detail::html_model::active_slices({7, 7, 7}) == 0);  // no span: events axis too
+
+  // The page gets the choice, and its script reads it for the initial axis and the note.
+  const gmp::DataValue data = gmp::parse_json(embedded_json(gmp::render_html_report(idle_snap)));
+  const gmp::DataValue& sum = at(at(data, "devices").items().at(0), "summary");
+  CHECK(at(sum, "activeSlices").as_int() == 2);
+  CHECK(at(sum, "openOnEvents").as_bool());
+  const std::string page = gmp::render_html_report(idle_snap);
+  CHECK(page.find("!dev.sum.openOnEvents ? 'time' : 'event'") != std::string::npos);
+  CHECK(page.find("Opened on the events axis") != std::string::npos);
 }

@@ -94,6 +94,7 @@ TEST_CASE("tracker: fragmentation by unallocated reserve or by inactive split bl
   SimDevice d;
   gmp::AlertThresholds t = none();
   t.fragmentation_ratio = 0.3;
+  t.fragmentation = gmp::FragmentationMeasure::reserved_unallocated;
   gmp::MemoryTracker tracker(d.allocator, {.thresholds = t});
   tracker.process(sample(1, 10));     // tiny reserve: ignored (below 64 MiB)
   tracker.process(sample(100, 200));  // 50%: warns
@@ -114,6 +115,34 @@ TEST_CASE("tracker: fragmentation by unallocated reserve or by inactive split bl
   REQUIRE(w.size() == 1);
   CHECK(w[0].value == Approx(0.4));
   CHECK(w[0].message.find("inactive split") != std::string::npos);
+}
+
+TEST_CASE("tracker: fragmentation by default is the reports' one definition, over the segments") {
+  // 40 blocks of 2 MiB fill four 20 MiB segments; freeing every other one leaves 40 MiB free in
+  // 20 separate 2 MiB holes: external fragmentation 1 - 2/40 = 95%.
+  SimDevice d;
+  gmp::AlertThresholds t = none();
+  t.fragmentation_ratio = 0.5;
+  gmp::MemoryTracker tracker(d.allocator, {.thresholds = t});
+  CHECK(tracker.thresholds().fragmentation == gmp::FragmentationMeasure::external);
+  std::vector<void*> blocks;
+  for (int i = 0; i < 40; ++i) blocks.push_back(d.alloc(2 * MiB));
+  tracker.sample_now();  // nothing free: n/a, no alert
+  for (std::size_t i = 0; i < blocks.size(); i += 2) d.free(blocks[i]);
+  d.allocator.validate();
+  tracker.sample_now();
+  tracker.sample_now();  // still fragmented: no repeat
+  auto w = tracker.get_events(gmp::TrackingEventType::warning);
+  REQUIRE(w.size() == 1);
+  CHECK(w[0].alert == gmp::AlertKind::fragmentation);
+  CHECK(w[0].value == Approx(0.95));
+  CHECK(w[0].message ==
+        "high fragmentation: external 95.0% (1 - largest free block 2.00 MiB / free 40.00 MiB; limit 50.0%)");
+  for (std::size_t i = 1; i < blocks.size(); i += 2) d.free(blocks[i]);
+  tracker.sample_now();  // nothing live: n/a, re-armed
+  d.free(d.alloc(2 * MiB));
+  CHECK(tracker.get_events(gmp::TrackingEventType::warning).size() == 1);
+  CHECK(tracker.get_statistics().peak_memory == 80 * iMiB);  // the allocator's peak, not a sample's
 }
 
 TEST_CASE("tracker: callbacks, their errors, removal; alerts can be switched off") {

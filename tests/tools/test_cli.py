@@ -77,6 +77,17 @@ for name, mib in PYTORCH_RESERVED_MIB.items():
     how = check_snapshot_file(snap)
     s = run("summary", snap)
     check("segments:" in s.stdout and "fragmentation:" in s.stdout, f"summary of {name} lacks its sections")
+    # One peak: the summary of the replay's snapshot states the replay's own peak allocated bytes.
+    check(f"= {r['peak_allocated_bytes']} bytes (the trace replayed" in s.stdout,
+          f"{name}: summary's peak differs from replay's {r['peak_allocated_bytes']}: {s.stdout[-300:]!r}")
+    # Frames: every alloc/free entry and live block names its line of the trace.
+    with open(snap, "rb") as f:
+        d = pickle.load(f)
+    entries = [e for e in d["device_traces"][0] if e["action"] in ("alloc", "free_requested", "free_completed")]
+    blocks = [b for seg in d["segments"] for b in seg["blocks"] if b["state"] == "active_allocated"]
+    check(all(len(e["frames"]) == 1 and e["frames"][0]["filename"] == trace and e["frames"][0]["line"] >= 2
+              for e in entries + blocks), f"{name}: a replayed entry or block without its trace frame")
+    check(entries and entries[0]["frames"][0]["name"] == "replay alloc", f"{name}: first entry's frame name")
 print(f"snapshots checked with {how}")
 
 # Text output names every figure.

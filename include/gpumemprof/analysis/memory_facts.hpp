@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 
+#include "gpumemprof/allocator/introspection.hpp"
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/history/snapshot.hpp"
 
@@ -33,6 +34,8 @@ struct SegmentFacts {
   std::uint64_t pending_blocks = 0;
   std::uint64_t free_blocks = 0;
 
+  /// Bytes in blocks not allocated: free and pending free.
+  [[nodiscard]] std::uint64_t unallocated() const noexcept { return free + pending; }
   /// Rounding slack inside live blocks.
   [[nodiscard]] std::uint64_t internal_free() const noexcept { return allocated - std::min(allocated, requested); }
   /// 1 - largest free block / free bytes; nullopt when nothing is free or nothing is live.
@@ -55,11 +58,13 @@ struct SegmentFacts {
   }
 };
 
-/// The usage of one segment.
-[[nodiscard]] inline SegmentFacts segment_facts(const SnapshotSegment& seg) {
+/// The usage of a segment of `bytes` holding `blocks`: a snapshot's blocks (SnapshotBlock) or the
+/// allocator's live view of them (BlockView), so a report on either states the same facts.
+template <class Blocks>
+[[nodiscard]] SegmentFacts segment_facts(std::uint64_t bytes, const Blocks& blocks) {
   SegmentFacts u;
-  u.reserved = seg.total_size;
-  for (const SnapshotBlock& b : seg.blocks) {
+  u.reserved = bytes;
+  for (const auto& b : blocks) {
     switch (b.state) {
       case BlockState::active_allocated:
         u.allocated += b.size;
@@ -72,13 +77,21 @@ struct SegmentFacts {
         break;
       case BlockState::inactive:
         u.free += b.size;
-        u.largest_free = std::max(u.largest_free, b.size);
+        u.largest_free = std::max<std::uint64_t>(u.largest_free, b.size);
         ++u.free_blocks;
         break;
     }
   }
   return u;
 }
+
+/// The usage of one segment of a snapshot.
+[[nodiscard]] inline SegmentFacts segment_facts(const SnapshotSegment& seg) {
+  return segment_facts(seg.total_size, seg.blocks);
+}
+
+/// The usage of one segment of a live allocator (CachingAllocator::visit_segments/segments).
+[[nodiscard]] inline SegmentFacts segment_facts(const SegmentView& seg) { return segment_facts(seg.size, seg.blocks); }
 
 /// The usage summed over the segments of `device` (-1: every device).
 [[nodiscard]] inline SegmentFacts snapshot_facts(const Snapshot& snap, int device = -1) {

@@ -27,7 +27,12 @@
 // start: segments that no segment_alloc in the trace created, blocks the trace frees without
 // having allocated them, and active blocks of the end state that the trace never allocated.
 // The replay is seeded with those segments and blocks first (same sizes, same order in each
-// segment; freed blocks' sizes are estimated from their requested bytes), and says so.
+// segment; freed blocks' sizes are estimated from their requested bytes), and says so. Seeding
+// under --config expandable_segments:True works the same way (the seeded blocks are cut from the
+// stream's expandable segment). Memory that lay in *recorded* expandable segments before the
+// trace began cannot be seeded -- such a segment grows and shrinks page by page, and the end
+// state does not say which pages were mapped when -- so that case is refused with a FormatError
+// saying what to record instead; a complete trace of expandable segments replays as usual.
 #pragma once
 
 #include <algorithm>
@@ -45,6 +50,7 @@
 
 #include "gpumemprof/allocator/allocator_config.hpp"
 #include "gpumemprof/allocator/caching_allocator.hpp"
+#include "gpumemprof/allocator/format_size.hpp"
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/device/simulated.hpp"
 #include "gpumemprof/error.hpp"
@@ -116,6 +122,35 @@ inline std::uint64_t round_block(std::uint64_t requested) noexcept {
   return requested < kMinBlockSize ? kMinBlockSize : (requested + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize;
 }
 
+/// Throws when memory in recorded expandable segments predates the trace (see the file comment):
+/// pages mapped at the end that the trace did not map, pages it unmapped without mapping them, or
+/// blocks in expandable segments that the trace did not allocate.
+inline void refuse_older_expandable(const Snapshot& snap, int device, std::uint64_t mapped_by_trace,
+                                    bool unmapped_older, const std::unordered_map<std::uint64_t, std::uint64_t>& live,
+                                    const std::unordered_set<std::uint64_t>& freed_once) {
+  std::uint64_t mapped_at_end = 0;
+  std::size_t segments = 0;
+  bool older_blocks = false;
+  for (const SnapshotSegment& s : snap.segments) {
+    if (s.device != device || !s.is_expandable) continue;
+    ++segments;
+    mapped_at_end += s.total_size;
+    for (const SnapshotBlock& b : s.blocks) {
+      older_blocks = older_blocks || (b.state != BlockState::inactive && live.count(b.address) == 0);
+    }
+    for (const std::uint64_t a : freed_once)
+      older_blocks = older_blocks || (a >= s.address && a < s.address + s.total_size);
+  }
+  if (!unmapped_older && !older_blocks && mapped_at_end <= mapped_by_trace) return;
+  throw FormatError("device_traces[" + std::to_string(device) +
+                    "] starts mid-run (the history ring dropped its oldest events) and the memory before it lay in "
+                    "expandable segments (" +
+                    std::to_string(segments) + " at the end, " + std::to_string(mapped_at_end >> 20) +
+                    " MiB mapped), which a replay cannot rebuild from the end state. Record the whole run "
+                    "(torch.cuda.memory._record_memory_history(max_entries=N) with N above the run's event count, "
+                    "or gpumemprof's HistoryOptions::max_entries) so the trace starts before the first allocation");
+}
+
 /// The state at the trace's start: the end state with the trace undone (see the file comment).
 inline std::vector<SeedSegment> reconstruct_start(const Snapshot& snap, int device, ReplaySeed& seed) {
   const std::vector<TraceEntry>& trace = snap.device_traces[static_cast<std::size_t>(device)];
@@ -124,8 +159,15 @@ inline std::vector<SeedSegment> reconstruct_start(const Snapshot& snap, int devi
   std::map<std::uint64_t, std::uint64_t> pre_freed;       // address -> requested bytes
   std::unordered_set<std::uint64_t> trace_segments;       // created by the trace, still there
   std::map<std::uint64_t, SeedSegment> pre;               // address -> segment
+  std::uint64_t mapped = 0;                               // expandable bytes the trace mapped, net
+  bool unmapped_older = false;                            // it unmapped pages it had not mapped
   for (const TraceEntry& e : trace) {
     switch (e.action) {
+      case TraceAction::segment_map: mapped += e.size; break;
+      case TraceAction::segment_unmap:
+        unmapped_older = unmapped_older || e.size > mapped;
+        mapped -= std::min(mapped, e.size);
+        break;
       case TraceAction::alloc: live[e.addr] = e.size; break;
       case TraceAction::free_requested:
       case TraceAction::free_completed:
@@ -144,6 +186,7 @@ inline std::vector<SeedSegment> reconstruct_start(const Snapshot& snap, int devi
       default: break;
     }
   }
+  refuse_older_expandable(snap, device, mapped, unmapped_older, live, freed_once);
   for (const SnapshotSegment& s : snap.segments) {
     if (s.device != device || trace_segments.count(s.address) != 0 || s.is_expandable) continue;
     SeedSegment seg{s.address, s.total_size, s.stream, s.is_large, {}, {}};
@@ -420,6 +463,28 @@ class SnapshotReplayer {
     throw std::out_of_range("the snapshot has no trace for device " + std::to_string(device));
   }
   return detail::SnapshotReplayer(snap, device, opt).run();
+}
+
+/// The run's peak of allocated bytes (max_memory_allocated: block bytes, the figure the profiler's
+/// summary and the tracker report), one line per traced device: the trace replayed on PyTorch's
+/// default policy, which hands out the same blocks as the recorded run when that run used the
+/// default policy and no block waited on another stream's events. "n/a" with the reason when the
+/// trace cannot be replayed.
+[[nodiscard]] inline std::string format_replayed_peaks(const Snapshot& snap) {
+  std::string out;
+  for (const int d : traced_devices(snap)) {
+    out += "peak allocated, device " + std::to_string(d) + ": ";
+    try {
+      const SnapshotReplayResult r = replay_snapshot(snap, d);
+      out += format_size(static_cast<std::uint64_t>(r.peak_allocated)) + " = " + std::to_string(r.peak_allocated) +
+             " bytes (the trace replayed on the default policy" +
+             (r.seed.any() ? "; it starts mid-run, so its start was seeded from the segments: approximate)" : ")") +
+             "\n";
+    } catch (const std::exception& e) {
+      out += std::string("n/a (") + e.what() + ")\n";
+    }
+  }
+  return out;
 }
 
 GPUMEMPROF_NAMESPACE_END

@@ -53,6 +53,8 @@ class MemorySource {
   [[nodiscard]] virtual std::uint64_t open_peak_window() = 0;
   /// The peak of allocated bytes since the window opened; closes it.
   virtual std::int64_t close_peak_window(std::uint64_t id) = 0;
+  /// The peak of allocated bytes since the window opened; keeps it open.
+  [[nodiscard]] virtual std::int64_t peak_window(std::uint64_t id) const = 0;
   /// The allocator's segments with their blocks (empty at device level).
   [[nodiscard]] virtual std::vector<SegmentView> segments() const = 0;
   /// The device's free and total memory.
@@ -97,6 +99,7 @@ class AllocatorSource final : public MemorySource {
   }
   [[nodiscard]] std::uint64_t open_peak_window() override { return allocator_.open_peak_window(); }
   std::int64_t close_peak_window(std::uint64_t id) override { return allocator_.close_peak_window(id); }
+  [[nodiscard]] std::int64_t peak_window(std::uint64_t id) const override { return allocator_.peak_window(id); }
   [[nodiscard]] std::vector<SegmentView> segments() const override {
     return allocator_level() ? allocator_.segments() : std::vector<SegmentView>{};
   }

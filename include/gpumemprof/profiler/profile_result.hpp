@@ -44,6 +44,9 @@ struct ProfileResult {
   std::optional<std::string> exception_message;
   /// False in device-level mode: the allocator-level fields are unavailable.
   bool allocator_level = true;
+  /// Scopes of the same profiler open around this one on its thread when it began (0: an
+  /// outermost scope). The summary's totals count outermost scopes only.
+  std::uint32_t depth = 0;
 
   /// Net change in bytes over the interval: memory_allocated - memory_freed (allocator level),
   /// or the change of the device's used memory (device level).

@@ -2,6 +2,12 @@
 //
 // The profiler folds every result into a SummaryAccumulator as it is recorded, so the summary
 // stays exact however many results the bounded result buffer has dropped.
+//
+// Nested scopes: a scope's interval contains the scopes opened inside it on its thread, so the
+// whole-profile totals (time, allocated, freed, net change) add outermost scopes only (depth 0);
+// a name's row is inclusive (its calls' own figures, nested work included). The peak is one
+// figure: the highest allocated bytes since the baseline, read from an allocator peak window
+// (the tracker and `gpumemprof summary` report the same peak for the same run).
 #pragma once
 
 #include <algorithm>
@@ -45,14 +51,18 @@ struct ProfileSummary {
   bool allocator_level = true;
   /// Distinct names profiled.
   std::uint64_t total_functions_profiled = 0;
-  /// Profiled calls and scopes recorded.
+  /// Profiled calls and scopes recorded, nested ones included.
   std::uint64_t total_function_calls = 0;
+  /// Of those, the calls made inside another profiled scope (not added to the totals below).
+  std::uint64_t nested_function_calls = 0;
+  /// Totals over outermost calls only, so nested scopes are not counted twice.
   double total_execution_time = 0.0;
   std::int64_t total_memory_allocated = 0;
   std::int64_t total_memory_freed = 0;
-  /// Sum of memory_diff() over all calls (a nested call counts in its parent too).
+  /// Sum of memory_diff() over outermost calls.
   std::int64_t net_memory_change = 0;
-  /// The highest peak_memory_usage() of any call.
+  /// The highest allocated bytes (device used at device level) since the baseline, inside
+  /// profiled calls or not: max_memory_allocated as if reset at the baseline.
   std::int64_t peak_memory_usage = 0;
   /// Allocated bytes now (device used memory at device level).
   std::int64_t current_memory_usage = 0;
@@ -85,11 +95,15 @@ class SummaryAccumulator {
     f.net_memory_change += diff;
     f.exceptions += r.threw() ? 1 : 0;
     calls_ += 1;
+    peak_ = calls_ == 1 ? peak : std::max(peak_, peak);
+    if (r.depth != 0) {  // inside an outer scope, whose figures already include it
+      ++nested_;
+      return;
+    }
     time_ += r.execution_time;
     allocated_ += r.memory_allocated;
     freed_ += r.memory_freed;
     net_ += diff;
-    peak_ = calls_ == 1 ? peak : std::max(peak_, peak);
   }
 
   void clear() { *this = SummaryAccumulator{}; }
@@ -98,6 +112,7 @@ class SummaryAccumulator {
   void fill(ProfileSummary& s) const {
     s.total_functions_profiled = functions_.size();
     s.total_function_calls = calls_;
+    s.nested_function_calls = nested_;
     s.total_execution_time = time_;
     s.total_memory_allocated = allocated_;
     s.total_memory_freed = freed_;
@@ -114,6 +129,7 @@ class SummaryAccumulator {
  private:
   std::map<std::string, FunctionSummary, std::less<>> functions_;
   std::uint64_t calls_ = 0;
+  std::uint64_t nested_ = 0;
   double time_ = 0.0;
   std::int64_t allocated_ = 0;
   std::int64_t freed_ = 0;
@@ -156,12 +172,16 @@ class SummaryAccumulator {
   std::snprintf(line, sizeof line, "GPU memory profile: %s (%s level)\n", s.device.c_str(),
                 s.allocator_level ? "allocator" : "device");
   out += line;
-  std::snprintf(line, sizeof line, "  %" PRIu64 " calls of %" PRIu64 " names, %s in total; peak %s, net change %s\n",
-                s.total_function_calls, s.total_functions_profiled, format_seconds(s.total_execution_time).c_str(),
+  std::snprintf(line, sizeof line,
+                "  %" PRIu64 " calls of %" PRIu64 " names (%" PRIu64
+                " nested in other scopes), %s in outermost scopes; "
+                "peak allocated since baseline %s, net change %s\n",
+                s.total_function_calls, s.total_functions_profiled, s.nested_function_calls,
+                format_seconds(s.total_execution_time).c_str(),
                 format_size(static_cast<std::uint64_t>(std::max<std::int64_t>(0, s.peak_memory_usage))).c_str(),
                 format_signed_size(s.net_memory_change).c_str());
   out += line;
-  std::snprintf(line, sizeof line, "  %s: %s at baseline, %s now (%s); allocated in calls %s, freed %s\n",
+  std::snprintf(line, sizeof line, "  %s: %s at baseline, %s now (%s); allocated in outermost calls %s, freed %s\n",
                 s.allocator_level ? "allocated" : "device used",
                 format_size(static_cast<std::uint64_t>(std::max<std::int64_t>(0, s.baseline_memory_usage))).c_str(),
                 format_size(static_cast<std::uint64_t>(std::max<std::int64_t>(0, s.current_memory_usage))).c_str(),
@@ -188,7 +208,10 @@ class SummaryAccumulator {
   std::stable_sort(rows.begin(), rows.end(),
                    [](const auto* a, const auto* b) { return a->second.total_time > b->second.total_time; });
   const int w = static_cast<int>(width);
-  std::snprintf(line, sizeof line, "\n  %-*s %8s %12s %12s %14s %14s %14s\n", w, "function", "calls", "avg time",
+  out +=
+      "\n  per call: avg time, avg allocated; totals over the name's calls: calls, total time, net change;\n"
+      "  peak: highest allocated bytes in any call. A row includes the scopes nested in its calls.\n";
+  std::snprintf(line, sizeof line, "  %-*s %8s %12s %12s %14s %14s %14s\n", w, "function", "calls", "avg time",
                 "total time", "avg allocated", "net change", "peak");
   out += line;
   for (const auto* row : rows) {

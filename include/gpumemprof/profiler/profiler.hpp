@@ -14,6 +14,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <concepts>
 #include <cstdint>
@@ -70,6 +71,23 @@ struct ProfilerOptions {
 
 class GPUMemoryProfiler;
 
+namespace detail {
+
+/// Profiled scopes of `profiler` open on this thread. Shared, so that a scope moved to another
+/// thread still decrements the counter of the thread it began on.
+[[nodiscard]] inline std::shared_ptr<std::atomic<std::uint32_t>> open_scope_counter(const void* profiler) {
+  using Counter = std::shared_ptr<std::atomic<std::uint32_t>>;
+  thread_local std::vector<std::pair<const void*, Counter>> counters;
+  for (auto& [owner, counter] : counters) {
+    if (owner == profiler) return counter;
+  }
+  // Forget profilers with no open scope left (a later one may reuse the address: it starts at 0).
+  std::erase_if(counters, [](const auto& c) { return c.second.use_count() == 1 && c.second->load() == 0; });
+  return counters.emplace_back(profiler, std::make_shared<std::atomic<std::uint32_t>>(0)).second;
+}
+
+}  // namespace detail
+
 /// An open profiled scope (from GPUMemoryProfiler::profile_context). Its result is recorded
 /// when it is destroyed or stop()ped. Left by an exception, the result carries the message
 /// given to set_exception_message(), or a note that the scope was unwound.
@@ -101,7 +119,9 @@ class ProfileScope {
   std::chrono::steady_clock::time_point start_{};
   AllocatorGauges gauges_before_{};
   MemorySnapshot before_;
-  std::uint64_t window_ = 0;  // allocator (or device-level) peak window
+  std::uint64_t window_ = 0;                                 // allocator (or device-level) peak window
+  std::shared_ptr<std::atomic<std::uint32_t>> open_scopes_;  // of this profiler on the entry thread
+  std::uint32_t depth_ = 0;
   std::vector<std::uintptr_t> stack_;
   std::optional<std::string> exception_message_;
   detail::EnteredHooks hooks_;
@@ -129,7 +149,10 @@ class GPUMemoryProfiler {
   GPUMemoryProfiler(std::shared_ptr<MemorySource> source, const ProfilerOptions& options);
 
   /// Stops monitoring. Every scope must have ended.
-  ~GPUMemoryProfiler() { sampler_.stop(); }
+  ~GPUMemoryProfiler() {
+    sampler_.stop();
+    close_window(baseline_window_);
+  }
 
   // Not copyable or movable (scopes and the monitor point at it). The volatile signatures keep
   // the implicit copy constructor from being declared, so `GPUMemoryProfiler p({})` is not
@@ -229,19 +252,24 @@ class GPUMemoryProfiler {
   // Device level: peaks over the readings (scope ends and monitor samples) inside a window.
   std::uint64_t open_device_window(std::int64_t used);
   std::int64_t close_device_window(std::uint64_t id);
+  std::int64_t peak_of_device_window(std::uint64_t id) const;
+  // The window since the baseline, whose peak is the summary's one peak.
+  std::uint64_t open_baseline_window(const MemorySnapshot& baseline);
+  void close_window(std::uint64_t id) noexcept;
 
   ProfilerOptions options_;
   std::shared_ptr<MemorySource> source_;
 
-  mutable std::mutex results_mutex_;  // guards results_, summary_, baseline_
+  mutable std::mutex results_mutex_;  // guards results_, summary_, baseline_, baseline_window_
   detail::RingBuffer<ProfileResult> results_;
   detail::SummaryAccumulator summary_;
   MemorySnapshot baseline_;
+  std::uint64_t baseline_window_ = 0;
 
   mutable std::mutex samples_mutex_;
   detail::RingBuffer<MemorySnapshot> samples_;
 
-  std::mutex device_mutex_;
+  mutable std::mutex device_mutex_;
   detail::PeakWindows device_windows_;
 
   PeriodicSampler sampler_;  // last: its thread stops before the members above go away
@@ -254,6 +282,19 @@ inline GPUMemoryProfiler::GPUMemoryProfiler(std::shared_ptr<MemorySource> source
   if (source_ == nullptr) throw std::invalid_argument("GPUMemoryProfiler: null memory source");
   options_.level = source_->level();
   baseline_ = take_snapshot("baseline");
+  baseline_window_ = open_baseline_window(baseline_);
+}
+
+inline std::uint64_t GPUMemoryProfiler::open_baseline_window(const MemorySnapshot& baseline) {
+  return source_->allocator_level() ? source_->open_peak_window()
+                                    : open_device_window(baseline.device_used_memory.value_or(0));
+}
+
+inline void GPUMemoryProfiler::close_window(std::uint64_t id) noexcept {
+  try {
+    (void)(source_->allocator_level() ? source_->close_peak_window(id) : close_device_window(id));
+  } catch (...) {  // NOLINT(bugprone-empty-catch): an unknown id has nothing to close
+  }
 }
 
 inline void GPUMemoryProfiler::start_monitoring(std::chrono::nanoseconds interval) {
@@ -280,6 +321,11 @@ inline std::int64_t GPUMemoryProfiler::close_device_window(std::uint64_t id) {
   return device_windows_.close(id);
 }
 
+inline std::int64_t GPUMemoryProfiler::peak_of_device_window(std::uint64_t id) const {
+  std::lock_guard lock(device_mutex_);
+  return device_windows_.peak(id);
+}
+
 inline std::int64_t GPUMemoryProfiler::current_usage() const {
   if (source_->allocator_level()) return source_->gauges().allocated_bytes;
   const MemInfo info = source_->mem_get_info();
@@ -299,7 +345,10 @@ inline void GPUMemoryProfiler::enter(ProfileScope& s) {
   detail::fill_reading(s.before_, *source_, s.gauges_before_, s.name_, clock::time_point{}, scope_reading());
   s.window_ = source_->allocator_level() ? source_->open_peak_window()
                                          : open_device_window(s.before_.device_used_memory.value_or(0));
+  auto open_scopes = detail::open_scope_counter(this);
   s.hooks_.enter(s.name_.c_str());
+  s.depth_ = open_scopes->fetch_add(1);  // nothing below throws
+  s.open_scopes_ = std::move(open_scopes);
   s.start_ = clock::now();
   s.before_.timestamp = detail::wall_seconds(s.start_);
 }
@@ -315,6 +364,7 @@ inline ProfileResult GPUMemoryProfiler::finish(ProfileScope& s, bool unwinding, 
     }
   }
   const auto end = clock::now();
+  if (s.open_scopes_) s.open_scopes_->fetch_sub(1);
   const bool allocator_level = source_->allocator_level();
   const AllocatorGauges after = source_->gauges();
   ProfileResult r;
@@ -330,6 +380,7 @@ inline ProfileResult GPUMemoryProfiler::finish(ProfileScope& s, bool unwinding, 
       allocator_level ? source_->close_peak_window(s.window_) : close_device_window(s.window_);
 
   r.allocator_level = allocator_level;
+  r.depth = s.depth_;
   r.execution_time = std::chrono::duration<double>(end - s.start_).count();
   r.memory_before = std::move(s.before_);
   detail::fill_reading(r.memory_after, *source_, after, r.name, end, scope_reading());
@@ -393,6 +444,9 @@ inline ProfileSummary GPUMemoryProfiler::get_summary() const {
   {
     std::lock_guard lock(results_mutex_);
     summary_.fill(s);
+    const std::int64_t since_baseline =
+        s.allocator_level ? source_->peak_window(baseline_window_) : peak_of_device_window(baseline_window_);
+    s.peak_memory_usage = std::max(s.peak_memory_usage, since_baseline);
     s.baseline_memory_usage = s.allocator_level ? baseline_.allocated_memory : baseline_.device_used_memory.value_or(0);
     s.results_dropped = results_.dropped();
   }
@@ -411,6 +465,8 @@ inline void GPUMemoryProfiler::clear_results() {
     std::lock_guard lock(results_mutex_);
     results_.clear();
     summary_.clear();
+    close_window(baseline_window_);
+    baseline_window_ = open_baseline_window(fresh);
     baseline_ = std::move(fresh);
   }
   std::lock_guard lock(samples_mutex_);
@@ -432,6 +488,8 @@ inline ProfileScope::ProfileScope(ProfileScope&& other) noexcept
       gauges_before_(other.gauges_before_),
       before_(std::move(other.before_)),
       window_(other.window_),
+      open_scopes_(std::move(other.open_scopes_)),
+      depth_(other.depth_),
       stack_(std::move(other.stack_)),
       exception_message_(std::move(other.exception_message_)),
       hooks_(std::exchange(other.hooks_, detail::EnteredHooks{})) {}

@@ -1,6 +1,7 @@
 // Layer 4: MemoryTracker -- samples one device in the background, keeps an event log and raises
 // alerts: usage above a fraction of capacity or a byte limit, a single large jump between two
-// samples, and fragmentation (free bytes the allocator holds but cannot hand out whole).
+// samples, and fragmentation (free bytes the allocator holds but cannot hand out whole; by default
+// the one definition of analysis/memory_facts.hpp over the allocator's segments).
 //
 // Alerts are edge-triggered: one fires when its condition starts to hold and re-arms once the
 // condition clears, so a program sitting at 90% raises one warning, not one per sample (a
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "gpumemprof/allocator/format_size.hpp"
+#include "gpumemprof/analysis/memory_facts.hpp"
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/device/device.hpp"
 #include "gpumemprof/profiler/memory_snapshot.hpp"
@@ -70,8 +72,13 @@ enum class UsageMeasure : std::uint8_t {
 
 /// How fragmentation is measured.
 enum class FragmentationMeasure : std::uint8_t {
-  reserved_unallocated,  ///< (reserved - allocated) / reserved: cached memory not in use
-  inactive_split,        ///< inactive_split_bytes / reserved: free slivers inside split segments
+  /// External fragmentation, the reports' one definition (analysis/memory_facts.hpp): 1 - largest
+  /// free block / free bytes over the allocator's segments, read when a sample is evaluated (one
+  /// walk of the segments under the allocator's lock). Undefined, so never alerting, when nothing
+  /// is free or nothing is live.
+  external,
+  reserved_unallocated,  ///< (reserved - allocated) / reserved: the share of cached memory not in use
+  inactive_split,        ///< inactive_split_bytes / reserved: the share in free slivers of split segments
 };
 
 /// Alert rules. A zero threshold disables its rule.
@@ -88,7 +95,7 @@ struct AlertThresholds {
   std::int64_t jump_bytes = std::int64_t{100} << 20;
   /// Warning when the fragmentation ratio reaches this value (0..1)...
   double fragmentation_ratio = 0.30;
-  FragmentationMeasure fragmentation = FragmentationMeasure::reserved_unallocated;
+  FragmentationMeasure fragmentation = FragmentationMeasure::external;
   /// ...while at least this many bytes are reserved (a few cached blocks are not a problem).
   std::int64_t fragmentation_min_reserved = std::int64_t{64} << 20;
 };
@@ -127,8 +134,12 @@ struct TrackingEvent {
 };
 
 struct TrackingStatistics {
-  std::int64_t capacity = 0;        ///< device memory, bytes
-  std::int64_t peak_memory = 0;     ///< highest tracked value seen, bytes
+  std::int64_t capacity = 0;  ///< device memory, bytes
+  /// Highest tracked value since construction or clear_events(), bytes. At allocator level the
+  /// allocator's own peak of allocated bytes (a peak window), so a peak between two samples counts
+  /// and the profiler's summary and a snapshot of the same run state the same figure; at device
+  /// level the highest sample.
+  std::int64_t peak_memory = 0;
   std::int64_t current_memory = 0;  ///< tracked value of the last sample
   std::uint64_t samples = 0;
   std::uint64_t total_allocations = 0;        ///< samples where memory grew
@@ -161,9 +172,13 @@ class MemoryTracker {
       : options_(options), source_(std::move(source)), events_(options.max_events) {
     if (source_ == nullptr) throw std::invalid_argument("MemoryTracker: null memory source");
     capacity_ = static_cast<std::int64_t>(source_->mem_get_info().total);
+    if (source_->allocator_level()) peak_window_ = source_->open_peak_window();
   }
 
-  ~MemoryTracker() { sampler_.stop(); }
+  ~MemoryTracker() {
+    sampler_.stop();
+    if (peak_window_ != 0) (void)source_->close_peak_window(peak_window_);
+  }
   // Not copyable or movable; volatile signatures as in GPUMemoryProfiler (keeps `({})` unambiguous).
   MemoryTracker(volatile MemoryTracker&) = delete;
   MemoryTracker& operator=(volatile MemoryTracker&) = delete;
@@ -266,6 +281,7 @@ class MemoryTracker {
       s.tracking_duration += std::chrono::duration<double>(std::chrono::steady_clock::now() - tracking_since_).count();
     }
     s.capacity = capacity_;
+    if (peak_window_ != 0) s.peak_memory = std::max(s.peak_memory, source_->peak_window(peak_window_));
     return s;
   }
 
@@ -277,6 +293,10 @@ class MemoryTracker {
     have_last_ = false;
     usage_level_ = 0;
     fragmented_ = false;
+    if (peak_window_ != 0) {
+      (void)source_->close_peak_window(peak_window_);
+      peak_window_ = source_->open_peak_window();
+    }
   }
 
   /// The device's capacity in bytes (the base of the fractional thresholds).
@@ -401,23 +421,35 @@ class MemoryTracker {
             &alerts);
       }
 
-      if (s.allocator_level && t.fragmentation_ratio > 0.0) {
-        const std::int64_t waste = t.fragmentation == FragmentationMeasure::reserved_unallocated
-                                       ? s.reserved_memory - s.allocated_memory
-                                       : s.inactive_memory;
-        const double ratio =
-            s.reserved_memory > 0 ? static_cast<double>(waste) / static_cast<double>(s.reserved_memory) : 0.0;
-        const bool fragmented = s.reserved_memory >= t.fragmentation_min_reserved && ratio >= t.fragmentation_ratio;
-        if (fragmented && !fragmented_) {
+      if (s.allocator_level && t.fragmentation_ratio > 0.0 && s.reserved_memory >= t.fragmentation_min_reserved) {
+        double ratio = 0.0;
+        if (t.fragmentation == FragmentationMeasure::external) {
+          SegmentFacts u;
+          for (const SegmentView& seg : source_->segments()) u += segment_facts(seg);
+          ratio = u.external_fragmentation().value_or(0.0);
+          std::snprintf(text, sizeof text,
+                        "high fragmentation: external %.1f%% (1 - largest free block %s / free %s; limit %.1f%%)",
+                        100.0 * ratio, format_size(u.largest_free).c_str(), format_size(u.free).c_str(),
+                        100.0 * t.fragmentation_ratio);
+        } else {
+          const std::int64_t waste = t.fragmentation == FragmentationMeasure::reserved_unallocated
+                                         ? s.reserved_memory - s.allocated_memory
+                                         : s.inactive_memory;
+          ratio = static_cast<double>(waste) / static_cast<double>(s.reserved_memory);
           std::snprintf(
               text, sizeof text, "high fragmentation: %.1f%% of %s reserved is %s (limit %.1f%%)", 100.0 * ratio,
               format_size(static_cast<std::uint64_t>(s.reserved_memory)).c_str(),
               t.fragmentation == FragmentationMeasure::reserved_unallocated ? "not allocated" : "inactive split blocks",
               100.0 * t.fragmentation_ratio);
+        }
+        const bool fragmented = ratio >= t.fragmentation_ratio;
+        if (fragmented && !fragmented_) {
           log(make_event(TrackingEventType::warning, s, text, AlertKind::fragmentation, ratio, t.fragmentation_ratio),
               &alerts);
         }
         fragmented_ = fragmented;
+      } else if (s.allocator_level) {
+        fragmented_ = false;  // below the reserve that matters: re-armed
       }
     }
     last_value_ = value;
@@ -462,6 +494,7 @@ class MemoryTracker {
   bool have_last_ = false;
   int usage_level_ = 0;  // 0 none, 1 warning, 2 critical
   bool fragmented_ = false;
+  std::uint64_t peak_window_ = 0;  // allocator level: the allocator's peak since construction/clear_events()
   std::chrono::steady_clock::time_point tracking_since_{};
   double tracked_seconds_ = 0.0;
 

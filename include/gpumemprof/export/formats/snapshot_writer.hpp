@@ -6,7 +6,8 @@
 // is_expandable, trace entries compile_context and user_metadata, the oom entry device_free
 // in place of addr, annotations stage "START"/"END". A frames list shared by many entries
 // (one Frames pointer) is written once and referenced through the pickle memo, as are the
-// repeated action/state names.
+// repeated action/state names and the file and function names that many distinct stacks share
+// (a replayed trace's frames: one stack per line, all in one file).
 #pragma once
 
 #include <cstddef>
@@ -15,6 +16,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <unordered_map>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -43,7 +45,18 @@ inline void write_name(ValueWriter& w, const char* name) {
   w.remember(name);
 }
 
-inline void write_frames(ValueWriter& w, const Frames& frames) {
+/// Frame strings written so far, by content, with the key each was remembered under (the address
+/// of its first occurrence, which lives as long as the snapshot being written).
+using FrameStrings = std::unordered_map<std::string_view, const void*>;
+
+inline void write_frame_string(ValueWriter& w, const std::string& text, FrameStrings& seen) {
+  const auto [it, fresh] = seen.try_emplace(text, text.data());
+  if (!fresh && w.reuse(it->second)) return;
+  w.value(text);
+  if (fresh) w.remember(it->second);
+}
+
+inline void write_frames(ValueWriter& w, const Frames& frames, FrameStrings& strings) {
   if (!frames || frames->empty()) {
     w.begin_list();
     w.end_list();
@@ -53,8 +66,10 @@ inline void write_frames(ValueWriter& w, const Frames& frames) {
   w.begin_list();
   for (const Frame& f : *frames) {
     w.begin_dict();  // PyTorch's key order
-    w.field("name", f.name);
-    w.field("filename", f.filename);
+    w.key("name");
+    write_frame_string(w, f.name, strings);
+    w.key("filename");
+    write_frame_string(w, f.filename, strings);
     w.field("line", f.line);
     w.end_dict();
   }
@@ -62,7 +77,7 @@ inline void write_frames(ValueWriter& w, const Frames& frames) {
   w.remember(frames.get());
 }
 
-inline void write_segment(ValueWriter& w, const SnapshotSegment& seg) {
+inline void write_segment(ValueWriter& w, const SnapshotSegment& seg, FrameStrings& strings) {
   w.begin_dict();
   w.field("device", seg.device);
   w.field("address", seg.address);
@@ -83,7 +98,7 @@ inline void write_segment(ValueWriter& w, const SnapshotSegment& seg) {
   const bool has_frames = seg.frames && !seg.frames->empty();
   if (!has_frames) {
     w.key("frames");
-    write_frames(w, seg.frames);
+    write_frames(w, seg.frames, strings);
   }
   w.key("blocks");
   w.begin_list();
@@ -95,18 +110,18 @@ inline void write_segment(ValueWriter& w, const SnapshotSegment& seg) {
     w.key("state");
     write_name(w, to_string(b.state));
     w.key("frames");
-    write_frames(w, b.frames);
+    write_frames(w, b.frames, strings);
     w.end_dict();
   }
   w.end_list();
   if (has_frames) {
     w.key("frames");
-    write_frames(w, seg.frames);
+    write_frames(w, seg.frames, strings);
   }
   w.end_dict();
 }
 
-inline void write_trace_entry(ValueWriter& w, const TraceEntry& e) {
+inline void write_trace_entry(ValueWriter& w, const TraceEntry& e, FrameStrings& strings) {
   static constexpr const char* kNotAvailable = "N/A";
   w.begin_dict();
   w.key("action");
@@ -123,7 +138,7 @@ inline void write_trace_entry(ValueWriter& w, const TraceEntry& e) {
   }
   w.field("user_metadata", e.user_metadata);
   w.key("frames");
-  write_frames(w, e.frames);
+  write_frames(w, e.frames, strings);
   w.end_dict();
 }
 
@@ -148,17 +163,18 @@ inline void write_setting(ValueWriter& w, const SettingValue& v) {
 /// caller calls finish(). Throws std::invalid_argument from a PickleWriter when a number
 /// exceeds 2^53.
 inline void write_snapshot(const Snapshot& snap, ValueWriter& w) {
+  detail::FrameStrings strings;
   w.begin_dict();
   w.key("segments");
   w.begin_list();
-  for (const SnapshotSegment& seg : snap.segments) detail::write_segment(w, seg);
+  for (const SnapshotSegment& seg : snap.segments) detail::write_segment(w, seg, strings);
   w.end_list();
 
   w.key("device_traces");
   w.begin_list();
   for (const auto& trace : snap.device_traces) {
     w.begin_list();
-    for (const TraceEntry& e : trace) detail::write_trace_entry(w, e);
+    for (const TraceEntry& e : trace) detail::write_trace_entry(w, e, strings);
     w.end_list();
   }
   w.end_list();

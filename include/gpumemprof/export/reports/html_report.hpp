@@ -137,19 +137,22 @@ inline void write_html_device_json(ValueWriter& w, const HtmlDevice& d) {
   w.field("numOoms", s.num_ooms);
   w.field("numSegmentEvents", s.num_segment_events);
   w.field("durationUs", s.duration_us);
+  w.field("activeSlices", s.active_slices);
+  w.field("openOnEvents", s.opens_on_events);
   w.field("peakActive", s.peak_active_bytes);
   w.field("peakActiveState", s.peak_active_state);
   w.field("peakAllocated", s.peak_allocated_bytes);
   w.field("peakReserved", s.peak_reserved_bytes);
   w.field("numSegments", s.num_segments);
   w.field("numBlocks", s.num_blocks);
-  w.field("numLiveBlocks", s.num_live_blocks);
-  w.field("reserved", s.reserved_bytes);
-  w.field("allocated", s.allocated_bytes);
-  w.field("internalFree", s.internal_free_bytes);
-  w.field("externalFree", s.external_free_bytes);
-  w.field("pendingFree", s.pending_free_bytes);
-  w.field("largestFree", s.largest_free_block);
+  const SegmentFacts& u = s.usage;
+  w.field("numLiveBlocks", u.live_blocks);
+  w.field("reserved", u.reserved);
+  w.field("allocated", u.requested);  // what the live blocks' callers asked for
+  w.field("internalFree", u.internal_free());
+  w.field("externalFree", u.unallocated());
+  w.field("pendingFree", u.pending);
+  w.field("largestFree", u.largest_free);
   // External fragmentation by the one definition; -1 when undefined (nothing free or nothing live).
   w.field("extFrag", s.usage.external_fragmentation().value_or(-1.0));
   w.end_dict();

@@ -421,7 +421,8 @@ window.addEventListener('mouseup', (ev) => { if (windowMouse.up) windowMouse.up(
 function Timeline(dev, onInstant) {
   const cv = $('tl'), ov = $('ov'), ctx = cv.getContext('2d'), octx = ov.getContext('2d');
   const E = dev.E, times = dev.times, total = dev.total, start = dev.start, end = dev.end, size = dev.size;
-  const T = { mode: E > 1 && times[E - 1] > times[0] ? 'time' : 'event', v0: 0, v1: 1, showReserved: true,
+  // Opens on wall-clock time unless the model found it mostly idle (summary.openOnEvents).
+  const T = { mode: E > 1 && times[E - 1] > times[0] && !dev.sum.openOnEvents ? 'time' : 'event', v0: 0, v1: 1, showReserved: true,
     highlight: null, selected: dev.peak, samp: null, colTot: null, cand: null, k: 1, ymax: 1,
     px: 0, py: 0, W: 1, H: 1, ox: 0, oy: 0, oW: 1, oH: 1, ovCache: null, pending: false };
 
@@ -819,7 +820,7 @@ function renderSummary(dev) {
   let liveEnd = 0;
   for (let i = 0; i < dev.n; i++) if (dev.end[i] > E) liveEnd++;
   const ext = s.extFrag >= 0 ? s.extFrag : NaN;  // 1 - largest free block / free bytes (n/a: nothing free or live)
-  const intl = s.allocated + s.internalFree ? s.internalFree / (s.allocated + s.internalFree) : NaN;
+  const intl = s.reserved ? s.internalFree / s.reserved : NaN;  // as the text summary: share of reserved
   const cards = [
     ['Peak active memory', fmtBytes(s.peakActive), E ? instantLabel(dev, s.peakActiveState) : 'live blocks in the snapshot'],
     ['Peak reserved', fmtBytes(s.peakReserved), 'reserved at the snapshot: ' + fmtBytes(s.reserved)],
@@ -827,7 +828,7 @@ function renderSummary(dev) {
     ['Allocations', fmtInt(E ? s.numAllocs : s.numLiveBlocks), E ? fmtInt(s.numFrees) + ' frees \u00b7 ' + fmtInt(liveEnd) + ' live at the end' : 'live blocks (no trace recorded)'],
     ['Segments', fmtInt(s.numSegments), fmtInt(s.numBlocks) + ' blocks \u00b7 ' + fmtInt(s.numLiveBlocks) + ' allocated'],
     ['External fragmentation', isFinite(ext) ? fmtPct(ext) : 'n/a', '1 \u2212 largest free block / free bytes \u00b7 ' + fmtBytes(s.externalFree - s.pendingFree) + ' free, largest block ' + fmtBytes(s.largestFree)],
-    ['Internal fragmentation', fmtPct(intl), fmtBytes(s.internalFree) + ' of rounding slack in live blocks'],
+    ['Internal fragmentation', fmtPct(intl), fmtBytes(s.internalFree) + ' of rounding slack in live blocks, share of reserved'],
     ['Trace', E ? fmtInt(s.numEvents) + ' events' : 'none', E ? 'over ' + fmtDur(s.durationUs) + (s.numDroppedEvents ? ' \u00b7 ' + fmtInt(s.numDroppedEvents) + ' older left out' : '') : 'history was not recorded'],
   ];
   if (s.numOoms) cards.push(['Out of memory', fmtInt(s.numOoms), 'OOM events in the trace (red marks on the timeline)', 'bad']);
@@ -1103,10 +1104,13 @@ function openDevice(idx) {
   $('tl-box').classList.toggle('hidden', !hasTrace);
   $('tl-controls').classList.toggle('hidden', !hasTrace);
   $('tl-hint').classList.toggle('hidden', !hasTrace);
-  const note = $('tl-note');
-  note.classList.toggle('hidden', hasTrace && dev.n > 0);
+  const note = $('tl-note'), s = dev.sum;
+  const idle = hasTrace && s.openOnEvents && s.activeSlices > 0;  // opened on events: say why
+  note.classList.toggle('hidden', hasTrace && dev.n > 0 && !idle);
   note.textContent = !hasTrace ? 'This snapshot has no allocation history (record_memory_history was off), so there is no timeline; the views below use the segments.'
-    : 'The trace has no allocations of this device; only reserved memory is drawn.';
+    : dev.n === 0 ? 'The trace has no allocations of this device; only reserved memory is drawn.'
+    : 'Opened on the events axis (one step per event): the events fall in ' + s.activeSlices + ' of 100 equal slices of the ' +
+      fmtDur(s.durationUs) + ' the trace spans, so wall-clock time is mostly idle. The time button shows it to scale.';
   for (const id of ['mode-time', 'mode-event', 'show-reserved', 'zoom-peak', 'zoom-reset']) $(id).disabled = !hasTrace;
   if (hasTrace) {
     tl = Timeline(dev, (s, i) => { insp.show(s, i); tl.setSelected(s); });

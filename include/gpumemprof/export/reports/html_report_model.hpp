@@ -82,6 +82,11 @@ struct HtmlSummary {
   std::uint64_t num_ooms = 0;
   std::uint64_t num_segment_events = 0;
   std::int64_t duration_us = 0;
+  /// Of kActivitySlices equal slices of the trace's time span, those holding an event (see
+  /// opens_on_events); 0 when every event has the same time.
+  std::uint32_t active_slices = 0;
+  /// The page opens on the events axis (event index), not wall-clock time: the span is mostly idle.
+  bool opens_on_events = false;
   std::uint64_t peak_active_bytes = 0;  ///< max over states of live requested bytes
   std::uint64_t peak_active_state = 0;
   std::uint64_t peak_allocated_bytes = 0;  ///< same, alloc -> free_requested
@@ -90,14 +95,8 @@ struct HtmlSummary {
   // From the snapshot's segments (the state when the snapshot was taken).
   std::uint64_t num_segments = 0;
   std::uint64_t num_blocks = 0;
-  std::uint64_t num_live_blocks = 0;  ///< active_allocated blocks
-  std::uint64_t reserved_bytes = 0;
-  std::uint64_t allocated_bytes = 0;      ///< requested bytes of active_allocated blocks
-  std::uint64_t internal_free_bytes = 0;  ///< rounding slack inside active_allocated blocks
-  std::uint64_t external_free_bytes = 0;  ///< bytes of the other blocks (free or pending free)
-  std::uint64_t pending_free_bytes = 0;
-  std::uint64_t largest_free_block = 0;
-  SegmentFacts usage;  ///< the facts the fields above come from (analysis/memory_facts.hpp)
+  /// Bytes and blocks summed over the device's segments (analysis/memory_facts.hpp).
+  SegmentFacts usage;
 };
 
 struct HtmlDevice {
@@ -181,6 +180,28 @@ namespace html_model {
   return a == TraceAction::segment_free || a == TraceAction::segment_unmap;
 }
 
+/// The trace's time span is cut into this many equal slices...
+inline constexpr std::uint32_t kActivitySlices = 100;
+/// ...and when its events fall in fewer than this many, wall-clock time is mostly idle (a pause
+/// between runs, a step every few minutes): a time axis would squeeze the activity into a few
+/// pixels, so the page opens on the events axis instead, and says why.
+inline constexpr std::uint32_t kBusySlices = 20;
+
+/// The slices of the span of `times` (nondecreasing) that hold at least one event.
+[[nodiscard]] inline std::uint32_t active_slices(const std::vector<std::int64_t>& times) {
+  if (times.empty() || times.back() <= times.front()) return 0;
+  const auto span = static_cast<double>(times.back() - times.front());
+  std::uint32_t count = 0, last = kActivitySlices;  // no slice yet
+  for (const std::int64_t t : times) {
+    const auto slice = std::min<std::uint32_t>(
+        kActivitySlices - 1,
+        static_cast<std::uint32_t>(static_cast<double>(t - times.front()) / span * kActivitySlices));
+    count += slice != last ? 1 : 0;
+    last = slice;
+  }
+  return count;
+}
+
 /// Copies the device's segments and blocks, and fills the snapshot half of the summary.
 inline void add_segments(const Snapshot& snap, HtmlDevice& dev, HtmlStackTable& stacks) {
   HtmlSummary& sum = dev.summary;
@@ -198,14 +219,6 @@ inline void add_segments(const Snapshot& snap, HtmlDevice& dev, HtmlStackTable& 
     sum.num_blocks += seg.blocks.size();
     dev.segments.push_back(out);
   }
-  const SegmentFacts& u = sum.usage;
-  sum.num_live_blocks = u.live_blocks;
-  sum.reserved_bytes = u.reserved;
-  sum.allocated_bytes = u.requested;
-  sum.internal_free_bytes = u.internal_free();
-  sum.external_free_bytes = u.free + u.pending;
-  sum.pending_free_bytes = u.pending;
-  sum.largest_free_block = u.largest_free;
 }
 
 /// Turns the device's trace (the newest `max_entries` entries; 0 = all) into allocations and
@@ -296,6 +309,8 @@ inline void add_trace(const Snapshot& snap, std::size_t max_entries, HtmlDevice&
     }
   }
   sum.duration_us = dev.times.empty() ? 0 : dev.times.back();
+  sum.active_slices = active_slices(dev.times);
+  sum.opens_on_events = sum.active_slices < kBusySlices;  // also when there is no time span at all
 
   // Live blocks of the snapshot: those the trace allocated keep their interval (and lend their
   // stack when the entry had none); the others were allocated before the trace.
@@ -348,10 +363,10 @@ inline void add_trace(const Snapshot& snap, std::size_t max_entries, HtmlDevice&
   // Reserved bytes: the segments give the end; walk the changes back for the start.
   std::int64_t change_sum = 0;
   for (const auto& c : dev.reserved_changes) change_sum += c.second;
-  const std::int64_t start = static_cast<std::int64_t>(sum.reserved_bytes) - change_sum;
+  const std::int64_t start = static_cast<std::int64_t>(sum.usage.reserved) - change_sum;
   sum.reserved_start_bytes = start > 0 ? static_cast<std::uint64_t>(start) : 0;
   std::int64_t reserved = static_cast<std::int64_t>(sum.reserved_start_bytes);
-  sum.peak_reserved_bytes = std::max(sum.reserved_start_bytes, sum.reserved_bytes);
+  sum.peak_reserved_bytes = std::max(sum.reserved_start_bytes, sum.usage.reserved);
   for (const auto& c : dev.reserved_changes) {
     reserved += c.second;
     sum.peak_reserved_bytes =

@@ -30,13 +30,9 @@ struct SiteUsage {
 /// Whole-snapshot numbers (bytes unless noted).
 struct SnapshotSummary {
   std::uint64_t segments = 0, large_segments = 0, small_segments = 0, expandable_segments = 0;
-  std::uint64_t reserved_bytes = 0;
-  std::uint64_t active_blocks = 0, pending_free_blocks = 0, inactive_blocks = 0;
-  std::uint64_t requested_bytes = 0;  ///< asked for by the live (active_allocated) blocks
-  std::uint64_t internal_free = 0;    ///< rounding slack inside live blocks
-  std::uint64_t external_free = 0;    ///< bytes in free and pending-free blocks
-  std::uint64_t largest_free_block = 0;
-  SegmentFacts usage;                            ///< the facts the fields above come from (analysis/memory_facts.hpp)
+  /// Bytes and blocks summed over the segments: reserved, allocated and requested (live blocks),
+  /// pending free, free, the largest free block, fragmentation (analysis/memory_facts.hpp).
+  SegmentFacts usage;
   std::array<std::uint64_t, 9> trace_actions{};  ///< entries per TraceAction, all devices
   std::uint64_t annotations = 0;
   std::vector<SiteUsage> sites;  ///< by live bytes, largest first
@@ -60,15 +56,6 @@ struct SnapshotSummary {
       ++site.blocks;
     }
   }
-  const SegmentFacts& u = s.usage;
-  s.reserved_bytes = u.reserved;
-  s.active_blocks = u.live_blocks;
-  s.pending_free_blocks = u.pending_blocks;
-  s.inactive_blocks = u.free_blocks;
-  s.requested_bytes = u.requested;
-  s.internal_free = u.internal_free();
-  s.external_free = u.free + u.pending;
-  s.largest_free_block = u.largest_free;
   std::stable_sort(s.sites.begin(), s.sites.end(),
                    [](const SiteUsage& a, const SiteUsage& b) { return a.live_bytes > b.live_bytes; });
   for (const auto& trace : snap.device_traces) {
@@ -82,30 +69,29 @@ struct SnapshotSummary {
 [[nodiscard]] inline std::string format_summary(const SnapshotSummary& s, std::size_t top = 10) {
   std::string out;
   char buf[512];
+  const SegmentFacts& u = s.usage;
   auto pct = [](std::uint64_t part, std::uint64_t whole) {
     return whole == 0 ? 0.0 : 100.0 * static_cast<double>(part) / static_cast<double>(whole);
   };
   std::snprintf(buf, sizeof buf, "segments: %llu (%llu large, %llu small, %llu expandable), reserved %s\n",
                 static_cast<unsigned long long>(s.segments), static_cast<unsigned long long>(s.large_segments),
                 static_cast<unsigned long long>(s.small_segments),
-                static_cast<unsigned long long>(s.expandable_segments), format_size(s.reserved_bytes).c_str());
+                static_cast<unsigned long long>(s.expandable_segments), format_size(u.reserved).c_str());
   out += buf;
   std::snprintf(buf, sizeof buf, "blocks: %llu live (%s requested), %llu pending free, %llu free\n",
-                static_cast<unsigned long long>(s.active_blocks), format_size(s.requested_bytes).c_str(),
-                static_cast<unsigned long long>(s.pending_free_blocks),
-                static_cast<unsigned long long>(s.inactive_blocks));
+                static_cast<unsigned long long>(u.live_blocks), format_size(u.requested).c_str(),
+                static_cast<unsigned long long>(u.pending_blocks), static_cast<unsigned long long>(u.free_blocks));
   out += buf;
   std::snprintf(buf, sizeof buf,
                 "fragmentation: external %s (1 - largest free block / free bytes), internal %s (%.1f%% of "
                 "reserved: rounding inside live blocks)\n",
-                format_fraction(s.usage.external_fragmentation()).c_str(), format_size(s.internal_free).c_str(),
-                pct(s.internal_free, s.reserved_bytes));
+                format_fraction(u.external_fragmentation()).c_str(), format_size(u.internal_free()).c_str(),
+                pct(u.internal_free(), u.reserved));
   out += buf;
   std::snprintf(buf, sizeof buf,
                 "free: %s in %llu blocks (%.1f%% of reserved), largest free block %s; %s pending free\n",
-                format_size(s.usage.free).c_str(), static_cast<unsigned long long>(s.usage.free_blocks),
-                pct(s.usage.free, s.reserved_bytes), format_size(s.largest_free_block).c_str(),
-                format_size(s.usage.pending).c_str());
+                format_size(u.free).c_str(), static_cast<unsigned long long>(u.free_blocks), pct(u.free, u.reserved),
+                format_size(u.largest_free).c_str(), format_size(u.pending).c_str());
   out += buf;
   std::string actions;
   for (std::size_t a = 0; a < s.trace_actions.size(); ++a) {

@@ -1,4 +1,4 @@
-// Layer 3: OOM forensics. The allocator's OutOfMemoryError says how much was asked for and how
+// Analysis layer: OOM forensics. The allocator's OutOfMemoryError says how much was asked for and how
 // much is free; this report says why the memory was not there:
 //   - the cause: the device is full, the memory fraction is reached, or fragmentation (enough
 //     memory reserved but unallocated, yet no cached block large enough);
@@ -10,7 +10,8 @@
 //   try { ... } catch (const gmp::OutOfMemoryError&) { std::cerr << reporter->last()->to_string(); }
 //
 // The allocator calls OOM observers after releasing its lock, just before it throws; the
-// report reads the allocator's state at that moment.
+// report reads the allocator's state at that moment. Per-segment usage and fragmentation are the
+// facts of analysis/memory_facts.hpp, so this report and the snapshot reports agree.
 #pragma once
 
 #include <algorithm>
@@ -29,6 +30,7 @@
 #include "gpumemprof/allocator/format_size.hpp"
 #include "gpumemprof/allocator/introspection.hpp"
 #include "gpumemprof/allocator/size_policy.hpp"
+#include "gpumemprof/analysis/memory_facts.hpp"
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/history/history_recorder.hpp"
 #include "gpumemprof/history/snapshot.hpp"
@@ -50,17 +52,12 @@ enum class OomCause : std::uint8_t {
   return "device full";
 }
 
-/// How one segment's bytes split at the OOM.
+/// How one segment's bytes split at the OOM (the facts of analysis/memory_facts.hpp).
 struct SegmentUsage {
   std::uint64_t address = 0;
-  std::uint64_t size = 0;                ///< bytes reserved
-  std::uint64_t allocated_bytes = 0;     ///< in active_allocated blocks
-  std::uint64_t pending_free_bytes = 0;  ///< freed, waiting for other streams
-  std::uint64_t free_bytes = 0;          ///< in inactive (cached) blocks
-  std::size_t free_blocks = 0;
-  std::uint64_t largest_free_block = 0;
   std::uint64_t stream = 0;
   bool is_large = true;
+  SegmentFacts facts;
 };
 
 /// Live allocations made from one place.
@@ -72,15 +69,15 @@ struct AllocationSite {
 };
 
 struct OomReport {
-  OomInfo info;                              ///< what the allocator reported (bytes)
-  std::string device_name;                   ///< "sim:0", "cuda:1"
-  std::uint64_t block_bytes = 0;             ///< the request rounded to a block size
-  bool small_pool = false;                   ///< the pool the request belongs to
-  std::uint64_t reserved_unallocated = 0;    ///< reserved - allocated
-  std::uint64_t free_cached_bytes = 0;       ///< in inactive blocks, all segments
-  std::uint64_t pending_free_bytes = 0;      ///< in active_pending_free blocks (other threads' frees)
-  std::uint64_t largest_free_block_any = 0;  ///< over every pool and stream
-  std::uint64_t not_ours_bytes = 0;          ///< device memory in use but not reserved by this allocator
+  OomInfo info;                            ///< what the allocator reported (bytes)
+  std::string device_name;                 ///< "sim:0", "cuda:1"
+  std::uint64_t block_bytes = 0;           ///< the request rounded to a block size
+  bool small_pool = false;                 ///< the pool the request belongs to
+  std::uint64_t reserved_unallocated = 0;  ///< reserved - allocated
+  /// Summed over every segment, pool and stream: free = in inactive (cached) blocks, pending =
+  /// in active_pending_free blocks (other threads' frees), largest_free over all of them.
+  SegmentFacts usage;
+  std::uint64_t not_ours_bytes = 0;  ///< device memory in use but not reserved by this allocator
   OomCause cause = OomCause::device_full;
   bool stacks_recorded = false;
   std::vector<SegmentUsage> segments;     ///< most free bytes first
@@ -98,8 +95,9 @@ struct OomReport {
     switch (cause) {
       case OomCause::fragmentation:
         why = format_size(reserved_unallocated) + " is reserved but unallocated, yet the largest free block is " +
-              format_size(largest_free_block_any) +
-              ": the free memory is split into pieces. Try "
+              format_size(usage.largest_free) + " (external fragmentation " +
+              format_fraction(usage.external_fragmentation()) +
+              "): the free memory is split into pieces. Try "
               "GPUMEMPROF_ALLOC_CONF=expandable_segments:True or max_split_size_mb, or allocate "
               "long-lived buffers first.";
         break;
@@ -115,21 +113,21 @@ struct OomReport {
     }
     line(std::string("Cause: ") + gpumemprof::to_string(cause) + " -- " + why);
     line("Reserved " + format_size(info.reserved_bytes) + " = allocated " + format_size(info.allocated_bytes) +
-         " + free in cached blocks " + format_size(free_cached_bytes) +
-         (pending_free_bytes != 0 ? " + pending free " + format_size(pending_free_bytes) : std::string()) +
-         ". Largest free block: " + format_size(largest_free_block_any) + " (needed " + format_size(block_bytes) +
-         ").");
+         " + free in cached blocks " + format_size(usage.free) +
+         (usage.pending != 0 ? " + pending free " + format_size(usage.pending) : std::string()) +
+         ". Largest free block: " + format_size(usage.largest_free) + " (needed " + format_size(block_bytes) + ").");
     if (!segments.empty()) {
       line("Segments with the most free memory:");
       for (std::size_t i = 0; i < segments.size() && i < max_segments; ++i) {
         const SegmentUsage& s = segments[i];
         char addr[32];
         std::snprintf(addr, sizeof addr, "0x%llx", static_cast<unsigned long long>(s.address));
-        line(std::string("  ") + addr + " " + format_size(s.size) + (s.is_large ? " large" : " small") + ", stream " +
-             std::to_string(s.stream) + ": " + format_size(s.allocated_bytes) + " allocated, " +
-             format_size(s.free_bytes) + " free in " + std::to_string(s.free_blocks) + " blocks (largest " +
-             format_size(s.largest_free_block) + ")" +
-             (s.pending_free_bytes != 0 ? ", " + format_size(s.pending_free_bytes) + " pending free" : ""));
+        const SegmentFacts& u = s.facts;
+        line(std::string("  ") + addr + " " + format_size(u.reserved) + (s.is_large ? " large" : " small") +
+             ", stream " + std::to_string(s.stream) + ": " + format_size(u.allocated) + " allocated, " +
+             format_size(u.free) + " free in " + std::to_string(u.free_blocks) + " blocks (largest " +
+             format_size(u.largest_free) + ")" +
+             (u.pending != 0 ? ", " + format_size(u.pending) + " pending free" : ""));
       }
     }
     if (!top_sites.empty()) {
@@ -168,40 +166,23 @@ template <DeviceBackend B>
 
   std::map<std::uint64_t, AllocationSite> sites;  // by context handle (one per stack)
   allocator.visit_segments([&](const SegmentView& v) {
-    SegmentUsage& s = r.segments.emplace_back();
-    s.address = v.address;
-    s.size = v.size;
-    s.stream = v.stream.id;
-    s.is_large = v.is_large;
+    const SegmentUsage& s = r.segments.emplace_back(SegmentUsage{v.address, v.stream.id, v.is_large, segment_facts(v)});
+    r.usage += s.facts;
     for (const BlockView& b : v.blocks) {
-      switch (b.state) {
-        case BlockState::active_allocated: {
-          s.allocated_bytes += b.size;
-          AllocationSite& site = sites[b.context];
-          site.bytes += b.size;
-          site.requested_bytes += b.requested_size;
-          ++site.count;
-          break;
-        }
-        case BlockState::active_pending_free: s.pending_free_bytes += b.size; break;
-        case BlockState::inactive:
-          s.free_bytes += b.size;
-          ++s.free_blocks;
-          s.largest_free_block = std::max<std::uint64_t>(s.largest_free_block, b.size);
-          break;
-      }
+      if (b.state != BlockState::active_allocated) continue;
+      AllocationSite& site = sites[b.context];
+      site.bytes += b.size;
+      site.requested_bytes += b.requested_size;
+      ++site.count;
     }
-    r.free_cached_bytes += s.free_bytes;
-    r.pending_free_bytes += s.pending_free_bytes;
-    r.largest_free_block_any = std::max(r.largest_free_block_any, s.largest_free_block);
   });
   std::stable_sort(r.segments.begin(), r.segments.end(),
-                   [](const SegmentUsage& a, const SegmentUsage& b) { return a.free_bytes > b.free_bytes; });
+                   [](const SegmentUsage& a, const SegmentUsage& b) { return a.facts.free > b.facts.free; });
 
   // Why: free memory in the wrong shape, else a cap below the device, else simply too much
   // live data. (Blocks pending free on other streams cannot be the cause: the OOM sequence
   // waits for every stream before giving up.)
-  if (r.free_cached_bytes >= r.block_bytes) {
+  if (r.usage.free >= r.block_bytes) {
     r.cause = OomCause::fragmentation;
   } else if (capped && info.reserved_bytes + info.allocation_bytes > info.device_total) {
     r.cause = OomCause::memory_fraction;

@@ -15,6 +15,12 @@ struct Expandable : SimAlloc {
   explicit Expandable(std::size_t capacity = GiB) : SimAlloc("expandable_segments:True", capacity) {}
   [[nodiscard]] std::int64_t reserved() const { return stats().reserved_bytes.all().current; }
   [[nodiscard]] std::uintptr_t base() { return a.segments().at(0).address; }
+  // Map calls, pages mapped, unmap calls, pages unmapped, stream synchronizations.
+  using Calls = std::array<std::size_t, 5>;
+  [[nodiscard]] Calls calls() {
+    const auto c = sim().counters();
+    return {c.map_calls, c.pages_mapped, c.unmap_calls, c.pages_unmapped, c.stream_synchronizations};
+  }
   // The device's account agrees with the allocator's after every step.
   void check() {
     a.validate();
@@ -216,16 +222,12 @@ TEST_CASE("expandable: two streams, each with its own reservation") {
 
 TEST_CASE("expandable: growth goes where the fewest pages must be mapped, and maps and unmaps as counted") {
   Expandable e;
-  auto calls = [&] {
-    const auto c = e.sim().counters();
-    return std::array<std::size_t, 5>{c.map_calls, c.pages_mapped, c.unmap_calls, c.pages_unmapped,
-                                      c.stream_synchronizations};
-  };
-  using C = std::array<std::size_t, 5>;  // map calls, pages mapped, unmap calls, pages unmapped, syncs
-  void* a = e.a.allocate(8 * MiB);       // [0, 8) MiB
-  void* b = e.a.allocate(2 * MiB);       // [8, 10)
-  void* c = e.a.allocate(4 * MiB);       // [10, 14)
-  void* d = e.a.allocate(2 * MiB);       // [14, 16)
+  auto calls = [&] { return e.calls(); };
+  using C = Expandable::Calls;
+  void* a = e.a.allocate(8 * MiB);  // [0, 8) MiB
+  void* b = e.a.allocate(2 * MiB);  // [8, 10)
+  void* c = e.a.allocate(4 * MiB);  // [10, 14)
+  void* d = e.a.allocate(2 * MiB);  // [14, 16)
   e.check();
   const std::uintptr_t base = addr(a);
   CHECK(calls() == C{4, 8, 0, 0, 0});  // one map call per growth
@@ -256,4 +258,43 @@ TEST_CASE("expandable: growth goes where the fewest pages must be mapped, and ma
   e.check();
   CHECK(e.reserved() == 0);
   CHECK(calls() == C{6, 16, 3, 16, 2});  // [8, 28) merged into one free block: one unmap call
+}
+
+TEST_CASE("expandable: growth maps fresh pages while reserved stays within 2.5% of the most bytes live") {
+  Expandable e;
+  using C = Expandable::Calls;
+  void* w = e.a.allocate(192 * MiB);  // [0, 192) MiB
+  void* a = e.a.allocate(4 * MiB);    // [192, 196)
+  void* b = e.a.allocate(2 * MiB);    // [196, 198)
+  e.check();
+  const std::uintptr_t base = addr(w);
+  CHECK(e.calls() == C{3, 99, 0, 0, 0});
+  e.a.deallocate(a);
+  // 6 MiB fit in no free block and go above b. At most 200 MiB were ever live, so reserved may
+  // reach 205 MiB: three fresh pages (204 MiB), and a's pages stay mapped -- no unmap, no stream
+  // synchronization. (Recycling first, as before, unmapped a's two pages and synchronized.)
+  void* c = e.a.allocate(6 * MiB);
+  e.check();
+  CHECK(addr(c) == base + 198 * MiB);
+  CHECK(e.calls() == C{4, 102, 0, 0, 0});
+  CHECK(e.reserved() == 204 * iMiB);
+  // A later step's 4 MiB lands where a was, without a device call.
+  void* a2 = e.a.allocate(4 * MiB);
+  e.check();
+  CHECK(addr(a2) == base + 192 * MiB);
+  CHECK(e.calls() == C{4, 102, 0, 0, 0});
+  e.a.deallocate(a2);
+  // Beyond the budget pages are recycled again, only as many as it needs: [0, 196) MiB is free,
+  // 198 MiB go above c while 206 MiB are live, so reserved may reach 211.15 MiB; 192 MiB of the
+  // 196 free are unmapped (the top pages, one call) and reserved ends at 210 MiB.
+  e.a.deallocate(w);
+  void* d = e.a.allocate(198 * MiB);
+  e.check();
+  CHECK(addr(d) == base + 204 * MiB);
+  CHECK(e.calls() == C{5, 201, 1, 96, 1});
+  CHECK(e.reserved() == 210 * iMiB);
+  for (void* x : {b, c, d}) e.a.deallocate(x);
+  e.a.empty_cache();
+  e.check();
+  CHECK(e.reserved() == 0);
 }

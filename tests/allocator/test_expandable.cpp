@@ -15,6 +15,23 @@ struct Expandable : SimAlloc {
   explicit Expandable(std::size_t capacity = GiB) : SimAlloc("expandable_segments:True", capacity) {}
   [[nodiscard]] std::int64_t reserved() const { return stats().reserved_bytes.all().current; }
   [[nodiscard]] std::uintptr_t base() { return a.segments().at(0).address; }
+  // Map calls, pages mapped, unmap calls, pages unmapped, stream synchronizations.
+  using Calls = std::array<std::size_t, 5>;
+  [[nodiscard]] Calls calls() {
+    const auto c = sim().counters();
+    return {c.map_calls, c.pages_mapped, c.unmap_calls, c.pages_unmapped, c.stream_synchronizations};
+  }
+  // One allocation, then where it landed (from `origin`, the reservation's base), the device calls
+  // so far and the reserved bytes.
+  std::uintptr_t origin = 0;
+  void* step(std::size_t bytes, std::size_t at, Calls want, std::int64_t reserved_mib) {
+    void* p = a.allocate(bytes);
+    check();
+    CHECK(addr(p) == origin + at);
+    CHECK(calls() == want);
+    CHECK(reserved() == reserved_mib * iMiB);
+    return p;
+  }
   // The device's account agrees with the allocator's after every step.
   void check() {
     a.validate();
@@ -216,44 +233,57 @@ TEST_CASE("expandable: two streams, each with its own reservation") {
 
 TEST_CASE("expandable: growth goes where the fewest pages must be mapped, and maps and unmaps as counted") {
   Expandable e;
-  auto calls = [&] {
-    const auto c = e.sim().counters();
-    return std::array<std::size_t, 5>{c.map_calls, c.pages_mapped, c.unmap_calls, c.pages_unmapped,
-                                      c.stream_synchronizations};
-  };
-  using C = std::array<std::size_t, 5>;  // map calls, pages mapped, unmap calls, pages unmapped, syncs
-  void* a = e.a.allocate(8 * MiB);       // [0, 8) MiB
-  void* b = e.a.allocate(2 * MiB);       // [8, 10)
-  void* c = e.a.allocate(4 * MiB);       // [10, 14)
-  void* d = e.a.allocate(2 * MiB);       // [14, 16)
+  using C = Expandable::Calls;
+  void* a = e.a.allocate(8 * MiB);  // [0, 8) MiB
+  void* b = e.a.allocate(2 * MiB);  // [8, 10)
+  void* c = e.a.allocate(4 * MiB);  // [10, 14)
+  void* d = e.a.allocate(2 * MiB);  // [14, 16)
   e.check();
-  const std::uintptr_t base = addr(a);
-  CHECK(calls() == C{4, 8, 0, 0, 0});  // one map call per growth
+  e.origin = addr(a);
+  CHECK(e.calls() == C{4, 8, 0, 0, 0});  // one map call per growth
   CHECK(e.reserved() == 16 * iMiB);
-  // One allocation, then where it landed, the calls so far and the reserved bytes.
-  auto step = [&](std::size_t bytes, std::size_t at, C want, std::size_t reserved_mib) {
-    void* p = e.a.allocate(bytes);
-    e.check();
-    CHECK(addr(p) == base + at);
-    CHECK(calls() == want);
-    CHECK(e.reserved() == static_cast<std::int64_t>(reserved_mib) * iMiB);
-    return p;
-  };
   e.a.deallocate(a);
   e.a.deallocate(c);
   e.check();
   // 12 MiB fit in no free block: mapped at [16, 28), the free pages of a and c recycled, the
   // larger first (one unmap call each, one stream synchronization for both).
-  void* big = step(12 * MiB, 16 * MiB, C{5, 14, 2, 6, 1}, 16);
+  void* big = e.step(12 * MiB, 16 * MiB, C{5, 14, 2, 6, 1}, 16);
   // Holes at [0, 8) and [10, 14) now; freeing b leaves [0, 14) free, 2 MiB of it mapped. 6 MiB
   // placed at 8 MiB need only the hole [10, 14) mapped (the lowest place, at 0, would map 6 MiB
   // and recycle b's page): two new pages, nothing unmapped, no synchronization.
   e.a.deallocate(b);
   e.check();
-  void* f = step(6 * MiB, 8 * MiB, C{6, 16, 2, 6, 1}, 20);
+  void* f = e.step(6 * MiB, 8 * MiB, C{6, 16, 2, 6, 1}, 20);
   for (void* x : {f, d, big}) e.a.deallocate(x);
   e.a.empty_cache();
   e.check();
   CHECK(e.reserved() == 0);
-  CHECK(calls() == C{6, 16, 3, 16, 2});  // [8, 28) merged into one free block: one unmap call
+  CHECK(e.calls() == C{6, 16, 3, 16, 2});  // [8, 28) merged into one free block: one unmap call
+}
+
+TEST_CASE("expandable: growth maps fresh pages while reserved stays within 2.5% of the most bytes live") {
+  Expandable e;
+  using C = Expandable::Calls;
+  void* w = e.a.allocate(192 * MiB);  // [0, 192) MiB
+  void* a = e.a.allocate(4 * MiB);    // [192, 196)
+  void* b = e.a.allocate(2 * MiB);    // [196, 198)
+  e.check();
+  e.origin = addr(w);
+  CHECK(e.calls() == C{3, 99, 0, 0, 0});
+  e.a.deallocate(a);
+  // 6 MiB fit in no free block and go above b. At most 200 MiB were ever live, so reserved may
+  // reach 205 MiB: three fresh pages (204 MiB), and a's pages stay mapped -- no unmap, no stream
+  // synchronization. (Recycling first, as before, unmapped a's two pages and synchronized.)
+  void* c = e.step(6 * MiB, 198 * MiB, C{4, 102, 0, 0, 0}, 204);
+  // A later step's 4 MiB lands where a was, without a device call.
+  e.a.deallocate(e.step(4 * MiB, 192 * MiB, C{4, 102, 0, 0, 0}, 204));
+  // Beyond the budget pages are recycled again, only as many as it needs: [0, 196) MiB is free,
+  // 198 MiB go above c while 206 MiB are live, so reserved may reach 211.15 MiB; 192 MiB of the
+  // 196 free are unmapped (the top pages, one call) and reserved ends at 210 MiB.
+  e.a.deallocate(w);
+  void* d = e.step(198 * MiB, 204 * MiB, C{5, 201, 1, 96, 1}, 210);
+  for (void* x : {b, c, d}) e.a.deallocate(x);
+  e.a.empty_cache();
+  e.check();
+  CHECK(e.reserved() == 0);
 }

@@ -127,9 +127,10 @@ check_equal(p.stdout, want, "tune output on the constructed OOM snapshot")
 p = run("tune", REF)
 check(p.stdout.splitlines()[-1].startswith("PYTORCH_CUDA_ALLOC_CONF="), f"tune's last line: {p.stdout}")
 check("3514.0 MiB       +0.0%  no                  <default>" in p.stdout, f"tune's default row: {p.stdout}")
-# Expandable segments (where the allocator supports them) save the fragmentation: 2954 MiB.
+# Expandable segments (where the allocator supports them) save the fragmentation: 2992 MiB
+# (2.5% above the peak live bytes, the slack that spares moving pages on warm replays).
 if "not supported by this build" not in p.stdout:
-    check("   1      2954.0 MiB      -15.9%  no                  expandable_segments:True" in p.stdout, p.stdout)
+    check("   1      2992.0 MiB      -14.9%  no                  expandable_segments:True" in p.stdout, p.stdout)
     check(p.stdout.splitlines()[-1] == "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", p.stdout)
 
 # diff: two constructed snapshots (sizes in PyTorch's format_size: 1 MiB prints as 1024.00 KiB). A: train.py:10 allocates 1 MiB twice (one freed), load.py:5

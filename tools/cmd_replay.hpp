@@ -143,8 +143,9 @@ inline int cmd_replay(int argc, char** argv) {
     return 0;
   }
   args.expect_positional(1, "one TRACE file");
+  if (is_snapshot_file(args.positional()[0])) return cmd_replay_snapshot(args, args.positional()[0], nullptr);
   const std::string bytes = read_gzip_file(args.positional()[0]);
-  if (is_snapshot_bytes(bytes)) return cmd_replay_snapshot(args, args.positional()[0], bytes);
+  if (is_snapshot_bytes(bytes)) return cmd_replay_snapshot(args, args.positional()[0], &bytes);
   if (args.has("--capacity")) throw UsageError("--capacity applies to snapshot replays");
   const Device device(args.get("--device", "sim:0"));
   const AllocatorConfig config = args.has("--config") ? AllocatorConfig(args.get("--config")) : AllocatorConfig{};

@@ -6,9 +6,9 @@
 #include <string>
 
 #include "cli_args.hpp"
+#include "gpumemprof/export/formats/snapshot_reader.hpp"
 #include "gpumemprof/export/reports/html_report.hpp"
 #include "gpumemprof/export/reports/perfetto.hpp"
-#include "gpumemprof/export/formats/snapshot_reader.hpp"
 #include "gpumemprof/export/reports/snapshot_summary.hpp"
 
 namespace gpumemprof::tools {
@@ -25,7 +25,7 @@ inline int cmd_summary(int argc, char** argv) {
   }
   args.expect_positional(1, "one SNAPSHOT file");
   const std::string& path = args.positional()[0];
-  const Snapshot snap = load_snapshot(path);
+  const CompactSnapshot snap = load_compact_snapshot(path);
   std::printf("snapshot %s\n%s", path.c_str(), format_summary(summarize(snap), args.count("--top", 10)).c_str());
   return 0;
 }
@@ -43,7 +43,7 @@ inline int cmd_html(int argc, char** argv) {
   }
   args.expect_positional(1, "one SNAPSHOT file");
   if (!args.has("--output")) throw UsageError("name the report file with -o REPORT.html");
-  const Snapshot snap = load_snapshot(args.positional()[0]);
+  const CompactSnapshot snap = load_compact_snapshot(args.positional()[0]);
   HtmlReportOptions opt;
   opt.title = args.get("--title", opt.title);
   opt.max_trace_entries = args.count("--max-entries", 0);
@@ -64,7 +64,7 @@ inline int cmd_perfetto(int argc, char** argv) {
   }
   args.expect_positional(1, "one SNAPSHOT file");
   if (!args.has("--output")) throw UsageError("name the trace file with -o TRACE.json");
-  write_perfetto_file(load_snapshot(args.positional()[0]), args.get("--output"));
+  write_perfetto_file(load_compact_snapshot(args.positional()[0]), args.get("--output"));
   std::printf("wrote %s\n", args.get("--output").c_str());
   return 0;
 }

@@ -37,6 +37,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -48,6 +49,7 @@
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/device/simulated.hpp"
 #include "gpumemprof/error.hpp"
+#include "gpumemprof/history/compact_snapshot.hpp"
 #include "gpumemprof/history/snapshot.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
@@ -117,14 +119,15 @@ inline std::uint64_t round_block(std::uint64_t requested) noexcept {
 }
 
 /// The state at the trace's start: the end state with the trace undone (see the file comment).
-inline std::vector<SeedSegment> reconstruct_start(const Snapshot& snap, int device, ReplaySeed& seed) {
-  const std::vector<TraceEntry>& trace = snap.device_traces[static_cast<std::size_t>(device)];
+template <SnapshotLike S>
+std::vector<SeedSegment> reconstruct_start(const S& snap, int device, ReplaySeed& seed) {
+  const auto& trace = snap.device_traces[static_cast<std::size_t>(device)];
   std::unordered_map<std::uint64_t, std::uint64_t> live;  // allocated by the trace and not freed
   std::unordered_set<std::uint64_t> freed_once;           // pre-existing blocks already freed
   std::map<std::uint64_t, std::uint64_t> pre_freed;       // address -> requested bytes
   std::unordered_set<std::uint64_t> trace_segments;       // created by the trace, still there
   std::map<std::uint64_t, SeedSegment> pre;               // address -> segment
-  for (const TraceEntry& e : trace) {
+  for (const auto& e : trace) {
     switch (e.action) {
       case TraceAction::alloc: live[e.addr] = e.size; break;
       case TraceAction::free_requested:
@@ -234,11 +237,12 @@ inline std::vector<SeedPiece> seed_pieces(const SeedSegment& s) {
 }
 
 /// Replays one device's trace; see replay_snapshot().
+template <SnapshotLike S>
 class SnapshotReplayer {
  public:
   using Alloc = CachingAllocator<SimulatedBackend>;
 
-  SnapshotReplayer(const Snapshot& snap, int device, const SnapshotReplayOptions& opt)
+  SnapshotReplayer(const S& snap, int device, const SnapshotReplayOptions& opt)
       : snap_(snap), trace_(snap.device_traces.at(static_cast<std::size_t>(device))) {
     r_.device = device;
     r_.events = trace_.size();
@@ -276,7 +280,7 @@ class SnapshotReplayer {
   void scan_recorded() {
     std::uint64_t reserved = r_.seed.reserved_bytes;
     r_.recorded_peak_reserved = reserved;
-    for (const TraceEntry& e : trace_) {
+    for (const auto& e : trace_) {
       switch (e.action) {
         case TraceAction::segment_alloc: ++r_.recorded_segment_allocs; [[fallthrough]];
         case TraceAction::segment_map: reserved += e.size; break;
@@ -331,7 +335,7 @@ class SnapshotReplayer {
   }
 
   void step(std::size_t k) {
-    const TraceEntry& e = trace_[k];
+    const auto& e = trace_[k];
     switch (e.action) {
       case TraceAction::alloc: {
         ++r_.allocs;
@@ -389,8 +393,8 @@ class SnapshotReplayer {
     void* ptr = nullptr;
     std::uint64_t requested = 0;
   };
-  const Snapshot& snap_;
-  const std::vector<TraceEntry>& trace_;
+  const S& snap_;
+  const std::remove_cvref_t<decltype(std::declval<const S&>().device_traces[0])>& trace_;
   SnapshotReplayResult r_;
   std::unique_ptr<Alloc> alloc_;
   std::unordered_map<std::uint64_t, Live> ptrs_;
@@ -403,7 +407,8 @@ class SnapshotReplayer {
 }  // namespace detail
 
 /// Devices whose trace has events, in index order.
-[[nodiscard]] inline std::vector<int> traced_devices(const Snapshot& snap) {
+template <SnapshotLike S>
+[[nodiscard]] std::vector<int> traced_devices(const S& snap) {
   std::vector<int> out;
   for (std::size_t d = 0; d < snap.device_traces.size(); ++d) {
     if (!snap.device_traces[d].empty()) out.push_back(static_cast<int>(d));
@@ -414,12 +419,12 @@ class SnapshotReplayer {
 /// Replays device `device`'s trace of `snap` through a CachingAllocator on a simulated device
 /// configured by `opt`. Throws ConfigError when the allocator rejects the config, FormatError
 /// when the trace contradicts itself, std::out_of_range when the snapshot has no such trace.
-[[nodiscard]] inline SnapshotReplayResult replay_snapshot(const Snapshot& snap, int device,
-                                                          const SnapshotReplayOptions& opt = {}) {
+template <SnapshotLike S>
+[[nodiscard]] SnapshotReplayResult replay_snapshot(const S& snap, int device, const SnapshotReplayOptions& opt = {}) {
   if (device < 0 || static_cast<std::size_t>(device) >= snap.device_traces.size()) {
     throw std::out_of_range("the snapshot has no trace for device " + std::to_string(device));
   }
-  return detail::SnapshotReplayer(snap, device, opt).run();
+  return detail::SnapshotReplayer<S>(snap, device, opt).run();
 }
 
 GPUMEMPROF_NAMESPACE_END

@@ -103,6 +103,14 @@ class DataValue {
     return 0;
   }
 
+  /// The pickle memo index a reader stored this container under (kNoMemo: none, or a scalar).
+  static constexpr std::uint32_t kNoMemo = 0xFFFFFFFFU;
+  [[nodiscard]] std::uint32_t memo_index() const noexcept {
+    if (const auto* q = std::get_if<SeqPtr>(&v_)) return (*q)->memo;
+    if (const auto* m = std::get_if<MapPtr>(&v_)) return (*m)->memo;
+    return kNoMemo;
+  }
+
   /// Appends to a list (shared: every copy sees it). A container must not contain itself.
   void append(DataValue v) {
     if (kind_ != Kind::list) wrong("a list");
@@ -129,8 +137,15 @@ class DataValue {
  private:
   friend class detail::PickleMachine;
 
+  // Records the memo index of a container (pickle reader).
+  void set_memo_index(std::uint32_t index) const noexcept {
+    if (const auto* q = std::get_if<SeqPtr>(&v_)) (*q)->memo = index;
+    if (const auto* m = std::get_if<MapPtr>(&v_)) (*m)->memo = index;
+  }
+
   struct Seq {
     Items items;
+    std::uint32_t memo = kNoMemo;
     std::uint32_t depth = 1;
     bool sealed = false;  // pickle reader: placed inside another container, no longer mutable
   };
@@ -151,6 +166,7 @@ class DataValue {
     static constexpr std::size_t kIndexFrom = 16;  // smaller dicts are searched linearly
     Entries entries;
     std::unique_ptr<std::unordered_map<KeyRef, std::size_t, KeyRefHash>> index;
+    std::uint32_t memo = kNoMemo;
     std::uint32_t depth = 1;
     bool sealed = false;
 

@@ -16,8 +16,8 @@
 #include "gpumemprof/allocator/caching_allocator.hpp"
 #include "gpumemprof/allocator/default_allocator.hpp"
 #include "gpumemprof/device/any_backend.hpp"
-#include "gpumemprof/export/formats/dump_snapshot.hpp"
 #include "gpumemprof/export/formats/json_writer.hpp"
+#include "gpumemprof/export/formats/snapshot_writer.hpp"
 #include "gpumemprof/history/history_recorder.hpp"
 #include "gpumemprof/history/snapshot_builder.hpp"
 #include "replay.hpp"
@@ -27,13 +27,16 @@ namespace gpumemprof::tools {
 
 inline const char* replay_usage() {
   return "usage: gpumemprof replay TRACE [--device sim:0|cuda:0] [--config \"<ALLOC_CONF>\"]\n"
-         "                        [--snapshot OUT.pickle] [--repeat N] [--json]\n"
+         "                        [--snapshot OUT.pickle [--max-entries N]] [--repeat N] [--json]\n"
          "       gpumemprof replay SNAPSHOT [--config \"<ALLOC_CONF>\"] [--capacity BYTES] [--json]\n"
          "  Replays a trace (../shared/traces format, gzip or text) through the caching allocator.\n"
          "  Peaks come from the first (cold) replay; ns_per_pair is the best of N warm replays\n"
          "  (default 3) on the same allocator, like PyTorch's anchor figures. --snapshot records\n"
-         "  the cold replay's history (no stacks: they would show this tool) and writes it, with the\n"
-         "  blocks live at its end, as a PyTorch snapshot (.pickle) or JSON (.json).\n"
+         "  the cold replay's history (no stacks: they would show this tool; the warm replays are\n"
+         "  not recorded, as recording would change their timing) and writes it, with the blocks\n"
+         "  live at its end, as a PyTorch snapshot (.pickle) or JSON (.json); an annotation spanning\n"
+         "  the trace says what it holds. History takes about 200 bytes an event while writing;\n"
+         "  --max-entries N keeps only the newest N events (the annotation then says so).\n"
          "  A SNAPSHOT (PyTorch's or ours, recognised by content) replays its recorded history on the\n"
          "  simulated device and compares peak reserved with what was recorded; --capacity sets the\n"
          "  device size (default: inferred from a recorded OOM, else 80GiB).\n"
@@ -54,16 +57,35 @@ struct ReplayReport {
   ReplayResult result;
   int warm_runs = 0;            // --repeat: 0 = no timing was taken
   double best_ns_per_pair = 0;  // meaningful only when warm_runs > 0
+  // --snapshot: what the written snapshot holds.
+  std::string snapshot_note;
+  std::size_t snapshot_events = 0;   // trace entries in it
+  std::size_t snapshot_dropped = 0;  // older entries of the cold replay left out (--max-entries)
 };
+
+/// The sentence the snapshot of a replay carries (as an annotation) and the CLI prints.
+inline std::string replay_snapshot_note(const std::string& trace, int repeat, std::size_t events, std::size_t dropped) {
+  std::string note = "gpumemprof replay of " + trace + ": the cold replay (run 1 of " + std::to_string(repeat + 1) +
+                     (repeat == 0 ? ")" : "; the warm runs are not recorded)");
+  if (dropped != 0) {
+    note += ", its newest " + std::to_string(events) + " of " + std::to_string(events + dropped) +
+            " events (--max-entries)";
+  } else {
+    note += ", all " + std::to_string(events) + " events";
+  }
+  return note;
+}
 
 /// Cold replay (peaks; recorded into `snapshot_path` when given), then `repeat` warm replays
 /// (timing) on one allocator.
 inline ReplayReport run_replay(const Trace& t, const Device& device, const AllocatorConfig& config, int repeat,
-                               bool progress, const std::string& snapshot_path = {}) {
+                               bool progress, const std::string& snapshot_path = {}, std::size_t max_entries = 0) {
   DeviceAllocator alloc(AnyBackend::for_device(device), config);
-  HistoryRecorder history(
-      HistoryOptions{.enabled = HistoryEnabled::all, .context = HistoryContext::none, .stacks = HistoryStacks::none},
-      alloc.device_index());
+  HistoryRecorder history(HistoryOptions{.enabled = HistoryEnabled::all,
+                                         .context = HistoryContext::none,
+                                         .stacks = HistoryStacks::none,
+                                         .max_entries = max_entries != 0 ? max_entries : HistoryOptions{}.max_entries},
+                          alloc.device_index());
   if (!snapshot_path.empty()) history.attach(alloc);
   ReplayReport rep;
   rep.trace = t.path;
@@ -76,8 +98,17 @@ inline ReplayReport run_replay(const Trace& t, const Device& device, const Alloc
   rep.result = replay(t, alloc, &live);
   if (!snapshot_path.empty()) {
     if (progress) std::fprintf(stderr, "\rwriting %s ", snapshot_path.c_str());
-    dump_snapshot(alloc, snapshot_path);
+    Snapshot snap = alloc.snapshot();
     history.detach();
+    const auto& trace = snap.device_traces.at(static_cast<std::size_t>(std::max(alloc.device_index(), 0)));
+    rep.snapshot_events = trace.size();
+    rep.snapshot_dropped = history.dropped_entries();
+    rep.snapshot_note = replay_snapshot_note(t.path, repeat, rep.snapshot_events, rep.snapshot_dropped);
+    if (!trace.empty()) {  // an annotation over the whole trace: viewers show what the file holds
+      snap.external_annotations.push_back({rep.snapshot_note, true, alloc.device_index(), trace.front().time_us});
+      snap.external_annotations.push_back({rep.snapshot_note, false, alloc.device_index(), trace.back().time_us});
+    }
+    write_snapshot_file(snap, snapshot_path);
   }
   for (void* p : live) alloc.deallocate(p);
   rep.warm_runs = repeat;
@@ -109,6 +140,14 @@ inline void print_replay(const ReplayReport& rep, bool json) {
     // --repeat 0 times nothing: null, not the cold replay's first-touch figure.
     w.field("ns_per_pair", rep.warm_runs > 0 ? std::round(rep.best_ns_per_pair * 10.0) / 10.0
                                              : std::numeric_limits<double>::quiet_NaN());
+    if (!rep.snapshot_note.empty()) {
+      w.key("snapshot");
+      w.begin_dict();
+      w.field("events", rep.snapshot_events);
+      w.field("dropped_events", rep.snapshot_dropped);
+      w.field("note", rep.snapshot_note);
+      w.end_dict();
+    }
     w.end_dict();
     w.finish();
     std::cout << '\n' << std::flush;
@@ -133,11 +172,12 @@ inline void print_replay(const ReplayReport& rep, bool json) {
   } else {
     std::printf("  ns_per_pair           not measured (--repeat 0: no warm replay)\n");
   }
+  if (!rep.snapshot_note.empty()) std::printf("  snapshot: %s\n", rep.snapshot_note.c_str());
 }
 
 inline int cmd_replay(int argc, char** argv) {
   const Args args(argc, argv, 2, {"--json", "--help"},
-                  {"--device", "--config", "--snapshot", "--repeat", "--capacity"});
+                  {"--device", "--config", "--snapshot", "--repeat", "--capacity", "--max-entries"});
   if (args.has("--help")) {
     std::fputs(replay_usage(), stdout);
     return 0;
@@ -147,12 +187,13 @@ inline int cmd_replay(int argc, char** argv) {
   const std::string bytes = read_gzip_file(args.positional()[0]);
   if (is_snapshot_bytes(bytes)) return cmd_replay_snapshot(args, args.positional()[0], &bytes);
   if (args.has("--capacity")) throw UsageError("--capacity applies to snapshot replays");
+  if (args.has("--max-entries") && !args.has("--snapshot")) throw UsageError("--max-entries applies with --snapshot");
   const Device device(args.get("--device", "sim:0"));
   const AllocatorConfig config = args.has("--config") ? AllocatorConfig(args.get("--config")) : AllocatorConfig{};
   const int repeat = static_cast<int>(args.count("--repeat", 3, 1000));
   const Trace t = parse_trace(bytes, args.positional()[0]);
-  const ReplayReport rep =
-      run_replay(t, device, config, repeat, ::isatty(2) != 0 && !args.has("--json"), args.get("--snapshot"));
+  const ReplayReport rep = run_replay(t, device, config, repeat, ::isatty(2) != 0 && !args.has("--json"),
+                                      args.get("--snapshot"), args.count("--max-entries", 0));
   print_replay(rep, args.has("--json"));
   return 0;
 }

@@ -163,7 +163,9 @@ inline int cmd_replay_snapshot(const Args& args, const std::string& path, const 
   if (args.has("--device") && args.get("--device").rfind("sim:", 0) != 0) {
     throw UsageError("a snapshot replays on the simulated device only; drop --device or use sim:N");
   }
-  if (args.has("--snapshot")) throw UsageError("--snapshot applies to trace replays, not to snapshot replays");
+  if (args.has("--snapshot") || args.has("--max-entries")) {
+    throw UsageError("--snapshot and --max-entries apply to trace replays, not to snapshot replays");
+  }
   SnapshotReplayOptions opt;
   if (args.has("--config")) opt.config = AllocatorConfig(args.get("--config"));
   opt.capacity = capacity_option(args);

@@ -106,16 +106,17 @@ TEST_CASE("snapshot stream: summary, HTML, Perfetto and replay read a CompactSna
 
 TEST_CASE("snapshot stream: a memo reference to a streamed entry is refused with one clear error") {
   // e = {'action': 'alloc', 'addr': 1, 'size': 8}
-  // pickle.dumps({'segments': [], 'device_traces': [[e, e]]}, protocol=4): the second e is a BINGET.
+  // pickle.dumps({'segments': [], 'device_traces': [[e], [e]]}, protocol=4): device 1's e is a
+  // BINGET of device 0's, streamed (APPEND) before it.
   const std::string bytes = export_test::bin(
-      "\x80\x04\x95\x52\x00\x00\x00\x00\x00\x00\x00\x7d\x94\x28\x8c\x08segments\x94\x5d\x94\x8c\x0d"
-      "device_traces\x94\x5d\x94\x5d\x94\x28\x7d\x94\x28\x8c\x06"
+      "\x80\x04\x95\x55\x00\x00\x00\x00\x00\x00\x00\x7d\x94\x28\x8c\x08segments\x94\x5d\x94\x8c\x0d"
+      "device_traces\x94\x5d\x94\x28\x5d\x94\x7d\x94\x28\x8c\x06"
       "action\x94\x8c\x05"
       "alloc\x94\x8c\x04"
-      "addr\x94\x4b\x01\x8c\x04size\x94\x4b\x08\x75\x68\x06\x65\x61\x75\x2e");
-  REQUIRE(bytes.size() == 93);
-  // The value tree shares it (two entries) ...
-  CHECK(via_tree(bytes).device_traces.at(0).size() == 2);
+      "addr\x94\x4b\x01\x8c\x04size\x94\x4b\x08\x75\x61\x5d\x94\x68\x06\x61\x65\x75\x2e");
+  REQUIRE(bytes.size() == 96);
+  // The value tree shares it (one entry per device) ...
+  CHECK(via_tree(bytes).device_traces.at(1).size() == 1);
   // ... the streaming reader cannot, and says so.
   try {
     (void)gmp::parse_compact_snapshot(bytes, "twice.pickle");

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "catch.hpp"
-#include "gpumemprof/export/reports/html_report.hpp"
 #include "gpumemprof/export/formats/json_reader.hpp"
+#include "gpumemprof/export/reports/html_report.hpp"
 #include "synthetic_snapshot.hpp"
 
 namespace gmp = gpumemprof;
@@ -369,6 +369,78 @@ TEST_CASE("html report: a 1M-entry trace gives a compact page, quickly", "[html]
   CHECK(html.size() < 60'000'000);
   CHECK(secs < 10.0);  // catches accidental quadratic work, not a benchmark
   const gmp::DataValue data = gmp::parse_json(embedded_json(html));
-  CHECK(at(at(data, "devices").items().at(0), "nEvents").as_int() ==
+  // Level of detail: at most 2^18 states and the 200000 largest allocations; the summary counts all.
+  const gmp::DataValue& dev = at(data, "devices").items().at(0);
+  CHECK(at(dev, "nEvents").as_int() <= (1 << 18));
+  CHECK(at(at(dev, "alloc"), "size").size() == 200000);
+  CHECK(at(at(dev, "lod"), "events").as_int() == static_cast<std::int64_t>(snap.device_traces[0].size()));
+  CHECK(at(at(dev, "summary"), "numEvents").as_int() == static_cast<std::int64_t>(snap.device_traces[0].size()));
+  // Without it, the page holds every entry.
+  const std::string whole = gmp::render_html_report(snap, {.max_page_states = 0, .max_page_allocations = 0});
+  CHECK(at(gmp::parse_json(embedded_json(whole)).find("devices")->items().at(0), "nEvents").as_int() ==
         static_cast<std::int64_t>(snap.device_traces[0].size()));
+  CHECK(whole.size() > html.size());
+}
+
+TEST_CASE("html level of detail: the most active state of each run, the largest allocations, exact sites", "[html]") {
+  gmp::detail::HtmlModel m = gmp::detail::build_html_model(hand_made_snapshot());
+  auto& d = m.devices.at(0);
+  // Active bytes per state (see the model test): 1120 1120 1220 1420 1420 1320 1320 1270 1200 1500 1500 1500.
+  // 5 states: 0, the most active of the runs 1-4, 5-8, 9-11 (3, 5, 9), and the last (11).
+  gmp::detail::apply_html_level_of_detail(d, 5, 4);
+  const auto& lod = d.lod;
+  REQUIRE(lod.applied);
+  CHECK(lod.events == 11);
+  CHECK(lod.allocations == 6);
+  CHECK(lod.state_event == std::vector<std::uint64_t>{0, 3, 5, 9, 11});
+  CHECK(lod.active == std::vector<std::uint64_t>{1120, 1420, 1320, 1500, 1500});
+  CHECK(d.times == std::vector<std::int64_t>{20, 40, 80, 95});
+  // Four allocations: the three live at the peak (G, B, E), then the one covering the most bytes
+  // x page states (D: 70 x 3; C: 50 x 3, A: 100 x 1), in page states, in start order.
+  struct Want {
+    std::uint64_t start, end, size;
+  };
+  const std::vector<Want> want = {{0, 3, 70}, {0, 5, 1000}, {1, 5, 200}, {3, 5, 300}};
+  REQUIRE(d.allocations.size() == want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    INFO("allocation " << i);
+    CHECK(d.allocations[i].start == want[i].start);
+    CHECK(d.allocations[i].end == want[i].end);
+    CHECK(d.allocations[i].size == want[i].size);
+  }
+  CHECK(lod.hidden == 2);
+  CHECK(lod.live_at_end == 3);
+  CHECK(d.reserved_changes == std::vector<std::pair<std::uint64_t, std::int64_t>>{{1, 20 * kMiB}});
+  CHECK(d.ooms == std::vector<std::uint64_t>{3});
+  CHECK(d.summary.peak_active_state == 3);
+  CHECK(d.summary.peak_active_bytes == 1500);
+  // Sites over all six allocations: no stack (C, D), G's, and A/B/E's.
+  REQUIRE(lod.sites.size() == 3);
+  CHECK(lod.sites[0].stack == -1);
+  CHECK(lod.sites[0].count == 2);
+  CHECK(lod.sites[0].total == 120);
+  CHECK(lod.sites[0].live == 0);
+  CHECK(lod.sites[0].peak == 0);
+  CHECK(lod.sites[0].largest == 70);
+  CHECK(lod.sites[1].count == 1);
+  CHECK(lod.sites[1].total == 1000);
+  CHECK(lod.sites[1].peak == 1000);
+  CHECK(lod.sites[2].count == 3);
+  CHECK(lod.sites[2].total == 600);
+  CHECK(lod.sites[2].live == 500);
+  CHECK(lod.sites[2].peak == 500);
+  CHECK(lod.sites[2].largest == 300);
+
+  // The page gets it as "lod", the trace states delta-coded.
+  const std::string html =
+      gmp::render_html_report(hand_made_snapshot(), {.max_page_states = 5, .max_page_allocations = 3});
+  const gmp::DataValue data = gmp::parse_json(embedded_json(html));
+  const gmp::DataValue& dev = at(data, "devices").items().at(0);
+  CHECK(at(dev, "nEvents").as_int() == 4);
+  CHECK(ints(at(at(dev, "lod"), "ev")) == std::vector<std::int64_t>{0, 3, 2, 4, 2});
+  CHECK(ints(at(at(dev, "lod"), "active")) == std::vector<std::int64_t>{1120, 1420, 1320, 1500, 1500});
+  CHECK(ints(at(at(at(dev, "lod"), "sites"), "count")) == std::vector<std::int64_t>{2, 1, 3});
+  // Within the limits nothing changes: no "lod" at all.
+  const std::string small = gmp::render_html_report(hand_made_snapshot());
+  CHECK(at(gmp::parse_json(embedded_json(small)), "devices").items().at(0).find("lod") == nullptr);
 }

@@ -42,8 +42,9 @@ struct HtmlReportOptions {
   /// Level of detail (html_report_lod.hpp): a device whose trace has more states than this is
   /// shown at this many (the most active state of each run of states; 0 = all states) ...
   std::size_t max_page_states = std::size_t{1} << 18;
-  /// ... and with at most this many allocations drawn one by one, the largest (0 = all); the
-  /// rest are summed. Together they keep a 10M-entry report near 10 MB and quick to open.
+  /// ... and with at most this many allocations drawn one by one (0 = all): those live at the
+  /// peak, then those covering the most bytes x time; the rest are summed. Together they keep a 10M-entry report near
+  /// 10 MB and quick to open.
   std::size_t max_page_allocations = 200000;
 };
 
@@ -71,7 +72,7 @@ void write_delta_column(ValueWriter& w, std::string_view k, const Items& items, 
   });
 }
 
-/// The level of detail's data: "lod": {events, allocations, liveAtEnd, minSize, ev (the trace
+/// The level of detail's data: "lod": {events, allocations, liveAtEnd, hidden, ev (the trace
 /// state of each page state, delta-coded; absent when they are the same), active, sites}.
 inline void write_html_lod_json(ValueWriter& w, const HtmlLevelOfDetail& lod, std::size_t page_events) {
   w.key("lod");
@@ -79,7 +80,7 @@ inline void write_html_lod_json(ValueWriter& w, const HtmlLevelOfDetail& lod, st
   w.field("events", lod.events);
   w.field("allocations", lod.allocations);
   w.field("liveAtEnd", lod.live_at_end);
-  w.field("minSize", lod.min_size);
+  w.field("hidden", lod.hidden);
   if (page_events != lod.events) write_delta_column(w, "ev", lod.state_event, [](std::uint64_t s) { return s; });
   write_column(w, "active", lod.active, [](std::uint64_t b) { return b; });
   using Site = HtmlLevelOfDetail::Site;

@@ -864,7 +864,7 @@ function Inspector(dev, hooks) {
     $('inst-peak').classList.toggle('hidden', E === 0 || s === dev.peak);
     $('inst-sub').textContent = fmtBytes(bytes) + ' in ' + fmtInt(live.length) + ' allocations \u00b7 ' + instantLabel(dev, s) +
       (E ? ' \u00b7 reserved ' + fmtBytes(reservedAt(dev, s)) : '') +
-      (dev.lod && dev.lod.minSize ? ' \u00b7 level of detail: allocations of ' + fmtBytes(dev.lod.minSize) + ' and more are listed; all live together ' + fmtBytes(dev.total[s]) : '');
+      (dev.lod && dev.lod.hidden && bytes < dev.total[s] ? ' \u00b7 level of detail: ' + fmtBytes(dev.total[s] - bytes) + ' more in allocations the page does not list' : '');
     const rows = live.slice(0, shown);
     if (focus >= 0 && live.indexOf(focus) >= shown) rows.unshift(focus);
     const STATE = ['allocated', 'pending free'];
@@ -1131,7 +1131,7 @@ function openDevice(idx) {
   const L = dev.lod;
   note.textContent = !hasTrace ? 'This snapshot has no allocation history (record_memory_history was off), so there is no timeline; the views below use the segments.'
     : L ? 'Level of detail: ' + (L.ev ? fmtInt(L.events) + ' events are drawn as ' + fmtInt(dev.E) + ' instants, the most active of each run of events; ' : '') +
-      (L.minSize ? 'the ' + fmtInt(dev.n) + ' largest of ' + fmtInt(L.allocations) + ' allocations (' + fmtBytes(L.minSize) + ' and up) are drawn one by one, the others summed in gray; ' : '') +
+      (L.hidden ? fmtInt(dev.n) + ' of ' + fmtInt(L.allocations) + ' allocations are drawn one by one (all those live at the peak, then those covering the most memory over time), the others summed in gray; ' : '') +
       'peaks, totals and the sites table count every event. To see each of the newest N events, write a report with --max-entries N.'
     : 'The trace has no allocations of this device; only reserved memory is drawn.';
   for (const id of ['mode-time', 'mode-event', 'show-reserved', 'zoom-peak', 'zoom-reset']) $(id).disabled = !hasTrace;

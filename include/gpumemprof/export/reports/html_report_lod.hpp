@@ -5,10 +5,11 @@
 // keeps one state per run: the one with the most active bytes (so the peak and every local
 // maximum the view can resolve survive), plus state 0 and the last state E. Times, reserved bytes and OOMs move to
 // the kept states; active bytes at each kept state are exact and embedded.
-// Allocations: only those live at a kept state can be drawn; of those, the max_allocations
-// largest are embedded (a band each), the others are part of the embedded active bytes (the
-// gray "smaller allocations" band). Per-site figures (count, bytes, live at the end, at the
-// peak, largest) are computed over every allocation and embedded, so the sites table is exact.
+// Allocations: only those live at a kept state can be drawn; of those, at most max_allocations
+// are embedded (a band each): every one live at the peak, then those covering the most bytes x
+// states (so the weights that are there all along come before short-lived spikes). The others
+// are part of the embedded active bytes (the gray "smaller allocations" band). Per-site figures (count, bytes, live at
+// the end, at the peak, largest) are computed over every allocation and embedded, so the sites table is exact.
 #pragma once
 
 #include <algorithm>
@@ -83,26 +84,37 @@ inline void apply_html_level_of_detail(HtmlDevice& dev, std::size_t max_states, 
     site.largest = std::max(site.largest, a.size);
   }
 
-  // Allocations live at a kept state; the largest of them when there are too many.
-  std::vector<std::uint32_t> shown;
+  // Allocations live at a kept state; when there are too many, those live at the peak and then
+  // those covering the most bytes x page states (long-lived weights before short-lived spikes).
+  struct Shown {
+    std::uint32_t index;
+    bool at_peak;
+    double area;
+  };
+  const std::uint64_t peak_page = page(peak);
+  std::vector<Shown> shown;
   for (std::size_t i = 0; i < n; ++i) {
-    if (page(dev.allocations[i].start) < page(dev.allocations[i].end)) shown.push_back(static_cast<std::uint32_t>(i));
+    const std::uint64_t a = page(dev.allocations[i].start);
+    const std::uint64_t b = page(dev.allocations[i].end);
+    if (a < b) {
+      shown.push_back(Shown{static_cast<std::uint32_t>(i), a <= peak_page && peak_page < b,
+                            static_cast<double>(dev.allocations[i].size) * static_cast<double>(b - a)});
+    }
   }
   if (max_allocations != 0 && shown.size() > max_allocations) {
-    const auto larger = [&](std::uint32_t x, std::uint32_t y) {
-      const std::uint64_t a = dev.allocations[x].size;
-      const std::uint64_t b = dev.allocations[y].size;
-      return a != b ? a > b : x < y;
+    const auto first = [](const Shown& x, const Shown& y) {
+      if (x.at_peak != y.at_peak) return x.at_peak;
+      return x.area != y.area ? x.area > y.area : x.index < y.index;
     };
-    std::nth_element(shown.begin(), shown.begin() + static_cast<std::ptrdiff_t>(max_allocations), shown.end(), larger);
+    std::nth_element(shown.begin(), shown.begin() + static_cast<std::ptrdiff_t>(max_allocations), shown.end(), first);
     shown.resize(max_allocations);
-    lod.min_size = dev.allocations[*std::max_element(shown.begin(), shown.end(), larger)].size;
-    std::sort(shown.begin(), shown.end());  // back to start order
+    std::sort(shown.begin(), shown.end(), [](const Shown& x, const Shown& y) { return x.index < y.index; });
   }
+  lod.hidden = n - shown.size();
   std::vector<HtmlAllocation> kept;
   kept.reserve(shown.size());
-  for (const std::uint32_t i : shown) {
-    HtmlAllocation a = dev.allocations[i];
+  for (const Shown& x : shown) {
+    HtmlAllocation a = dev.allocations[x.index];
     a.start = page(a.start);
     a.end = page(a.end);
     kept.push_back(a);

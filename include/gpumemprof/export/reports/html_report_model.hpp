@@ -120,7 +120,7 @@ struct HtmlLevelOfDetail {
   std::vector<std::uint64_t> active;       ///< per page state: active bytes, all allocations
   std::uint64_t allocations = 0;           ///< allocations in the trace
   std::uint64_t live_at_end = 0;           ///< of those, live at the end
-  std::uint64_t min_size = 0;              ///< smallest allocation drawn on its own (0: all are)
+  std::uint64_t hidden = 0;                ///< allocations not drawn on their own (summed)
   std::vector<Site> sites;
 };
 

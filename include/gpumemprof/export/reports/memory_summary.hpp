@@ -56,8 +56,7 @@ inline std::string pad(std::string s, std::size_t width) {
   lines.push_back(pad(" " + std::string(16, ' ') + " gpumemprof memory summary, device " + device_name, 75));
   lines.push_back(rule);
   lines.push_back(pad("  " + std::string(9, ' ') + " CUDA OOMs: " + pad(std::to_string(stats.num_ooms), 12) + " | " +
-                          std::string(6, ' ') +
-                          " cudaMalloc retries: " + pad(std::to_string(stats.num_alloc_retries), 8),
+                          std::string(6, ' ') + " cudaMalloc retries: " + pad(std::to_string(stats.num_alloc_retries), 8),
                       75));
   lines.push_back(double_rule);
   lines.push_back("        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  ");

@@ -31,13 +31,19 @@ inline int cmd_summary(int argc, char** argv) {
 }
 
 inline int cmd_html(int argc, char** argv) {
-  const Args args(argc, argv, 2, {"--help"}, {"--output", "--title", "--max-entries"}, {{"-o", "--output"}});
+  const Args args(argc, argv, 2, {"--help"},
+                  {"--output", "--title", "--max-entries", "--page-states", "--page-allocations"},
+                  {{"-o", "--output"}});
   if (args.has("--help")) {
     std::fputs(
         "usage: gpumemprof html SNAPSHOT -o REPORT.html [--title T] [--max-entries N]\n"
+        "                       [--page-states N] [--page-allocations N]\n"
         "  Writes one self-contained HTML page (no network needed): memory timeline, peak,\n"
         "  segments and fragmentation, top allocation sites. --max-entries keeps the newest N\n"
-        "  trace entries per device.\n",
+        "  trace entries per device. Level of detail, so long traces open fast: past\n"
+        "  --page-states (default 262144) the timeline shows the most active state of each run\n"
+        "  of events, past --page-allocations (default 200000) the others are summed; peaks and\n"
+        "  per-site figures stay exact (0 = no limit).\n",
         stdout);
     return 0;
   }
@@ -47,6 +53,8 @@ inline int cmd_html(int argc, char** argv) {
   HtmlReportOptions opt;
   opt.title = args.get("--title", opt.title);
   opt.max_trace_entries = args.count("--max-entries", 0);
+  opt.max_page_states = args.count("--page-states", opt.max_page_states);
+  opt.max_page_allocations = args.count("--page-allocations", opt.max_page_allocations);
   write_html_report(snap, args.get("--output"), opt);
   std::printf("wrote %s\n", args.get("--output").c_str());
   return 0;

@@ -13,6 +13,8 @@
 // snapshot with load_compact_snapshot() takes about 40 bytes per entry, not a value tree.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
@@ -380,11 +382,11 @@ CompactSnapshot decode_snapshot(const std::string& name, bool is_pickle, ReadPic
 }
 
 /// Whether bytes look like a pickle (PROTO) or JSON; throws FormatError otherwise.
-inline bool snapshot_is_pickle(std::string_view head, bool empty) {
-  if (!head.empty() && static_cast<unsigned char>(head[0]) == 0x80) return true;
-  const std::size_t first = head.find_first_not_of(" \n\r\t");
-  if (first != std::string_view::npos && (head[first] == '{' || head[first] == '[')) return false;
-  if (empty) throw FormatError("the file is empty");
+inline bool snapshot_is_pickle(std::string_view bytes) {
+  if (!bytes.empty() && static_cast<unsigned char>(bytes[0]) == 0x80) return true;
+  const std::size_t first = bytes.find_first_not_of(" \n\r\t");
+  if (first != std::string_view::npos && (bytes[first] == '{' || bytes[first] == '[')) return false;
+  if (bytes.empty()) throw FormatError("the file is empty");
   throw FormatError("not a snapshot: neither a pickle (first byte 0x80) nor JSON (first character '{')");
 }
 
@@ -396,7 +398,7 @@ inline bool snapshot_is_pickle(std::string_view head, bool empty) {
                                                             const std::string& name = "snapshot") {
   bool is_pickle = false;
   try {
-    is_pickle = detail::snapshot_is_pickle(bytes, bytes.empty());
+    is_pickle = detail::snapshot_is_pickle(bytes);
   } catch (const FormatError& e) {
     throw FormatError(name + ": " + e.what());
   }
@@ -423,16 +425,8 @@ inline bool snapshot_is_pickle(std::string_view head, bool empty) {
   if (S_ISDIR(st.st_mode)) detail::throw_io("read", path, EISDIR);
   if (!S_ISREG(st.st_mode)) return parse_compact_snapshot(read_file(path), path);  // a pipe: no size to stream by
   const auto size = static_cast<std::uint64_t>(st.st_size);
-  char head[64];
-  const std::size_t got = std::fread(head, 1, sizeof head, file.get());
-  if (got < std::min<std::uint64_t>(size, sizeof head)) detail::throw_io("read", path, errno != 0 ? errno : EIO);
-  bool is_pickle = false;
-  try {
-    is_pickle = detail::snapshot_is_pickle(std::string_view(head, got), size == 0);
-  } catch (const FormatError& e) {
-    throw FormatError(path + ": " + e.what());
-  }
-  if (!is_pickle) return parse_compact_snapshot(read_file(path), path);
+  // Only a pickle (PROTO first) is streamed; anything else gets parse_compact_snapshot's checks.
+  if (size == 0 || std::fgetc(file.get()) != 0x80) return parse_compact_snapshot(read_file(path), path);
   std::rewind(file.get());
   return detail::decode_snapshot(
       path, true, [&](const PickleItemStream* s) { return read_pickle_file(file.get(), size, {}, s); },

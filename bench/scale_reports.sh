@@ -2,7 +2,8 @@
 # How the snapshot reports scale: generates synthetic snapshots of N trace entries and measures
 # wall time, CPU time and peak RSS of `gpumemprof summary`, `html`, `perfetto` and `replay` on
 # each, then prints the figures as a markdown table (also in OUTDIR/scale.md).
-#   bench/scale_reports.sh GPUMEMPROF MAKE_BIG_SNAPSHOT OUTDIR [N ...]   (default N: 1000000 10000000)
+#   bench/scale_reports.sh GPUMEMPROF MAKE_BIG_SNAPSHOT OUTDIR [N | FILE.pickle ...]
+# (default N: 1000000 10000000; a FILE.pickle, e.g. one PyTorch wrote, is measured as it is).
 # Peak RSS comes from /usr/bin/time -v where installed, else from python's getrusage (the same
 # kernel figure). Each step logs to OUTDIR/scale.log; a failing step does not stop the others.
 set -u
@@ -50,23 +51,33 @@ PY
   CELL[$key]=$(echo "$line" | sed -e 's/^[^:]*: //' -e 's/ \[.*\]$//')
 }
 echo "# $(date -u +%FT%TZ) on $(hostname), $(nproc) cores, $BIN" | tee -a "$LOG"
-for n in "${SIZES[@]}"; do
-  snap=$OUT/snap_$n.pickle
-  measure "generate_$n" "$MAKER" "$snap" "$n"
+for arg in "${SIZES[@]}"; do
+  if [[ $arg == *.pickle ]]; then  # an existing snapshot: measured, kept
+    n=$(basename "$arg" .pickle)
+    snap=$arg
+    CELL[entries_$n]=$n
+  else
+    n=$arg
+    snap=$OUT/snap_$n.pickle
+    measure "generate_$n" "$MAKER" "$snap" "$n"
+    CELL[entries_$n]=$(sed -n 's/.*: \([0-9]*\) trace entries.*/\1/p' "$OUT/generate_$n.out")
+  fi
   ls -l "$snap" | tee -a "$LOG"
   CELL[bytes_$n]=$(stat -c %s "$snap" 2>/dev/null || echo 0)
-  CELL[entries_$n]=$(sed -n 's/.*: \([0-9]*\) trace entries.*/\1/p' "$OUT/generate_$n.out")
   measure "summary_$n" "$BIN" summary "$snap"
   measure "html_$n" "$BIN" html "$snap" -o "$OUT/report_$n.html"
   CELL[page_$n]=$(stat -c %s "$OUT/report_$n.html" 2>/dev/null || echo 0)
   measure "perfetto_$n" "$BIN" perfetto "$snap" -o "$OUT/perfetto_$n.json"
   measure "replay_$n" "$BIN" replay "$snap" --json
-  rm -f "$snap" "$OUT/report_$n.html" "$OUT/perfetto_$n.json"
+  rm -f "$OUT/report_$n.html" "$OUT/perfetto_$n.json"
+  [[ $arg == *.pickle ]] || rm -f "$snap"
 done
 {
   echo "| trace entries | pickle | summary | html (page size) | perfetto | replay SNAPSHOT |"
   echo "|---:|---:|---|---|---|---|"
-  for n in "${SIZES[@]}"; do
+  for arg in "${SIZES[@]}"; do
+    n=$arg
+    [[ $arg == *.pickle ]] && n=$(basename "$arg" .pickle)
     mb() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1e6 }'; }
     printf '| %s | %s MB | %s | %s (%s MB) | %s | %s |\n' "${CELL[entries_$n]:-$n}" "$(mb "${CELL[bytes_$n]}")" \
       "${CELL[summary_$n]}" "${CELL[html_$n]}" "$(mb "${CELL[page_$n]}")" "${CELL[perfetto_$n]}" "${CELL[replay_$n]}"

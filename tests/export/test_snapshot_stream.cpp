@@ -128,6 +128,34 @@ TEST_CASE("snapshot stream: a memo reference to a streamed entry is refused with
   }
 }
 
+TEST_CASE("snapshot stream: a frames list shared with an earlier, streamed entry is found again") {
+  // fr = [{'name': 'f', 'filename': 'a.py', 'line': 3}]
+  // pickle.dumps({'segments': [], 'device_traces': [[{'action': 'alloc', 'addr': 1, 'size': 8, 'frames': fr}],
+  //               [{'action': 'free_completed', 'addr': 1, 'size': 8, 'frames': fr}]]}, protocol=4)
+  // Device 1's entry refers to fr through the memo after device 0's entry, and fr with it, was
+  // streamed and released (PyTorch's pickles share a frames list between alloc and free this way).
+  const std::string bytes = export_test::bin(
+      "\x80\x04\x95\xac\x00\x00\x00\x00\x00\x00\x00\x7d\x94\x28\x8c\x08segments\x94\x5d\x94\x8c\x0d"
+      "device_traces\x94\x5d\x94\x28\x5d\x94\x7d\x94\x28\x8c\x06"
+      "action\x94\x8c\x05"
+      "alloc\x94\x8c\x04"
+      "addr\x94K\x01\x8c\x04size\x94K\x08\x8c\x06"
+      "frames\x94\x5d\x94\x7d\x94\x28\x8c\x04name\x94\x8c\x01"
+      "f\x94\x8c\x08"
+      "filename\x94\x8c\x04"
+      "a.py\x94\x8c\x04line\x94K\x03uaua\x5d\x94\x7d\x94\x28h\x07\x8c\x0e"
+      "free_completed\x94h\x09K\x01h\x0aK\x08h\x0bh\x0cuaeu.");
+  REQUIRE(bytes.size() == 183);
+  const gmp::CompactSnapshot c = gmp::parse_compact_snapshot(bytes);
+  REQUIRE(c.device_traces.size() == 2);
+  const gmp::Frames& a = c.device_traces[0][0].frames;
+  const gmp::Frames& b = c.device_traces[1][0].frames;
+  REQUIRE(a);
+  CHECK(a.get() == b.get());
+  CHECK(*a == std::vector<gmp::Frame>{{"a.py", 3, "f"}});
+  export_test::require_same(via_tree(bytes), gmp::parse_snapshot(bytes));
+}
+
 TEST_CASE("snapshot stream: files are read in chunks; long strings and truncations") {
   TempDir dir;
   gmp::Snapshot s = export_test::make_full_snapshot();

@@ -111,6 +111,14 @@ class DataValue {
     return kNoMemo;
   }
 
+  /// A stand-in the streaming pickle reader gives for a memoized list or dict it released
+  /// (PickleItemStream): empty, with the memo index of the value it stands for.
+  [[nodiscard]] bool released() const noexcept {
+    if (const auto* q = std::get_if<SeqPtr>(&v_)) return (*q)->released;
+    if (const auto* m = std::get_if<MapPtr>(&v_)) return (*m)->released;
+    return false;
+  }
+
   /// Appends to a list (shared: every copy sees it). A container must not contain itself.
   void append(DataValue v) {
     if (kind_ != Kind::list) wrong("a list");
@@ -148,6 +156,7 @@ class DataValue {
     std::uint32_t memo = kNoMemo;
     std::uint32_t depth = 1;
     bool sealed = false;  // pickle reader: placed inside another container, no longer mutable
+    bool released = false;
   };
   // A dict key as the index sees it: the text of a str key (owned by the entry's shared,
   // immutable string) or an int.
@@ -169,6 +178,7 @@ class DataValue {
     std::uint32_t memo = kNoMemo;
     std::uint32_t depth = 1;
     bool sealed = false;
+    bool released = false;
 
     static KeyRef ref(const DataValue& key) noexcept {
       if (key.kind_ == Kind::integer) return KeyRef{true, std::get<std::int64_t>(key.v_), {}};

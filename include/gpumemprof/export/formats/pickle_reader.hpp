@@ -435,17 +435,27 @@ class PickleMachine {
     const std::size_t index = stack_[p - 1].size() + (top - p);
     streamed_.push_back(Streamed{stack_[top].identity(), index});
   }
-  // Hands one item to the callback instead of appending it, and releases the memo's reference.
+  // Hands one item to the callback instead of appending it, then releases what the memo holds
+  // of it: the item itself (a later reference to it is an error) and the lists and dicts directly
+  // inside it (a later reference gets a released() stand-in with the memo index: PyTorch's
+  // pickles hold a frames list per trace entry, which a later entry may share).
   void emit(Streamed& s, const DataValue& list, const DataValue& item) {
     if (std::get<DataValue::SeqPtr>(list.v_)->sealed) fail("a list modified after it was placed in another container");
     stream_->on_item(s.index, s.items++, item);
-    if (const std::uint32_t m = item.memo_index(); m != DataValue::kNoMemo && m < memo_slot_.size()) {
-      if (const std::uint32_t slot = memo_slot_[m]; slot != kUnset && slot != kStreamedItem) {
-        memo_values_[slot - 1] = DataValue();
-        free_values_.push_back(slot - 1);
-      }
-      memo_slot_[m] = kStreamedItem;
+    release(item, kStreamedItem);
+    if (item.is(DataValue::Kind::dict)) {
+      for (const auto& [k, v] : item.entries()) release(v, v.is(DataValue::Kind::dict) ? kReleasedDict : kReleasedList);
     }
+  }
+  void release(const DataValue& v, std::uint32_t tombstone) {
+    if (!v.is(DataValue::Kind::list) && !v.is(DataValue::Kind::dict)) return;
+    const std::uint32_t m = v.memo_index();
+    if (m == DataValue::kNoMemo || m >= memo_slot_.size()) return;
+    if (const std::uint32_t slot = memo_slot_[m]; !is_tombstone(slot) && slot != kUnset) {
+      memo_values_[slot - 1] = DataValue();
+      free_values_.push_back(slot - 1);
+    }
+    memo_slot_[m] = tombstone;
   }
 
   // ---- memo ----
@@ -454,13 +464,16 @@ class PickleMachine {
   // so a huge index cannot make the reader allocate a huge vector.
   static constexpr std::uint32_t kUnset = 0;
   static constexpr std::uint32_t kStreamedItem = 0xFFFFFFFFU;
+  static constexpr std::uint32_t kReleasedList = 0xFFFFFFFEU;
+  static constexpr std::uint32_t kReleasedDict = 0xFFFFFFFDU;
   static constexpr std::size_t kMaxDense = 0xFFFFFFF0U;
+  static bool is_tombstone(std::uint32_t slot) noexcept { return slot >= kReleasedDict; }
   void put(std::uint64_t index) {
     const DataValue& v = top();
     if (index < memo_slot_.size() || (index == memo_slot_.size() && sparse_.empty() && index < kMaxDense)) {
       if (index == memo_slot_.size()) memo_slot_.push_back(kUnset);
       std::uint32_t& slot = memo_slot_[index];
-      if (slot == kUnset || slot == kStreamedItem) {
+      if (slot == kUnset || is_tombstone(slot)) {
         if (!free_values_.empty()) {
           slot = free_values_.back() + 1;
           free_values_.pop_back();
@@ -482,6 +495,14 @@ class PickleMachine {
         fail("memo entry " + std::to_string(index) +
              " refers to a streamed list item (a trace entry), which this reader does not keep");
       }
+      if (slot == kReleasedList || slot == kReleasedDict) {
+        DataValue stub = slot == kReleasedList ? DataValue::list() : DataValue::dict();
+        if (auto* q = std::get_if<DataValue::SeqPtr>(&stub.v_)) (*q)->sealed = (*q)->released = true;
+        if (auto* d = std::get_if<DataValue::MapPtr>(&stub.v_)) (*d)->sealed = (*d)->released = true;
+        stub.set_memo_index(static_cast<std::uint32_t>(index));
+        push(std::move(stub));
+        return;
+      }
       if (slot != kUnset) {
         push(memo_values_[slot - 1]);
         return;
@@ -499,7 +520,7 @@ class PickleMachine {
   std::uint8_t code_ = 0;    // the opcode being run
   std::vector<DataValue> stack_;
   std::vector<std::size_t> marks_;
-  std::vector<std::uint32_t> memo_slot_;  // memo index -> 1 + index into memo_values_, or kUnset/kStreamedItem
+  std::vector<std::uint32_t> memo_slot_;  // memo index -> 1 + index into memo_values_, kUnset, or a tombstone
   std::vector<DataValue> memo_values_;
   std::vector<std::uint32_t> free_values_;
   std::unordered_map<std::uint64_t, DataValue> sparse_;

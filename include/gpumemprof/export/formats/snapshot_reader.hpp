@@ -75,7 +75,9 @@ class SnapshotDecoder {
     if (streamed_.size() <= device) streamed_.resize(device + 1);
     const Where top{};
     const Where wt = top.at("device_traces");
+    streaming_ = true;
     streamed_[device].push_back(trace_entry(d, wt.at(device).at(item)));
+    streaming_ = false;
   }
 
   CompactSnapshot decode(const DataValue& root) {
@@ -308,7 +310,16 @@ class SnapshotDecoder {
   Frames frames(const DataValue* v, const Where& w) {
     if (v == nullptr || v->is_none()) return nullptr;
     need(*v, K::list, w);
-    if (v->size() == 0) return nullptr;
+    if (v->released()) {  // a frames list of an earlier streamed entry, shared through the memo
+      if (const auto it = by_memo_.find(v->memo_index()); it != by_memo_.end()) return it->second;
+      fail(w, "refers (pickle memo " + std::to_string(v->memo_index()) +
+                  ") to a list inside an earlier trace entry that was not its frames; the streaming reader keeps "
+                  "only those");
+    }
+    if (v->size() == 0) {
+      if (v->memo_index() != DataValue::kNoMemo) by_memo_[v->memo_index()] = nullptr;
+      return nullptr;
+    }
     if (const auto it = by_identity_.find(v->identity()); it != by_identity_.end()) return it->second.second;
     std::vector<Frame> stack;
     stack.reserve(v->size());
@@ -337,14 +348,20 @@ class SnapshotDecoder {
       shared = std::make_shared<const std::vector<Frame>>(std::move(stack));
       bucket.push_back(shared);
     }
-    // Only a list the memo holds can come again; holding it keeps its address from being reused.
-    if (v->memo_index() != DataValue::kNoMemo) by_identity_.emplace(v->identity(), std::make_pair(*v, shared));
+    // Only a list the memo holds can come again: by identity while it is alive (holding it keeps
+    // its address from being reused), by memo index once the streaming reader released it.
+    if (v->memo_index() != DataValue::kNoMemo) {
+      by_memo_[v->memo_index()] = shared;
+      if (!streaming_) by_identity_.emplace(v->identity(), std::make_pair(*v, shared));
+    }
     return shared;
   }
 
   std::string name_;
   std::unordered_map<const void*, std::pair<DataValue, Frames>> by_identity_;
-  std::vector<CompactTrace> streamed_;  // device -> entries streamed so far
+  std::vector<CompactTrace> streamed_;                 // device -> entries streamed so far
+  std::unordered_map<std::uint32_t, Frames> by_memo_;  // memoized frames lists, by memo index
+  bool streaming_ = false;                             // decoding a streamed entry
   std::unordered_map<std::size_t, std::vector<Frames>> by_content_;
 };
 

@@ -1,6 +1,7 @@
 // The offline HTML report: the model behind it (intervals, peaks, interned stacks, summary),
 // the page's structure (self-contained, escaped, valid embedded JSON that decodes back to the
 // model) and the atomic file write. The browser test (browser_check.py) checks the page runs.
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -392,17 +393,9 @@ TEST_CASE("html level of detail: the most active state of each run, the largest 
   CHECK(d.times == std::vector<std::int64_t>{20, 40, 80, 95});
   // Four allocations: the three live at the peak (G, B, E), then the one covering the most bytes
   // x page states (D: 70 x 3; C: 50 x 3, A: 100 x 1), in page states, in start order.
-  struct Want {
-    std::uint64_t start, end, size;
-  };
-  const std::vector<Want> want = {{0, 3, 70}, {0, 5, 1000}, {1, 5, 200}, {3, 5, 300}};
-  REQUIRE(d.allocations.size() == want.size());
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    INFO("allocation " << i);
-    CHECK(d.allocations[i].start == want[i].start);
-    CHECK(d.allocations[i].end == want[i].end);
-    CHECK(d.allocations[i].size == want[i].size);
-  }
+  std::vector<std::array<std::uint64_t, 3>> got;  // start, end, size
+  for (const auto& a : d.allocations) got.push_back({a.start, a.end, a.size});
+  CHECK(got == std::vector<std::array<std::uint64_t, 3>>{{0, 3, 70}, {0, 5, 1000}, {1, 5, 200}, {3, 5, 300}});
   CHECK(lod.hidden == 2);
   CHECK(lod.live_at_end == 3);
   CHECK(d.reserved_changes == std::vector<std::pair<std::uint64_t, std::int64_t>>{{1, 20 * kMiB}});

@@ -71,3 +71,16 @@ GPUMEMPROF_TORCH_LIB="$build/python/libgpumemprof_torch.so" timeout 1200 python3
   --out "$out/torch_bridge" > "$out/torch_bridge.txt" 2>&1
 echo "torch_bridge.py exit $?"
 tail -12 "$out/torch_bridge.txt"
+# --- issue 10 step 4: snapshot reports at scale, on this host's CPU --------------------------------
+# summary / html / perfetto / replay SNAPSHOT on synthetic snapshots of 1M and 10M entries, and on
+# a PyTorch-made snapshot of ~2M entries (PyTorch's pickle memoizes every dict and list): wall,
+# CPU and peak RSS per command as a markdown table (goal: < 1 GB and < 30 s at 10M).
+mkdir -p "$out/scale"
+timeout 300 python3 bench/torch_big_snapshot.py "$out/scale/torch_2M.pickle" 2000000 > "$out/torch_big_snapshot.txt" 2>&1
+tail -2 "$out/torch_big_snapshot.txt"
+scale_args=(1000000 10000000)
+[ -s "$out/scale/torch_2M.pickle" ] && scale_args+=("$out/scale/torch_2M.pickle")
+STEP_LIMIT=280 timeout 1500 bench/scale_reports.sh "$build/tools/gpumemprof" "$build/bench/make_big_snapshot" \
+  "$out/scale" "${scale_args[@]}" > "$out/scale_reports.txt" 2>&1
+tail -6 "$out/scale_reports.txt"
+rm -f "$out/scale/torch_2M.pickle" "$out"/scale/*.out

@@ -16,8 +16,8 @@
 #include "gpumemprof/allocator/caching_allocator.hpp"
 #include "gpumemprof/allocator/default_allocator.hpp"
 #include "gpumemprof/device/any_backend.hpp"
-#include "gpumemprof/export/formats/dump_snapshot.hpp"
 #include "gpumemprof/export/formats/json_writer.hpp"
+#include "gpumemprof/export/formats/snapshot_writer.hpp"
 #include "gpumemprof/history/history_recorder.hpp"
 #include "gpumemprof/history/snapshot_builder.hpp"
 #include "replay.hpp"
@@ -28,13 +28,16 @@ namespace gpumemprof::tools {
 
 inline const char* replay_usage() {
   return "usage: gpumemprof replay TRACE [--device sim:0|cuda:0] [--config \"<ALLOC_CONF>\"]\n"
-         "                        [--snapshot OUT.pickle] [--repeat N] [--json]\n"
+         "                        [--snapshot OUT.pickle [--max-entries N]] [--repeat N] [--json]\n"
          "       gpumemprof replay SNAPSHOT [--config \"<ALLOC_CONF>\"] [--capacity BYTES] [--json]\n"
          "  Replays a trace (../shared/traces format, gzip or text) through the caching allocator.\n"
          "  Peaks come from the first (cold) replay; ns_per_pair is the best of N warm replays\n"
          "  (default 3) on the same allocator, like PyTorch's anchor figures. --snapshot records\n"
-         "  the cold replay's history (no stacks: they would show this tool) and writes it, with the\n"
-         "  blocks live at its end, as a PyTorch snapshot (.pickle) or JSON (.json).\n"
+         "  the cold replay's history (no stacks: they would show this tool; the warm replays are\n"
+         "  not recorded, as recording would change their timing) and writes it, with the blocks\n"
+         "  live at its end, as a PyTorch snapshot (.pickle) or JSON (.json); an annotation spanning\n"
+         "  the trace says what it holds. History takes about 200 bytes an event while writing;\n"
+         "  --max-entries N keeps only the newest N events (the annotation then says so).\n"
          "  A SNAPSHOT (PyTorch's or ours, recognised by content) replays its recorded history on the\n"
          "  simulated device and compares peak reserved with what was recorded; --capacity sets the\n"
          "  device size (default: inferred from a recorded OOM, else 80GiB).\n"
@@ -57,16 +60,35 @@ struct ReplayReport {
   double best_ns_per_pair = 0;    // meaningful only when warm_runs > 0
   double warm_device_allocs = 0;  // device allocations (maps) per warm replay, on average
   double warm_device_frees = 0;   // device frees (unmaps) per warm replay, on average
+  // --snapshot: what the written snapshot holds.
+  std::string snapshot_note;
+  std::size_t snapshot_events = 0;   // trace entries in it
+  std::size_t snapshot_dropped = 0;  // older entries of the cold replay left out (--max-entries)
 };
+
+/// The sentence the snapshot of a replay carries (as an annotation) and the CLI prints.
+inline std::string replay_snapshot_note(const std::string& trace, int repeat, std::size_t events, std::size_t dropped) {
+  std::string note = "gpumemprof replay of " + trace + ": the cold replay (run 1 of " + std::to_string(repeat + 1) +
+                     (repeat == 0 ? ")" : "; the warm runs are not recorded)");
+  if (dropped != 0) {
+    note += ", its newest " + std::to_string(events) + " of " + std::to_string(events + dropped) +
+            " events (--max-entries)";
+  } else {
+    note += ", all " + std::to_string(events) + " events";
+  }
+  return note;
+}
 
 /// Cold replay (peaks; recorded into `snapshot_path` when given), then `repeat` warm replays
 /// (timing) on one allocator.
 inline ReplayReport run_replay(const Trace& t, const Device& device, const AllocatorConfig& config, int repeat,
-                               bool progress, const std::string& snapshot_path = {}) {
+                               bool progress, const std::string& snapshot_path = {}, std::size_t max_entries = 0) {
   DeviceAllocator alloc(AnyBackend::for_device(device), config);
-  HistoryRecorder history(
-      HistoryOptions{.enabled = HistoryEnabled::all, .context = HistoryContext::none, .stacks = HistoryStacks::none},
-      alloc.device_index());
+  HistoryRecorder history(HistoryOptions{.enabled = HistoryEnabled::all,
+                                         .context = HistoryContext::none,
+                                         .stacks = HistoryStacks::none,
+                                         .max_entries = max_entries != 0 ? max_entries : HistoryOptions{}.max_entries},
+                          alloc.device_index());
   if (!snapshot_path.empty()) history.attach(alloc);
   ReplayReport rep;
   rep.trace = t.path;
@@ -82,6 +104,14 @@ inline ReplayReport run_replay(const Trace& t, const Device& device, const Alloc
     Snapshot snap = alloc.snapshot();
     history.detach();
     add_trace_frames(snap, t, alloc.device_index());  // each block names its line in the trace
+    const auto& trace = snap.device_traces.at(static_cast<std::size_t>(std::max(alloc.device_index(), 0)));
+    rep.snapshot_events = trace.size();
+    rep.snapshot_dropped = history.dropped_entries();
+    rep.snapshot_note = replay_snapshot_note(t.path, repeat, rep.snapshot_events, rep.snapshot_dropped);
+    if (!trace.empty()) {  // an annotation over the whole trace: viewers show what the file holds
+      snap.external_annotations.push_back({rep.snapshot_note, true, alloc.device_index(), trace.front().time_us});
+      snap.external_annotations.push_back({rep.snapshot_note, false, alloc.device_index(), trace.back().time_us});
+    }
     write_snapshot_file(snap, snapshot_path);
   }
   for (void* p : live) alloc.deallocate(p);
@@ -124,6 +154,14 @@ inline void print_replay(const ReplayReport& rep, bool json) {
       w.field("warm_num_device_alloc", rep.warm_device_allocs);
       w.field("warm_num_device_free", rep.warm_device_frees);
     }
+    if (!rep.snapshot_note.empty()) {
+      w.key("snapshot");
+      w.begin_dict();
+      w.field("events", rep.snapshot_events);
+      w.field("dropped_events", rep.snapshot_dropped);
+      w.field("note", rep.snapshot_note);
+      w.end_dict();
+    }
     w.end_dict();
     w.finish();
     std::cout << '\n' << std::flush;
@@ -150,25 +188,28 @@ inline void print_replay(const ReplayReport& rep, bool json) {
   } else {
     std::printf("  ns_per_pair           not measured (--repeat 0: no warm replay)\n");
   }
+  if (!rep.snapshot_note.empty()) std::printf("  snapshot: %s\n", rep.snapshot_note.c_str());
 }
 
 inline int cmd_replay(int argc, char** argv) {
   const Args args(argc, argv, 2, {"--json", "--help"},
-                  {"--device", "--config", "--snapshot", "--repeat", "--capacity"});
+                  {"--device", "--config", "--snapshot", "--repeat", "--capacity", "--max-entries"});
   if (args.has("--help")) {
     std::fputs(replay_usage(), stdout);
     return 0;
   }
   args.expect_positional(1, "one TRACE file");
+  if (is_snapshot_file(args.positional()[0])) return cmd_replay_snapshot(args, args.positional()[0], nullptr);
   const std::string bytes = read_gzip_file(args.positional()[0]);
-  if (is_snapshot_bytes(bytes)) return cmd_replay_snapshot(args, args.positional()[0], bytes);
+  if (is_snapshot_bytes(bytes)) return cmd_replay_snapshot(args, args.positional()[0], &bytes);
   if (args.has("--capacity")) throw UsageError("--capacity applies to snapshot replays");
+  if (args.has("--max-entries") && !args.has("--snapshot")) throw UsageError("--max-entries applies with --snapshot");
   const Device device(args.get("--device", "sim:0"));
   const AllocatorConfig config = args.has("--config") ? AllocatorConfig(args.get("--config")) : AllocatorConfig{};
   const int repeat = static_cast<int>(args.count("--repeat", 3, 1000));
   const Trace t = parse_trace(bytes, args.positional()[0]);
-  const ReplayReport rep =
-      run_replay(t, device, config, repeat, ::isatty(2) != 0 && !args.has("--json"), args.get("--snapshot"));
+  const ReplayReport rep = run_replay(t, device, config, repeat, ::isatty(2) != 0 && !args.has("--json"),
+                                      args.get("--snapshot"), args.count("--max-entries", 0));
   print_replay(rep, args.has("--json"));
   return 0;
 }

@@ -30,8 +30,9 @@ inline double to_mib(std::uint64_t b) { return static_cast<double>(b) / 1048576.
 inline std::string config_label(const AllocatorConfig& c) { return c.source.empty() ? "<default>" : c.source; }
 
 /// The runs of replay_snapshot for each traced device; a snapshot with no trace is a usage error.
-inline std::vector<SnapshotReplayResult> replay_snapshot_devices(const Snapshot& snap, const std::string& path,
-                                                                 const SnapshotReplayOptions& opt) {
+template <SnapshotLike S>
+std::vector<SnapshotReplayResult> replay_snapshot_devices(const S& snap, const std::string& path,
+                                                          const SnapshotReplayOptions& opt) {
   const std::vector<int> devices = traced_devices(snap);
   if (devices.empty()) {
     throw UsageError(path +
@@ -146,16 +147,29 @@ inline std::size_t capacity_option(const Args& args) {
   }
 }
 
-/// `replay` on snapshot bytes: --device must be simulated (the replay is a what-if).
-inline int cmd_replay_snapshot(const Args& args, const std::string& path, std::string_view bytes) {
+/// Whether the file at `path` starts like a snapshot (uncompressed; a gzip file says no).
+inline bool is_snapshot_file(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return false;  // read_gzip_file reports it
+  char head[64];
+  const std::size_t n = std::fread(head, 1, sizeof head, f);
+  std::fclose(f);
+  return is_snapshot_bytes(std::string_view(head, n));
+}
+
+/// `replay` on a snapshot (`bytes` when already read, else streamed from `path`): --device must
+/// be simulated (the replay is a what-if).
+inline int cmd_replay_snapshot(const Args& args, const std::string& path, const std::string* bytes) {
   if (args.has("--device") && args.get("--device").rfind("sim:", 0) != 0) {
     throw UsageError("a snapshot replays on the simulated device only; drop --device or use sim:N");
   }
-  if (args.has("--snapshot")) throw UsageError("--snapshot applies to trace replays, not to snapshot replays");
+  if (args.has("--snapshot") || args.has("--max-entries")) {
+    throw UsageError("--snapshot and --max-entries apply to trace replays, not to snapshot replays");
+  }
   SnapshotReplayOptions opt;
   if (args.has("--config")) opt.config = AllocatorConfig(args.get("--config"));
   opt.capacity = capacity_option(args);
-  const Snapshot snap = parse_snapshot(bytes, path);
+  const CompactSnapshot snap = bytes != nullptr ? parse_compact_snapshot(*bytes, path) : load_compact_snapshot(path);
   const std::vector<SnapshotReplayResult> runs = replay_snapshot_devices(snap, path, opt);
   if (args.has("--json")) {
     print_snapshot_replay_json(path, opt.config, runs);

@@ -7,9 +7,9 @@
 
 #include "cli_args.hpp"
 #include "gpumemprof/analysis/snapshot_replay.hpp"
+#include "gpumemprof/export/formats/snapshot_reader.hpp"
 #include "gpumemprof/export/reports/html_report.hpp"
 #include "gpumemprof/export/reports/perfetto.hpp"
-#include "gpumemprof/export/formats/snapshot_reader.hpp"
 #include "gpumemprof/export/reports/snapshot_summary.hpp"
 
 namespace gpumemprof::tools {
@@ -26,29 +26,37 @@ inline int cmd_summary(int argc, char** argv) {
   }
   args.expect_positional(1, "one SNAPSHOT file");
   const std::string& path = args.positional()[0];
-  const Snapshot snap = load_snapshot(path);
+  const CompactSnapshot snap = load_compact_snapshot(path);
   std::printf("snapshot %s\n%s%s", path.c_str(), format_summary(summarize(snap), args.count("--top", 10)).c_str(),
               format_replayed_peaks(snap).c_str());
   return 0;
 }
 
 inline int cmd_html(int argc, char** argv) {
-  const Args args(argc, argv, 2, {"--help"}, {"--output", "--title", "--max-entries"}, {{"-o", "--output"}});
+  const Args args(argc, argv, 2, {"--help"},
+                  {"--output", "--title", "--max-entries", "--page-states", "--page-allocations"},
+                  {{"-o", "--output"}});
   if (args.has("--help")) {
     std::fputs(
         "usage: gpumemprof html SNAPSHOT -o REPORT.html [--title T] [--max-entries N]\n"
+        "                       [--page-states N] [--page-allocations N]\n"
         "  Writes one self-contained HTML page (no network needed): memory timeline, peak,\n"
         "  segments and fragmentation, top allocation sites. --max-entries keeps the newest N\n"
-        "  trace entries per device.\n",
+        "  trace entries per device. Level of detail, so long traces open fast: past\n"
+        "  --page-states (default 262144) the timeline shows the most active state of each run\n"
+        "  of events, past --page-allocations (default 200000) the others are summed; peaks and\n"
+        "  per-site figures stay exact (0 = no limit).\n",
         stdout);
     return 0;
   }
   args.expect_positional(1, "one SNAPSHOT file");
   if (!args.has("--output")) throw UsageError("name the report file with -o REPORT.html");
-  const Snapshot snap = load_snapshot(args.positional()[0]);
+  const CompactSnapshot snap = load_compact_snapshot(args.positional()[0]);
   HtmlReportOptions opt;
   opt.title = args.get("--title", opt.title);
   opt.max_trace_entries = args.count("--max-entries", 0);
+  opt.max_page_states = args.count("--page-states", opt.max_page_states);
+  opt.max_page_allocations = args.count("--page-allocations", opt.max_page_allocations);
   write_html_report(snap, args.get("--output"), opt);
   std::printf("wrote %s\n", args.get("--output").c_str());
   return 0;
@@ -66,7 +74,7 @@ inline int cmd_perfetto(int argc, char** argv) {
   }
   args.expect_positional(1, "one SNAPSHOT file");
   if (!args.has("--output")) throw UsageError("name the trace file with -o TRACE.json");
-  write_perfetto_file(load_snapshot(args.positional()[0]), args.get("--output"));
+  write_perfetto_file(load_compact_snapshot(args.positional()[0]), args.get("--output"));
   std::printf("wrote %s\n", args.get("--output").c_str());
   return 0;
 }

@@ -41,7 +41,8 @@ struct TuneRow {
   std::string oom_note;
 };
 
-inline TuneRow tune_one(const Snapshot& snap, const std::string& path, const std::string& conf, std::size_t capacity) {
+inline TuneRow tune_one(const CompactSnapshot& snap, const std::string& path, const std::string& conf,
+                        std::size_t capacity) {
   TuneRow row;
   row.config = conf;
   SnapshotReplayOptions opt;
@@ -81,7 +82,7 @@ inline int cmd_tune(int argc, char** argv) {
   args.expect_positional(1, "one SNAPSHOT file");
   const std::string& path = args.positional()[0];
   const std::size_t capacity = capacity_option(args);
-  const Snapshot snap = parse_snapshot(read_file(path), path);
+  const CompactSnapshot snap = load_compact_snapshot(path);
   const std::vector<int> devices = traced_devices(snap);
   // The recorded side, once, from the default replay's view of the trace.
   const std::vector<SnapshotReplayResult> base = replay_snapshot_devices(snap, path, {{}, capacity});

@@ -1,6 +1,7 @@
 // The offline HTML report: the model behind it (intervals, peaks, interned stacks, summary),
 // the page's structure (self-contained, escaped, valid embedded JSON that decodes back to the
 // model) and the atomic file write. The browser test (browser_check.py) checks the page runs.
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -12,8 +13,8 @@
 #include <vector>
 
 #include "catch.hpp"
-#include "gpumemprof/export/reports/html_report.hpp"
 #include "gpumemprof/export/formats/json_reader.hpp"
+#include "gpumemprof/export/reports/html_report.hpp"
 #include "synthetic_snapshot.hpp"
 
 namespace gmp = gpumemprof;
@@ -369,8 +370,64 @@ TEST_CASE("html report: a 1M-entry trace gives a compact page, quickly", "[html]
   CHECK(html.size() < 60'000'000);
   CHECK(secs < 10.0);  // catches accidental quadratic work, not a benchmark
   const gmp::DataValue data = gmp::parse_json(embedded_json(html));
-  CHECK(at(at(data, "devices").items().at(0), "nEvents").as_int() ==
-        static_cast<std::int64_t>(snap.device_traces[0].size()));
+  // Level of detail: at most 2^18 states and the 200000 largest allocations; the summary counts all.
+  const gmp::DataValue& dev = at(data, "devices").items().at(0);
+  CHECK(at(dev, "nEvents").as_int() <= (1 << 18));
+  CHECK(at(at(dev, "alloc"), "size").size() == 200000);
+  CHECK(at(at(dev, "lod"), "events").as_int() == static_cast<std::int64_t>(snap.device_traces[0].size()));
+  CHECK(at(at(dev, "summary"), "numEvents").as_int() == static_cast<std::int64_t>(snap.device_traces[0].size()));
+}
+
+TEST_CASE("html level of detail: the most active state of each run, the largest allocations, exact sites", "[html]") {
+  gmp::detail::HtmlModel m = gmp::detail::build_html_model(hand_made_snapshot());
+  auto& d = m.devices.at(0);
+  // Active bytes per state (see the model test): 1120 1120 1220 1420 1420 1320 1320 1270 1200 1500 1500 1500.
+  // 5 states: 0, the most active of the runs 1-4, 5-8, 9-11 (3, 5, 9), and the last (11).
+  gmp::detail::apply_html_level_of_detail(d, 5, 4);
+  const auto& lod = d.lod;
+  REQUIRE(lod.applied);
+  CHECK(lod.events == 11);
+  CHECK(lod.allocations == 6);
+  CHECK(lod.state_event == std::vector<std::uint64_t>{0, 3, 5, 9, 11});
+  CHECK(lod.active == std::vector<std::uint64_t>{1120, 1420, 1320, 1500, 1500});
+  CHECK(d.times == std::vector<std::int64_t>{20, 40, 80, 95});
+  // Four allocations: the three live at the peak (G, B, E), then the one covering the most bytes
+  // x page states (D: 70 x 3; C: 50 x 3, A: 100 x 1), in page states, in start order.
+  std::vector<std::array<std::uint64_t, 3>> got;  // start, end, size
+  for (const auto& a : d.allocations) got.push_back({a.start, a.end, a.size});
+  CHECK(got == std::vector<std::array<std::uint64_t, 3>>{{0, 3, 70}, {0, 5, 1000}, {1, 5, 200}, {3, 5, 300}});
+  CHECK(lod.hidden == 2);
+  CHECK(lod.live_at_end == 3);
+  CHECK(d.reserved_changes == std::vector<std::pair<std::uint64_t, std::int64_t>>{{1, 20 * kMiB}});
+  CHECK(d.ooms == std::vector<std::uint64_t>{3});
+  CHECK(d.summary.peak_active_state == 3);
+  CHECK(d.summary.peak_active_bytes == 1500);
+  // Sites over all six allocations: no stack (C, D), G's, and A/B/E's.
+  REQUIRE(lod.sites.size() == 3);
+  const auto site = [&](std::size_t i) {  // count, total, live at the end, at the peak, largest
+    const auto& x = lod.sites[i];
+    return std::vector<std::uint64_t>{x.count, x.total, x.live, x.peak, x.largest};
+  };
+  CHECK(lod.sites[0].stack == -1);
+  CHECK(site(0) == std::vector<std::uint64_t>{2, 120, 0, 0, 70});
+  CHECK(site(1) == std::vector<std::uint64_t>{1, 1000, 1000, 1000, 1000});
+  CHECK(site(2) == std::vector<std::uint64_t>{3, 600, 500, 500, 300});
+
+  // The page gets it as "lod", the trace states delta-coded.
+  const std::string html =
+      gmp::render_html_report(hand_made_snapshot(), {.max_page_states = 5, .max_page_allocations = 4});
+  const gmp::DataValue data = gmp::parse_json(embedded_json(html));
+  const gmp::DataValue& dev = at(data, "devices").items().at(0);
+  CHECK(at(dev, "nEvents").as_int() == 4);
+  CHECK(ints(at(at(dev, "lod"), "ev")) == std::vector<std::int64_t>{0, 3, 2, 4, 2});
+  CHECK(ints(at(at(dev, "lod"), "active")) == std::vector<std::int64_t>{1120, 1420, 1320, 1500, 1500});
+  CHECK(ints(at(at(at(dev, "lod"), "sites"), "count")) == std::vector<std::int64_t>{2, 1, 3});
+  // 0 lifts a limit; within the limits nothing changes: no "lod" at all.
+  const std::string whole =
+      gmp::render_html_report(hand_made_snapshot(), {.max_page_states = 0, .max_page_allocations = 0});
+  CHECK(at(gmp::parse_json(embedded_json(whole)), "devices").items().at(0).find("lod") == nullptr);
+  const std::string small = gmp::render_html_report(hand_made_snapshot());
+  CHECK(at(gmp::parse_json(embedded_json(small)), "devices").items().at(0).find("lod") == nullptr);
 }
 
 namespace {

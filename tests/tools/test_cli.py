@@ -90,6 +90,39 @@ for name, mib in PYTORCH_RESERVED_MIB.items():
     check(entries and entries[0]["frames"][0]["name"] == "replay alloc", f"{name}: first entry's frame name")
 print(f"snapshots checked with {how}")
 
+# --snapshot says what it holds: the cold replay (run 1 of 2 with --repeat 1), all of it or, with
+# --max-entries, its newest entries -- in the JSON, the text and an annotation over the trace.
+rn = os.path.join(DATA, "resnet50_train.trace.gz")
+for extra, events, dropped in (([], 9662, 0), (["--max-entries", "1000"], 1000, 8662)):
+    snap = os.path.join(TMP, "notes.pickle")
+    r = json.loads(run("replay", rn, "--json", "--repeat", "1", "--snapshot", snap, *extra).stdout)
+    check(r.get("snapshot", {}).get("events") == events and r["snapshot"]["dropped_events"] == dropped,
+          f"replay --snapshot {extra}: {r.get('snapshot')}")
+    with open(snap, "rb") as f:
+        data = pickle.load(f)
+    check(len(data["device_traces"][0]) == events, f"{extra}: {len(data['device_traces'][0])} entries in the file")
+    notes = data["external_annotations"]
+    check([a["stage"] for a in notes] == ["START", "END"] and notes[0]["name"] == r["snapshot"]["note"],
+          f"{extra}: annotations {notes}")
+    want = "all 9662 events" if not dropped else "its newest 1000 of 9662 events (--max-entries)"
+    check("the cold replay (run 1 of 2; the warm runs are not recorded)" in r["snapshot"]["note"] and
+          want in r["snapshot"]["note"], f"{extra}: note {r['snapshot']['note']!r}")
+p = run("replay", rn, "--repeat", "0", "--snapshot", os.path.join(TMP, "notes.pickle"))
+check("snapshot: gpumemprof replay of" in p.stdout and "run 1 of 1)" in p.stdout, "replay text names the snapshot")
+check_one_error_line(run("replay", rn, "--max-entries", "5", expect_rc=2), "--max-entries applies with --snapshot")
+
+# html: the level of detail's limits (0 = none); the page says when it applies.
+report = os.path.join(TMP, "lod.html")
+run("html", os.path.join(DATA, "resnet50_train.snapshot.pickle"), "-o", report, "--page-states", "100",
+    "--page-allocations", "50")
+with open(report, encoding="utf-8") as f:
+    page = f.read()
+check('"lod":{' in page and '"hidden":' in page, "html --page-states 100: no level of detail in the page")
+run("html", os.path.join(DATA, "resnet50_train.snapshot.pickle"), "-o", report, "--page-states", "0",
+    "--page-allocations", "0")
+with open(report, encoding="utf-8") as f:
+    check('"lod":{' not in f.read(), "html --page-states 0: level of detail applied anyway")
+
 # Text output names every figure.
 p = run("replay", os.path.join(DATA, "resnet50_train.trace.gz"), "--repeat", "0")
 for key in ("allocs", "peak_reserved_bytes", "ns_per_pair", "3514.0 MiB"):

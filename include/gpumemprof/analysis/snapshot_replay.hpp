@@ -42,6 +42,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -54,6 +55,7 @@
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/device/simulated.hpp"
 #include "gpumemprof/error.hpp"
+#include "gpumemprof/history/compact_snapshot.hpp"
 #include "gpumemprof/history/snapshot.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
@@ -125,7 +127,8 @@ inline std::uint64_t round_block(std::uint64_t requested) noexcept {
 /// Throws when memory in recorded expandable segments predates the trace (see the file comment):
 /// pages mapped at the end that the trace did not map, pages it unmapped without mapping them, or
 /// blocks in expandable segments that the trace did not allocate.
-inline void refuse_older_expandable(const Snapshot& snap, int device, std::uint64_t mapped_by_trace,
+template <SnapshotLike S>
+void refuse_older_expandable(const S& snap, int device, std::uint64_t mapped_by_trace,
                                     bool unmapped_older, const std::unordered_map<std::uint64_t, std::uint64_t>& live,
                                     const std::unordered_set<std::uint64_t>& freed_once) {
   std::uint64_t mapped_at_end = 0;
@@ -152,8 +155,9 @@ inline void refuse_older_expandable(const Snapshot& snap, int device, std::uint6
 }
 
 /// The state at the trace's start: the end state with the trace undone (see the file comment).
-inline std::vector<SeedSegment> reconstruct_start(const Snapshot& snap, int device, ReplaySeed& seed) {
-  const std::vector<TraceEntry>& trace = snap.device_traces[static_cast<std::size_t>(device)];
+template <SnapshotLike S>
+std::vector<SeedSegment> reconstruct_start(const S& snap, int device, ReplaySeed& seed) {
+  const auto& trace = snap.device_traces[static_cast<std::size_t>(device)];
   std::unordered_map<std::uint64_t, std::uint64_t> live;  // allocated by the trace and not freed
   std::unordered_set<std::uint64_t> freed_once;           // pre-existing blocks already freed
   std::map<std::uint64_t, std::uint64_t> pre_freed;       // address -> requested bytes
@@ -161,7 +165,7 @@ inline std::vector<SeedSegment> reconstruct_start(const Snapshot& snap, int devi
   std::map<std::uint64_t, SeedSegment> pre;               // address -> segment
   std::uint64_t mapped = 0;                               // expandable bytes the trace mapped, net
   bool unmapped_older = false;                            // it unmapped pages it had not mapped
-  for (const TraceEntry& e : trace) {
+  for (const auto& e : trace) {
     switch (e.action) {
       case TraceAction::segment_map: mapped += e.size; break;
       case TraceAction::segment_unmap:
@@ -277,11 +281,12 @@ inline std::vector<SeedPiece> seed_pieces(const SeedSegment& s) {
 }
 
 /// Replays one device's trace; see replay_snapshot().
+template <SnapshotLike S>
 class SnapshotReplayer {
  public:
   using Alloc = CachingAllocator<SimulatedBackend>;
 
-  SnapshotReplayer(const Snapshot& snap, int device, const SnapshotReplayOptions& opt)
+  SnapshotReplayer(const S& snap, int device, const SnapshotReplayOptions& opt)
       : snap_(snap), trace_(snap.device_traces.at(static_cast<std::size_t>(device))) {
     r_.device = device;
     r_.events = trace_.size();
@@ -319,7 +324,7 @@ class SnapshotReplayer {
   void scan_recorded() {
     std::uint64_t reserved = r_.seed.reserved_bytes;
     r_.recorded_peak_reserved = reserved;
-    for (const TraceEntry& e : trace_) {
+    for (const auto& e : trace_) {
       switch (e.action) {
         case TraceAction::segment_alloc: ++r_.recorded_segment_allocs; [[fallthrough]];
         case TraceAction::segment_map: reserved += e.size; break;
@@ -374,7 +379,7 @@ class SnapshotReplayer {
   }
 
   void step(std::size_t k) {
-    const TraceEntry& e = trace_[k];
+    const auto& e = trace_[k];
     switch (e.action) {
       case TraceAction::alloc: {
         ++r_.allocs;
@@ -432,8 +437,8 @@ class SnapshotReplayer {
     void* ptr = nullptr;
     std::uint64_t requested = 0;
   };
-  const Snapshot& snap_;
-  const std::vector<TraceEntry>& trace_;
+  const S& snap_;
+  const std::remove_cvref_t<decltype(std::declval<const S&>().device_traces[0])>& trace_;
   SnapshotReplayResult r_;
   std::unique_ptr<Alloc> alloc_;
   std::unordered_map<std::uint64_t, Live> ptrs_;
@@ -446,7 +451,8 @@ class SnapshotReplayer {
 }  // namespace detail
 
 /// Devices whose trace has events, in index order.
-[[nodiscard]] inline std::vector<int> traced_devices(const Snapshot& snap) {
+template <SnapshotLike S>
+[[nodiscard]] std::vector<int> traced_devices(const S& snap) {
   std::vector<int> out;
   for (std::size_t d = 0; d < snap.device_traces.size(); ++d) {
     if (!snap.device_traces[d].empty()) out.push_back(static_cast<int>(d));
@@ -457,12 +463,12 @@ class SnapshotReplayer {
 /// Replays device `device`'s trace of `snap` through a CachingAllocator on a simulated device
 /// configured by `opt`. Throws ConfigError when the allocator rejects the config, FormatError
 /// when the trace contradicts itself, std::out_of_range when the snapshot has no such trace.
-[[nodiscard]] inline SnapshotReplayResult replay_snapshot(const Snapshot& snap, int device,
-                                                          const SnapshotReplayOptions& opt = {}) {
+template <SnapshotLike S>
+[[nodiscard]] SnapshotReplayResult replay_snapshot(const S& snap, int device, const SnapshotReplayOptions& opt = {}) {
   if (device < 0 || static_cast<std::size_t>(device) >= snap.device_traces.size()) {
     throw std::out_of_range("the snapshot has no trace for device " + std::to_string(device));
   }
-  return detail::SnapshotReplayer(snap, device, opt).run();
+  return detail::SnapshotReplayer<S>(snap, device, opt).run();
 }
 
 /// The run's peak of allocated bytes (max_memory_allocated: block bytes, the figure the profiler's
@@ -470,7 +476,8 @@ class SnapshotReplayer {
 /// default policy, which hands out the same blocks as the recorded run when that run used the
 /// default policy and no block waited on another stream's events. "n/a" with the reason when the
 /// trace cannot be replayed.
-[[nodiscard]] inline std::string format_replayed_peaks(const Snapshot& snap) {
+template <SnapshotLike S>
+[[nodiscard]] std::string format_replayed_peaks(const S& snap) {
   std::string out;
   for (const int d : traced_devices(snap)) {
     out += "peak allocated, device " + std::to_string(d) + ": ";

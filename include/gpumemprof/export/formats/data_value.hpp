@@ -103,6 +103,22 @@ class DataValue {
     return 0;
   }
 
+  /// The pickle memo index a reader stored this container under (kNoMemo: none, or a scalar).
+  static constexpr std::uint32_t kNoMemo = 0xFFFFFFFFU;
+  [[nodiscard]] std::uint32_t memo_index() const noexcept {
+    if (const auto* q = std::get_if<SeqPtr>(&v_)) return (*q)->memo;
+    if (const auto* m = std::get_if<MapPtr>(&v_)) return (*m)->memo;
+    return kNoMemo;
+  }
+
+  /// A stand-in the streaming pickle reader gives for a memoized list or dict it released
+  /// (PickleItemStream): empty, with the memo index of the value it stands for.
+  [[nodiscard]] bool released() const noexcept {
+    if (const auto* q = std::get_if<SeqPtr>(&v_)) return (*q)->released;
+    if (const auto* m = std::get_if<MapPtr>(&v_)) return (*m)->released;
+    return false;
+  }
+
   /// Appends to a list (shared: every copy sees it). A container must not contain itself.
   void append(DataValue v) {
     if (kind_ != Kind::list) wrong("a list");
@@ -129,10 +145,18 @@ class DataValue {
  private:
   friend class detail::PickleMachine;
 
+  // Records the memo index of a container (pickle reader).
+  void set_memo_index(std::uint32_t index) const noexcept {
+    if (const auto* q = std::get_if<SeqPtr>(&v_)) (*q)->memo = index;
+    if (const auto* m = std::get_if<MapPtr>(&v_)) (*m)->memo = index;
+  }
+
   struct Seq {
     Items items;
+    std::uint32_t memo = kNoMemo;
     std::uint32_t depth = 1;
     bool sealed = false;  // pickle reader: placed inside another container, no longer mutable
+    bool released = false;
   };
   // A dict key as the index sees it: the text of a str key (owned by the entry's shared,
   // immutable string) or an int.
@@ -151,8 +175,10 @@ class DataValue {
     static constexpr std::size_t kIndexFrom = 16;  // smaller dicts are searched linearly
     Entries entries;
     std::unique_ptr<std::unordered_map<KeyRef, std::size_t, KeyRefHash>> index;
+    std::uint32_t memo = kNoMemo;
     std::uint32_t depth = 1;
     bool sealed = false;
+    bool released = false;
 
     static KeyRef ref(const DataValue& key) noexcept {
       if (key.kind_ == Kind::integer) return KeyRef{true, std::get<std::int64_t>(key.v_), {}};

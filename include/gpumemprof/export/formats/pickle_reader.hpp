@@ -7,6 +7,11 @@
 // safe. Every length is checked against the bytes left before anything is allocated, and a
 // memo reference shares instead of copying, so memory stays proportional to the input.
 //
+// Input comes from memory or, in chunks, from a file (read_pickle_file), and the items of the
+// lists under one key of the top-level dict can be streamed to a callback instead of being
+// kept (PickleItemStream: how the snapshot reader reads a 10M-entry trace in bounded memory).
+// Both paths run the same opcode loop.
+//
 // Why "sealing": a container becomes immutable once placed inside another. CPython's
 // pickles of acyclic data never modify a container after that, and with the rule no input
 // can build a cycle (which would leak and send readers into endless loops).
@@ -15,7 +20,9 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -35,17 +42,80 @@ struct PickleReadOptions {
   std::uint32_t max_depth = 256;
 };
 
+/// Streams the items of the lists held by one key of the top-level dict (a dict whose `key`
+/// maps to a list of lists, as a snapshot's "device_traces"): each item is handed to `on_item`
+/// (list index, item index, value) when the pickle appends it, and then dropped, so the lists
+/// stay empty in the result. A pickle that builds those lists some other way (LIST opcode) is
+/// read as usual.
+struct PickleItemStream {
+  std::string_view key;
+  std::function<void(std::size_t list, std::size_t item, const DataValue& value)> on_item;
+};
+
 namespace detail {
+
+/// The bytes of a pickle: all in memory, or read from a file in chunks (a view returned by
+/// take() stays valid until the next take()).
+class PickleInput {
+ public:
+  explicit PickleInput(std::string_view data) noexcept : buf_(data.data()), len_(data.size()), total_(data.size()) {}
+  /// `total`: the file's size; reading past it or a shorter file is reported as truncation.
+  PickleInput(std::FILE* file, std::uint64_t total) : total_(total), file_(file) {}
+
+  [[nodiscard]] std::uint64_t offset() const noexcept { return base_ + pos_; }
+  [[nodiscard]] std::uint64_t left() const noexcept { return total_ - offset(); }
+  /// n bytes; the caller has checked n <= left().
+  const char* take(std::size_t n) {
+    if (len_ - pos_ < n) refill(n);
+    const char* p = buf_ + pos_;
+    pos_ += n;
+    return p;
+  }
+
+ private:
+  static constexpr std::size_t kChunk = std::size_t{1} << 20;
+  void refill(std::size_t n) {
+    const std::size_t keep = len_ - pos_;
+    if (keep != 0) std::memmove(own_.data(), own_.data() + pos_, keep);
+    if (own_.size() < std::max(n, kChunk)) own_.resize(std::max(n, kChunk));
+    base_ += pos_;
+    pos_ = 0;
+    const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(own_.size() - keep, total_ - base_ - keep));
+    std::size_t got = 0;
+    while (got < want) {
+      const std::size_t r = std::fread(own_.data() + keep + got, 1, want - got, file_);
+      if (r == 0) break;
+      got += r;
+    }
+    buf_ = own_.data();
+    len_ = keep + got;
+    if (len_ < n) {
+      throw FormatError(std::string(std::ferror(file_) != 0 ? "read error: " : "file shorter than expected: ") +
+                        std::to_string(len_) + " bytes at offset " + std::to_string(base_) + ", needed " +
+                        std::to_string(n));
+    }
+  }
+
+  const char* buf_ = nullptr;
+  std::size_t len_ = 0;  // bytes valid at buf_
+  std::size_t pos_ = 0;  // next byte, from buf_
+  std::uint64_t base_ = 0;
+  std::uint64_t total_ = 0;
+  std::FILE* file_ = nullptr;
+  std::string own_;
+};
 
 /// The pickle virtual machine, restricted to plain data (see the header comment).
 class PickleMachine {
  public:
-  PickleMachine(std::string_view data, const PickleReadOptions& options) : d_(data), max_depth_(options.max_depth) {}
+  PickleMachine(PickleInput& in, const PickleReadOptions& options, const PickleItemStream* stream = nullptr)
+      : in_(in), max_depth_(options.max_depth), stream_(stream) {}
 
   DataValue run() {
     while (true) {
-      op_at_ = pos_;
+      op_at_ = in_.offset();
       const std::uint8_t code = u8();
+      code_ = code;
       switch (code) {
         case op::PROTO: {
           const std::uint8_t version = u8();
@@ -54,7 +124,7 @@ class PickleMachine {
         }
         case op::FRAME: {
           const std::uint64_t n = le(8);
-          if (n > d_.size() - pos_)
+          if (n > in_.left())
             fail("truncated pickle: a FRAME of " + std::to_string(n) + " bytes runs past the end of the data");
           break;  // frames only group opcodes; nothing to do
         }
@@ -105,7 +175,10 @@ class PickleMachine {
         case op::BINBYTES8:
         case op::BYTEARRAY8: push(DataValue::bytes(std::string(take(le(8))))); break;
 
-        case op::EMPTY_LIST: push(DataValue::list()); break;
+        case op::EMPTY_LIST:
+          push(DataValue::list());
+          if (stream_ != nullptr) note_list();
+          break;
         case op::EMPTY_DICT: push(DataValue::dict()); break;
         case op::EMPTY_TUPLE: push(DataValue::tuple()); break;
         case op::LIST: {
@@ -129,12 +202,21 @@ class PickleMachine {
         }
         case op::APPEND: {
           DataValue v = pop();
+          if (Streamed* s = streamed(top())) {
+            emit(*s, top(), v);
+            break;
+          }
           append(top(), std::move(v));
           break;
         }
         case op::APPENDS: {
           const std::size_t mark = pop_mark();
           DataValue& list = below(mark);
+          if (Streamed* s = streamed(list)) {
+            for (std::size_t i = mark; i < stack_.size(); ++i) emit(*s, list, stack_[i]);
+            stack_.resize(mark);
+            break;
+          }
           if (list.is(DataValue::Kind::list)) grow(std::get<DataValue::SeqPtr>(list.v_)->items, stack_.size() - mark);
           for (std::size_t i = mark; i < stack_.size(); ++i) append(list, std::move(stack_[i]));
           stack_.resize(mark);
@@ -154,7 +236,7 @@ class PickleMachine {
 
         case op::BINPUT: put(u8()); break;
         case op::LONG_BINPUT: put(le(4)); break;
-        case op::MEMOIZE: put(memo_.size() + sparse_.size()); break;
+        case op::MEMOIZE: put(memo_slot_.size() + sparse_.size()); break;
         case op::BINGET: get(u8()); break;
         case op::LONG_BINGET: get(le(4)); break;
 
@@ -182,21 +264,19 @@ class PickleMachine {
 
   // ---- input ----
   std::string_view take(std::uint64_t n) {
-    if (n > d_.size() - pos_) {
-      const char* name = PickleOp::name(static_cast<std::uint8_t>(d_[op_at_]));
+    if (n > in_.left()) {
+      const char* name = PickleOp::name(code_);
       fail(std::string("truncated data in ") + (name ? name : "opcode") + " (needs " + std::to_string(n) + " bytes, " +
-           std::to_string(d_.size() - pos_) + " left)");
+           std::to_string(in_.left()) + " left)");
     }
-    const std::string_view s = d_.substr(pos_, static_cast<std::size_t>(n));
-    pos_ += static_cast<std::size_t>(n);
-    return s;
+    return {in_.take(static_cast<std::size_t>(n)), static_cast<std::size_t>(n)};
   }
   std::uint8_t u8() {
-    if (pos_ >= d_.size()) {
-      if (op_at_ == pos_) fail("truncated pickle: no STOP opcode before the end of the data");
+    if (in_.left() == 0) {
+      if (op_at_ == in_.offset()) fail("truncated pickle: no STOP opcode before the end of the data");
       (void)take(1);
     }
-    return static_cast<std::uint8_t>(d_[pos_++]);
+    return static_cast<std::uint8_t>(*in_.take(1));
   }
   std::uint64_t le(std::size_t n) {
     const std::string_view s = take(n);
@@ -317,45 +397,154 @@ class PickleMachine {
     push(std::move(tuple));
   }
 
+  // ---- streamed lists (PickleItemStream) ----
+  struct Streamed {
+    const void* list;
+    std::size_t index;
+    std::size_t items = 0;
+  };
+  Streamed* streamed(const DataValue& list) {
+    if (stream_ == nullptr) return nullptr;
+    for (Streamed& s : streamed_) {
+      if (s.list == list.identity()) return &s;
+    }
+    return nullptr;
+  }
+  // A list just pushed: the outer list when it is the value of the stream's key in the
+  // top-level dict (root at the stack's bottom, the key at a key position above it), or one of
+  // the lists inside when it is pushed onto the outer list or onto a sibling list before it.
+  void note_list() {
+    const std::size_t top = stack_.size() - 1;
+    if (top == 0) return;
+    if (outer_ == nullptr) {
+      const DataValue& under = stack_[top - 1];
+      if (under.is(DataValue::Kind::string) && under.as_string() == stream_->key &&
+          stack_[0].is(DataValue::Kind::dict) && (top - 1) % 2 == 1) {
+        outer_ = stack_[top].identity();
+      }
+      return;
+    }
+    // Only lists (siblings waiting for an APPENDS) may lie between the outer list and this one;
+    // the list index is then the outer list's length plus those siblings.
+    std::size_t p = top;
+    while (p > 0 && stack_[p - 1].identity() != outer_) {
+      if (!stack_[p - 1].is(DataValue::Kind::list)) return;
+      --p;
+    }
+    if (p == 0) return;
+    const std::size_t index = stack_[p - 1].size() + (top - p);
+    streamed_.push_back(Streamed{stack_[top].identity(), index});
+  }
+  // Hands one item to the callback instead of appending it, then releases what the memo holds
+  // of it: the item itself (a later reference to it is an error) and the lists and dicts directly
+  // inside it (a later reference gets a released() stand-in with the memo index: PyTorch's
+  // pickles hold a frames list per trace entry, which a later entry may share).
+  void emit(Streamed& s, const DataValue& list, const DataValue& item) {
+    if (std::get<DataValue::SeqPtr>(list.v_)->sealed) fail("a list modified after it was placed in another container");
+    stream_->on_item(s.index, s.items++, item);
+    release(item, kStreamedItem);
+    if (item.is(DataValue::Kind::dict)) {
+      for (const auto& [k, v] : item.entries()) release(v, v.is(DataValue::Kind::dict) ? kReleasedDict : kReleasedList);
+    }
+  }
+  void release(const DataValue& v, std::uint32_t tombstone) {
+    if (!v.is(DataValue::Kind::list) && !v.is(DataValue::Kind::dict)) return;
+    const std::uint32_t m = v.memo_index();
+    if (m == DataValue::kNoMemo || m >= memo_slot_.size()) return;
+    if (const std::uint32_t slot = memo_slot_[m]; !is_tombstone(slot) && slot != kUnset) {
+      memo_values_[slot - 1] = DataValue();
+      free_values_.push_back(slot - 1);
+    }
+    memo_slot_[m] = tombstone;
+  }
+
   // ---- memo ----
-  // Dense indices (what picklers emit) live in a vector; any other index in a map, so a huge
-  // index cannot make the reader allocate a huge vector.
+  // Dense indices (what picklers emit) map to slots of memo_values_ (4 bytes each, so a pickle
+  // that memoizes every one of 10M streamed items costs 40 MB); any other index lives in a map,
+  // so a huge index cannot make the reader allocate a huge vector.
+  static constexpr std::uint32_t kUnset = 0;
+  static constexpr std::uint32_t kStreamedItem = 0xFFFFFFFFU;
+  static constexpr std::uint32_t kReleasedList = 0xFFFFFFFEU;
+  static constexpr std::uint32_t kReleasedDict = 0xFFFFFFFDU;
+  static constexpr std::size_t kMaxDense = 0xFFFFFFF0U;
+  static bool is_tombstone(std::uint32_t slot) noexcept { return slot >= kReleasedDict; }
   void put(std::uint64_t index) {
     const DataValue& v = top();
-    if (index < memo_.size()) {
-      memo_[index] = v;
-    } else if (index == memo_.size() && sparse_.empty()) {
-      memo_.push_back(v);
+    if (index < memo_slot_.size() || (index == memo_slot_.size() && sparse_.empty() && index < kMaxDense)) {
+      if (index == memo_slot_.size()) memo_slot_.push_back(kUnset);
+      std::uint32_t& slot = memo_slot_[index];
+      if (slot == kUnset || is_tombstone(slot)) {
+        if (!free_values_.empty()) {
+          slot = free_values_.back() + 1;
+          free_values_.pop_back();
+        } else {
+          memo_values_.emplace_back();
+          slot = static_cast<std::uint32_t>(memo_values_.size());
+        }
+      }
+      memo_values_[slot - 1] = v;
+      v.set_memo_index(static_cast<std::uint32_t>(index));
     } else {
       sparse_[index] = v;
     }
   }
   void get(std::uint64_t index) {
-    if (index < memo_.size()) {
-      push(memo_[index]);
-      return;
+    if (index < memo_slot_.size()) {
+      const std::uint32_t slot = memo_slot_[index];
+      if (slot == kStreamedItem) {
+        fail("memo entry " + std::to_string(index) +
+             " refers to a streamed list item (a trace entry), which this reader does not keep");
+      }
+      if (slot == kReleasedList || slot == kReleasedDict) {
+        DataValue stub = slot == kReleasedList ? DataValue::list() : DataValue::dict();
+        if (auto* q = std::get_if<DataValue::SeqPtr>(&stub.v_)) (*q)->sealed = (*q)->released = true;
+        if (auto* d = std::get_if<DataValue::MapPtr>(&stub.v_)) (*d)->sealed = (*d)->released = true;
+        stub.set_memo_index(static_cast<std::uint32_t>(index));
+        push(std::move(stub));
+        return;
+      }
+      if (slot != kUnset) {
+        push(memo_values_[slot - 1]);
+        return;
+      }
     }
     const auto it = sparse_.find(index);
     if (it == sparse_.end()) fail("memo entry " + std::to_string(index) + " was never stored");
     push(it->second);
   }
 
-  std::string_view d_;
+  PickleInput& in_;
   std::uint32_t max_depth_;
-  std::size_t pos_ = 0;
-  std::size_t op_at_ = 0;  // offset of the opcode being run (for messages)
+  const PickleItemStream* stream_;
+  std::uint64_t op_at_ = 0;  // offset of the opcode being run (for messages)
+  std::uint8_t code_ = 0;    // the opcode being run
   std::vector<DataValue> stack_;
   std::vector<std::size_t> marks_;
-  std::vector<DataValue> memo_;
+  std::vector<std::uint32_t> memo_slot_;  // memo index -> 1 + index into memo_values_, kUnset, or a tombstone
+  std::vector<DataValue> memo_values_;
+  std::vector<std::uint32_t> free_values_;
   std::unordered_map<std::uint64_t, DataValue> sparse_;
+  const void* outer_ = nullptr;     // the list of streamed lists
+  std::vector<Streamed> streamed_;  // the streamed lists, in order
 };
 
 }  // namespace detail
 
 /// Reads a pickle of plain data. Throws FormatError("pickle: <what> at byte <offset>") on an
 /// unsupported opcode, truncated or inconsistent data, or nesting beyond options.max_depth.
-[[nodiscard]] inline DataValue read_pickle(std::string_view data, const PickleReadOptions& options = {}) {
-  return detail::PickleMachine(data, options).run();
+[[nodiscard]] inline DataValue read_pickle(std::string_view data, const PickleReadOptions& options = {},
+                                           const PickleItemStream* stream = nullptr) {
+  detail::PickleInput in(data);
+  return detail::PickleMachine(in, options, stream).run();
+}
+
+/// Like read_pickle, reading the open file `file` of `size` bytes in chunks of 1 MiB, so that
+/// with a `stream` the input need not fit in memory at once.
+[[nodiscard]] inline DataValue read_pickle_file(std::FILE* file, std::uint64_t size,
+                                                const PickleReadOptions& options = {},
+                                                const PickleItemStream* stream = nullptr) {
+  detail::PickleInput in(file, size);
+  return detail::PickleMachine(in, options, stream).run();
 }
 
 GPUMEMPROF_NAMESPACE_END

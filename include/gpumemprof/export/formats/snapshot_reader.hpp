@@ -7,11 +7,20 @@
 // file, a value of the wrong type -- is a FormatError naming the path and the place
 // ("snap.pickle: segments[3].blocks[0].size: expected int, found str").
 // Frames lists that the file shares (pickle memo) or that are equal end up as one Frames.
+//
+// A pickle's trace entries are streamed (PickleItemStream): each entry is decoded into a
+// CompactTrace as the pickle appends it, and the file is read in chunks, so reading a 10M-entry
+// snapshot with load_compact_snapshot() takes about 40 bytes per entry, not a value tree.
 #pragma once
 
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -24,6 +33,7 @@
 #include "gpumemprof/export/formats/data_value.hpp"
 #include "gpumemprof/export/formats/json_reader.hpp"
 #include "gpumemprof/export/formats/pickle_reader.hpp"
+#include "gpumemprof/history/compact_snapshot.hpp"
 #include "gpumemprof/history/snapshot.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
@@ -46,12 +56,31 @@ struct Where {
   }
 };
 
-/// Converts a DataValue tree in PyTorch's snapshot schema to a Snapshot.
+/// A FormatError that already names the file (not to be prefixed again).
+class SnapshotDecodeError : public FormatError {
+ public:
+  using FormatError::FormatError;
+};
+
+/// Converts a DataValue tree in PyTorch's snapshot schema to a CompactSnapshot.
 class SnapshotDecoder {
  public:
   explicit SnapshotDecoder(const std::string& name) : name_(name) {}
 
-  Snapshot decode(const DataValue& root) {
+  /// Decodes trace entry `item` of device `device`'s trace as the pickle streams it.
+  void streamed_entry(std::size_t device, std::size_t item, const DataValue& d) {
+    if (device > static_cast<std::size_t>(kMaxDevice)) {
+      fail("device_traces: more than " + std::to_string(kMaxDevice + 1) + " device traces");
+    }
+    if (streamed_.size() <= device) streamed_.resize(device + 1);
+    const Where top{};
+    const Where wt = top.at("device_traces");
+    streaming_ = true;
+    streamed_[device].push_back(trace_entry(d, wt.at(device).at(item)));
+    streaming_ = false;
+  }
+
+  CompactSnapshot decode(const DataValue& root) {
     if (root.is(K::list)) {
       fail(
           "a list at the top level, not a snapshot dict (torch.cuda.memory_snapshot() writes that list; "
@@ -59,7 +88,7 @@ class SnapshotDecoder {
     }
     if (!root.is(K::dict)) fail(std::string("a ") + to_string(root.kind()) + " at the top level, not a snapshot dict");
     const Where top{};
-    Snapshot snap;
+    CompactSnapshot snap;
     const DataValue* segments = root.find("segments");
     if (segments == nullptr) fail("not a memory snapshot: the top-level dict has no 'segments'");
     const Where ws = top.at("segments");
@@ -74,8 +103,7 @@ class SnapshotDecoder {
         const DataValue& trace = traces->items()[d];
         const Where wd = wt.at(d);
         need(trace, K::list, wd);
-        std::vector<TraceEntry> entries;
-        entries.reserve(trace.size());
+        CompactTrace entries = d < streamed_.size() ? std::move(streamed_[d]) : CompactTrace();
         for (std::size_t k = 0; k < trace.size(); ++k) entries.push_back(trace_entry(trace.items()[k], wd.at(k)));
         snap.device_traces.push_back(std::move(entries));
       }
@@ -97,7 +125,7 @@ class SnapshotDecoder {
   using K = DataValue::Kind;
   static constexpr std::int64_t kMaxDevice = 65535;
 
-  [[noreturn]] void fail(const std::string& what) const { throw FormatError(name_ + ": " + what); }
+  [[noreturn]] void fail(const std::string& what) const { throw SnapshotDecodeError(name_ + ": " + what); }
   [[noreturn]] void fail(const Where& w, const std::string& what) const { fail(w.str() + ": " + what); }
   void need(const DataValue& v, K kind, const Where& w) const {
     if (!v.is(kind)) fail(w, std::string("expected ") + to_string(kind) + ", found " + to_string(v.kind()));
@@ -259,7 +287,7 @@ class SnapshotDecoder {
     return a;
   }
 
-  void add_setting(Snapshot& snap, std::string name, const DataValue& v) const {
+  void add_setting(CompactSnapshot& snap, std::string name, const DataValue& v) const {
     switch (v.kind()) {
       case K::boolean: snap.allocator_settings.emplace_back(std::move(name), v.as_bool()); return;
       case K::integer: snap.allocator_settings.emplace_back(std::move(name), v.as_int()); return;
@@ -282,8 +310,17 @@ class SnapshotDecoder {
   Frames frames(const DataValue* v, const Where& w) {
     if (v == nullptr || v->is_none()) return nullptr;
     need(*v, K::list, w);
-    if (v->size() == 0) return nullptr;
-    if (const auto it = by_identity_.find(v->identity()); it != by_identity_.end()) return it->second;
+    if (v->released()) {  // a frames list of an earlier streamed entry, shared through the memo
+      if (const auto it = by_memo_.find(v->memo_index()); it != by_memo_.end()) return it->second;
+      fail(w, "refers (pickle memo " + std::to_string(v->memo_index()) +
+                  ") to a list inside an earlier trace entry that was not its frames; the streaming reader keeps "
+                  "only those");
+    }
+    if (v->size() == 0) {
+      if (v->memo_index() != DataValue::kNoMemo) by_memo_[v->memo_index()] = nullptr;
+      return nullptr;
+    }
+    if (const auto it = by_identity_.find(v->identity()); it != by_identity_.end()) return it->second.second;
     std::vector<Frame> stack;
     stack.reserve(v->size());
     std::size_t h = v->size();
@@ -311,12 +348,20 @@ class SnapshotDecoder {
       shared = std::make_shared<const std::vector<Frame>>(std::move(stack));
       bucket.push_back(shared);
     }
-    by_identity_.emplace(v->identity(), shared);
+    // Only a list the memo holds can come again: by identity while it is alive (holding it keeps
+    // its address from being reused), by memo index once the streaming reader released it.
+    if (v->memo_index() != DataValue::kNoMemo) {
+      by_memo_[v->memo_index()] = shared;
+      if (!streaming_) by_identity_.emplace(v->identity(), std::make_pair(*v, shared));
+    }
     return shared;
   }
 
   std::string name_;
-  std::unordered_map<const void*, Frames> by_identity_;
+  std::unordered_map<const void*, std::pair<DataValue, Frames>> by_identity_;
+  std::vector<CompactTrace> streamed_;                 // device -> entries streamed so far
+  std::unordered_map<std::uint32_t, Frames> by_memo_;  // memoized frames lists, by memo index
+  bool streaming_ = false;                             // decoding a streamed entry
   std::unordered_map<std::size_t, std::vector<Frames>> by_content_;
 };
 
@@ -325,37 +370,89 @@ class SnapshotDecoder {
 /// Converts a value tree in PyTorch's snapshot schema (what read_pickle/parse_json return) to
 /// a Snapshot; `name` (a path) starts every error message.
 [[nodiscard]] inline Snapshot snapshot_from_value(const DataValue& root, const std::string& name = "snapshot") {
-  return detail::SnapshotDecoder(name).decode(root);
+  return detail::SnapshotDecoder(name).decode(root).expand();
+}
+
+namespace detail {
+
+/// Reads a snapshot -- a pickle through `read(stream)` (its trace entries streamed into the
+/// decoder), or JSON through `json()` -- and decodes it. Errors start with `name`.
+template <class ReadPickle, class ReadJson>
+CompactSnapshot decode_snapshot(const std::string& name, bool is_pickle, ReadPickle read, ReadJson json) {
+  SnapshotDecoder decoder(name);
+  DataValue root;
+  try {
+    if (is_pickle) {
+      const PickleItemStream stream{"device_traces", [&](std::size_t list, std::size_t item, const DataValue& v) {
+                                      decoder.streamed_entry(list, item, v);
+                                    }};
+      root = read(&stream);
+    } else {
+      root = json();
+    }
+  } catch (const SnapshotDecodeError&) {
+    throw;
+  } catch (const FormatError& e) {
+    throw FormatError(name + ": " + e.what());
+  }
+  return decoder.decode(root);
+}
+
+/// Whether bytes look like a pickle (PROTO) or JSON; throws FormatError otherwise.
+inline bool snapshot_is_pickle(std::string_view bytes) {
+  if (!bytes.empty() && static_cast<unsigned char>(bytes[0]) == 0x80) return true;
+  const std::size_t first = bytes.find_first_not_of(" \n\r\t");
+  if (first != std::string_view::npos && (bytes[first] == '{' || bytes[first] == '[')) return false;
+  if (bytes.empty()) throw FormatError("the file is empty");
+  throw FormatError("not a snapshot: neither a pickle (first byte 0x80) nor JSON (first character '{')");
+}
+
+}  // namespace detail
+
+/// Parses snapshot bytes already in memory (a pickle or JSON, recognised from the content) into
+/// a CompactSnapshot. Throws FormatError starting with `name` when they are not a readable snapshot.
+[[nodiscard]] inline CompactSnapshot parse_compact_snapshot(std::string_view bytes,
+                                                            const std::string& name = "snapshot") {
+  bool is_pickle = false;
+  try {
+    is_pickle = detail::snapshot_is_pickle(bytes);
+  } catch (const FormatError& e) {
+    throw FormatError(name + ": " + e.what());
+  }
+  return detail::decode_snapshot(
+      name, is_pickle, [&](const PickleItemStream* s) { return read_pickle(bytes, {}, s); },
+      [&] { return parse_json(bytes); });
 }
 
 /// Parses snapshot bytes already in memory: a pickle or JSON, recognised from the content.
 /// Throws FormatError starting with `name` when they are not a readable snapshot.
 [[nodiscard]] inline Snapshot parse_snapshot(std::string_view bytes, const std::string& name = "snapshot") {
-  DataValue root;
-  std::size_t first = 0;
-  while (first < bytes.size() &&
-         (bytes[first] == ' ' || bytes[first] == '\n' || bytes[first] == '\r' || bytes[first] == '\t')) {
-    ++first;
-  }
-  try {
-    if (!bytes.empty() && static_cast<unsigned char>(bytes[0]) == 0x80) {
-      root = read_pickle(bytes);
-    } else if (first < bytes.size() && (bytes[first] == '{' || bytes[first] == '[')) {
-      root = parse_json(bytes);
-    } else if (bytes.empty()) {
-      throw FormatError("the file is empty");
-    } else {
-      throw FormatError("not a snapshot: neither a pickle (first byte 0x80) nor JSON (first character '{')");
-    }
-  } catch (const FormatError& e) {
-    throw FormatError(name + ": " + e.what());
-  }
-  return snapshot_from_value(root, name);
+  return parse_compact_snapshot(bytes, name).expand();
+}
+
+/// Reads the snapshot file at `path` into a CompactSnapshot; a pickle is read in chunks with its
+/// trace entries streamed, so memory stays near 40 bytes per entry (JSON is read whole). Throws
+/// IoError when the file cannot be read and FormatError (naming the path) when it is not a
+/// readable snapshot.
+[[nodiscard]] inline CompactSnapshot load_compact_snapshot(const std::string& path) {
+  const std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rbe"), &std::fclose);
+  if (!file) detail::throw_io("read", path, errno);
+  struct stat st {};
+  if (::fstat(::fileno(file.get()), &st) != 0) detail::throw_io("read", path, errno);
+  if (S_ISDIR(st.st_mode)) detail::throw_io("read", path, EISDIR);
+  if (!S_ISREG(st.st_mode)) return parse_compact_snapshot(read_file(path), path);  // a pipe: no size to stream by
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  // Only a pickle (PROTO first) is streamed; anything else gets parse_compact_snapshot's checks.
+  if (size == 0 || std::fgetc(file.get()) != 0x80) return parse_compact_snapshot(read_file(path), path);
+  std::rewind(file.get());
+  return detail::decode_snapshot(
+      path, true, [&](const PickleItemStream* s) { return read_pickle_file(file.get(), size, {}, s); },
+      [] { return DataValue(); });
 }
 
 /// Reads the snapshot file at `path` (our pickle or JSON, or PyTorch's pickle). Throws IoError
 /// when the file cannot be read and FormatError (naming the path and the problem) when it
 /// is not a readable snapshot.
-[[nodiscard]] inline Snapshot load_snapshot(const std::string& path) { return parse_snapshot(read_file(path), path); }
+[[nodiscard]] inline Snapshot load_snapshot(const std::string& path) { return load_compact_snapshot(path).expand(); }
 
 GPUMEMPROF_NAMESPACE_END

@@ -22,11 +22,13 @@
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/error.hpp"
 #include "gpumemprof/export/formats/atomic_file.hpp"
-#include "gpumemprof/export/reports/html_report_assets.hpp"
-#include "gpumemprof/export/reports/html_report_model.hpp"
 #include "gpumemprof/export/formats/json_writer.hpp"
 #include "gpumemprof/export/formats/output_buffer.hpp"
 #include "gpumemprof/export/formats/value_writer.hpp"
+#include "gpumemprof/export/reports/html_report_assets.hpp"
+#include "gpumemprof/export/reports/html_report_lod.hpp"
+#include "gpumemprof/export/reports/html_report_model.hpp"
+#include "gpumemprof/history/compact_snapshot.hpp"
 #include "gpumemprof/history/snapshot.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
@@ -37,6 +39,13 @@ struct HtmlReportOptions {
   /// Keep only the newest N entries of each device's trace (0 = all). Bounds the file size
   /// (about 15 bytes per entry) for very long histories.
   std::size_t max_trace_entries = 0;
+  /// Level of detail (html_report_lod.hpp): a device whose trace has more states than this is
+  /// shown at this many (the most active state of each run of states; 0 = all states) ...
+  std::size_t max_page_states = std::size_t{1} << 18;
+  /// ... and with at most this many allocations drawn one by one (0 = all): those live at the
+  /// peak, then those covering the most bytes x time; the rest are summed. Together they keep a 10M-entry report near
+  /// 10 MB and quick to open.
+  std::size_t max_page_allocations = 200000;
 };
 
 namespace detail {
@@ -61,6 +70,30 @@ void write_delta_column(ValueWriter& w, std::string_view k, const Items& items, 
     prev = v;
     return d;
   });
+}
+
+/// The level of detail's data: "lod": {events, allocations, liveAtEnd, hidden, ev (the trace
+/// state of each page state, delta-coded; absent when they are the same), active, sites}.
+inline void write_html_lod_json(ValueWriter& w, const HtmlLevelOfDetail& lod, std::size_t page_events) {
+  w.key("lod");
+  w.begin_dict();
+  w.field("events", lod.events);
+  w.field("allocations", lod.allocations);
+  w.field("liveAtEnd", lod.live_at_end);
+  w.field("hidden", lod.hidden);
+  if (page_events != lod.events) write_delta_column(w, "ev", lod.state_event, [](std::uint64_t s) { return s; });
+  write_column(w, "active", lod.active, [](std::uint64_t b) { return b; });
+  using Site = HtmlLevelOfDetail::Site;
+  w.key("sites");
+  w.begin_dict();
+  write_column(w, "stack", lod.sites, [](const Site& x) { return x.stack; });
+  write_column(w, "count", lod.sites, [](const Site& x) { return x.count; });
+  write_column(w, "total", lod.sites, [](const Site& x) { return x.total; });
+  write_column(w, "live", lod.sites, [](const Site& x) { return x.live; });
+  write_column(w, "peak", lod.sites, [](const Site& x) { return x.peak; });
+  write_column(w, "largest", lod.sites, [](const Site& x) { return x.largest; });
+  w.end_dict();
+  w.end_dict();
 }
 
 inline void write_html_device_json(ValueWriter& w, const HtmlDevice& d) {
@@ -156,6 +189,7 @@ inline void write_html_device_json(ValueWriter& w, const HtmlDevice& d) {
   // External fragmentation by the one definition; -1 when undefined (nothing free or nothing live).
   w.field("extFrag", s.usage.external_fragmentation().value_or(-1.0));
   w.end_dict();
+  if (d.lod.applied) write_html_lod_json(w, d.lod, d.times.size());
   w.end_dict();
 }
 
@@ -206,8 +240,11 @@ inline void append_html_escaped(std::string& out, std::string_view s) {
 /// Writes the report as one HTML document (UTF-8) to `os`, streaming: the page's data goes out
 /// as it is encoded. Works offline: the page holds its data, styles and script. Handles
 /// snapshots without traces (segments only) and traces without frames.
-inline void write_html_report(const Snapshot& snapshot, std::ostream& os, const HtmlReportOptions& options = {}) {
-  const detail::HtmlModel model = detail::build_html_model(snapshot, options.max_trace_entries);
+template <SnapshotLike S>
+void write_html_report(const S& snapshot, std::ostream& os, const HtmlReportOptions& options = {}) {
+  detail::HtmlModel model = detail::build_html_model(snapshot, options.max_trace_entries);
+  for (detail::HtmlDevice& dev : model.devices)
+    detail::apply_html_level_of_detail(dev, options.max_page_states, options.max_page_allocations);
   std::string head(detail::html_assets::kHead);
   detail::append_html_escaped(head, options.title);
   head.append(detail::html_assets::kStyleAndBody);
@@ -223,7 +260,8 @@ inline void write_html_report(const Snapshot& snapshot, std::ostream& os, const 
 }
 
 /// The report as one HTML document (UTF-8), in memory.
-[[nodiscard]] inline std::string render_html_report(const Snapshot& snapshot, const HtmlReportOptions& options = {}) {
+template <SnapshotLike S>
+[[nodiscard]] std::string render_html_report(const S& snapshot, const HtmlReportOptions& options = {}) {
   std::ostringstream os;
   write_html_report(snapshot, os, options);
   return std::move(os).str();
@@ -231,8 +269,8 @@ inline void write_html_report(const Snapshot& snapshot, std::ostream& os, const 
 
 /// Renders the report into `path` atomically (temp file + rename). Throws IoError (naming the
 /// path and the reason) when it cannot be written; an old file is then left intact.
-inline void write_html_report(const Snapshot& snapshot, const std::string& path,
-                              const HtmlReportOptions& options = {}) {
+template <SnapshotLike S>
+void write_html_report(const S& snapshot, const std::string& path, const HtmlReportOptions& options = {}) {
   write_file_atomically(path, [&](std::ostream& os) { write_html_report(snapshot, os, options); });
 }
 

@@ -332,6 +332,14 @@ function decodeDevice(d) {
   const total = new Float64Array(E + 2);
   for (let i = 0; i < n; i++) { total[start[i]] += size[i]; total[end[i]] -= size[i]; }
   { let run = 0; for (let s = 0; s <= E + 1; s++) { run += total[s]; total[s] = run; } }
+  // Level of detail (html_report_lod.hpp): exact active bytes per state, and the trace state each state shows.
+  const L = d.lod || null;
+  let ev = null;
+  if (L) {
+    for (let s = 0; s <= E; s++) total[s] = L.active[s];
+    total[E + 1] = 0;
+    if (L.ev) { ev = new Float64Array(E + 1); let acc = 0; for (let s = 0; s <= E; s++) { acc += L.ev[s]; ev[s] = acc; } }
+  }
   const R = d.reserved, nr = R.state.length, rState = new Float64Array(nr), rVal = new Float64Array(nr);
   { let r = R.start; for (let i = 0; i < nr; i++) { r += R.delta[i]; rState[i] = R.state[i]; rVal[i] = r; } }
   // Allocations in order of their end state (a counting sort: ends are small integers).
@@ -374,7 +382,7 @@ function decodeDevice(d) {
     segs.push(sg); b0 += nb;
   }
   segs.sort((a, b) => a.addr - b.addr);
-  return { d, E, n, times, start, end, size, addr, stack, flags, total, rState, rVal, rStart: R.start, byEnd,
+  return { d, E, n, times, start, end, size, addr, stack, flags, total, rState, rVal, rStart: R.start, byEnd, lod: L, ev,
     peak: d.summary.peakActiveState, sum: d.summary, ranges, laneRows: Math.min(3, rowEnd.length), segs, blocks: B, ooms: d.ooms };
 }
 function reservedAt(dev, s) { const k = upperBound(dev.rState, s, dev.rState.length); return k === 0 ? dev.rStart : dev.rVal[k - 1]; }
@@ -383,17 +391,18 @@ function reservedMax(dev, lo, hi) {
   for (let k = upperBound(dev.rState, lo, dev.rState.length); k < dev.rState.length && dev.rState[k] <= hi; k++) if (dev.rVal[k] > m) m = dev.rVal[k];
   return m;
 }
+function evNum(dev, s) { return (dev.ev ? dev.ev[s] : s) - 1; }  // the trace entry that made state s
 function instantLabel(dev, s) {
   if (dev.E === 0) return 'at the snapshot';
   if (s === 0) return 'before the first event';
-  return 'after event #' + fmtInt(s - 1) + ' (' + fmtDur(dev.times[s - 1]) + ')';
+  return 'after event #' + fmtInt(evNum(dev, s)) + ' (' + fmtDur(dev.times[s - 1]) + ')';
 }
 function allocTimes(dev, i) {
   const E = dev.E, s = dev.start[i], e = dev.end[i], f = dev.flags[i];
-  const a = (f & 1) || s === 0 ? 'before the trace' : '#' + fmtInt(s - 1) + ' \u00b7 ' + fmtDur(dev.times[s - 1]);
+  const a = (f & 1) || s === 0 ? 'before the trace' : '#' + fmtInt(evNum(dev, s)) + ' \u00b7 ' + fmtDur(dev.times[s - 1]);
   let b;
   if (e > E) b = (f & 4) ? 'pending at the end' : 'live at the end';
-  else b = '#' + fmtInt(e - 1) + ' \u00b7 ' + fmtDur(dev.times[e - 1]);
+  else b = '#' + fmtInt(evNum(dev, e)) + ' \u00b7 ' + fmtDur(dev.times[e - 1]);
   let life = '';
   if (!(f & 1) && s > 0 && e <= E) life = fmtDur(dev.times[e - 1] - dev.times[s - 1]);
   return { a, b, life };
@@ -572,7 +581,7 @@ function Timeline(dev, onInstant) {
     for (let x = Math.ceil(T.v0 / xs) * xs; x <= T.v1; x += xs) {
       const p = Math.round(toPx(x)) + 0.5;
       ctx.beginPath(); ctx.moveTo(p, T.py + H); ctx.lineTo(p, T.py + H + 4 * r); ctx.stroke();
-      ctx.fillText(T.mode === 'event' ? fmtCount(x) : fmtDurAxis(x), p, T.py + H + 7 * r);
+      ctx.fillText(T.mode === 'event' ? fmtCount(dev.ev ? dev.ev[clamp(Math.round(x), 0, E)] : x) : fmtDurAxis(x), p, T.py + H + 7 * r);
     }
     ctx.textAlign = 'left';
     ctx.fillText(T.mode === 'event' ? 'event' : 'time since first event', T.px, T.py + H + 18 * r);
@@ -747,6 +756,9 @@ function Timeline(dev, onInstant) {
         '<div>site: <b>' + esc(lab.name) + '</b> <span class="dim">' + esc(lab.loc) + '</span></div>' + head +
         '<div class="stack">' + stackHtml(dev.stack[i], 14) + '</div>';
     }
+    if (h.kind === 'small' && dev.lod) {
+      return '<b>smaller allocations: ' + fmtBytes(total[s] - h.cum) + ' together</b><div class="dim">summed (level of detail: the page carries the largest allocations one by one)</div>' + head;
+    }
     if (h.kind === 'small') {
       let cnt = 0, bytes = 0, big = 0;
       for (let i = 0; i < dev.n && start[i] <= s; i++) if (s < end[i] && !T.cand[i]) { cnt++; bytes += size[i]; if (size[i] > big) big = size[i]; }
@@ -817,8 +829,8 @@ inline constexpr std::string_view kJsTables = R"GMPJS(
 /* ---------- summary ---------- */
 function renderSummary(dev) {
   const s = dev.sum, E = dev.E;
-  let liveEnd = 0;
-  for (let i = 0; i < dev.n; i++) if (dev.end[i] > E) liveEnd++;
+  let liveEnd = dev.lod ? dev.lod.liveAtEnd : 0;
+  if (!dev.lod) for (let i = 0; i < dev.n; i++) if (dev.end[i] > E) liveEnd++;
   const ext = s.extFrag >= 0 ? s.extFrag : NaN;  // 1 - largest free block / free bytes (n/a: nothing free or live)
   const intl = s.reserved ? s.internalFree / s.reserved : NaN;  // as the text summary: share of reserved
   const cards = [
@@ -852,7 +864,8 @@ function Inspector(dev, hooks) {
     $('inst-title').textContent = E === 0 ? 'Live allocations in the snapshot' : s === dev.peak ? 'Live at the peak' : 'Live at the selected instant';
     $('inst-peak').classList.toggle('hidden', E === 0 || s === dev.peak);
     $('inst-sub').textContent = fmtBytes(bytes) + ' in ' + fmtInt(live.length) + ' allocations \u00b7 ' + instantLabel(dev, s) +
-      (E ? ' \u00b7 reserved ' + fmtBytes(reservedAt(dev, s)) : '');
+      (E ? ' \u00b7 reserved ' + fmtBytes(reservedAt(dev, s)) : '') +
+      (dev.lod && dev.lod.hidden && bytes < dev.total[s] ? ' \u00b7 level of detail: ' + fmtBytes(dev.total[s] - bytes) + ' more in allocations the page does not list' : '');
     const rows = live.slice(0, shown);
     if (focus >= 0 && live.indexOf(focus) >= shown) rows.unshift(focus);
     const STATE = ['allocated', 'pending free'];
@@ -892,8 +905,18 @@ function Inspector(dev, hooks) {
 function SitesTable(dev, hooks) {
   let rows = [], showAll = false, open = null;
   function compute() {
-    const m = new Map(), P = dev.peak, E = dev.E;
-    for (let i = 0; i < dev.n; i++) {
+    const m = new Map(), P = dev.peak, E = dev.E, L = dev.lod;
+    if (L) {  // level of detail: per-stack figures over every allocation, from the report
+      const S = L.sites;
+      for (let j = 0; j < S.stack.length; j++) {
+        const st = S.stack[j], key = keyOfStack(st);
+        let r = m.get(key);
+        if (!r) { r = { key, st, count: 0, total: 0, live: 0, peak: 0, largest: 0 }; m.set(key, r); }
+        r.count += S.count[j]; r.total += S.total[j]; r.live += S.live[j]; r.peak += S.peak[j];
+        if (S.largest[j] > r.largest) r.largest = S.largest[j];
+      }
+    }
+    for (let i = 0; i < dev.n && !L; i++) {
       const st = dev.stack[i], key = keyOfStack(st);
       let r = m.get(key);
       if (!r) { r = { key, st, count: 0, total: 0, live: 0, peak: 0, largest: 0 }; m.set(key, r); }
@@ -1104,13 +1127,16 @@ function openDevice(idx) {
   $('tl-box').classList.toggle('hidden', !hasTrace);
   $('tl-controls').classList.toggle('hidden', !hasTrace);
   $('tl-hint').classList.toggle('hidden', !hasTrace);
-  const note = $('tl-note'), s = dev.sum;
+  const note = $('tl-note'), s = dev.sum, L = dev.lod;
   const idle = hasTrace && s.openOnEvents && s.activeSlices > 0;  // opened on events: say why
-  note.classList.toggle('hidden', hasTrace && dev.n > 0 && !idle);
+  note.classList.toggle('hidden', hasTrace && dev.n > 0 && !idle && !L);
   note.textContent = !hasTrace ? 'This snapshot has no allocation history (record_memory_history was off), so there is no timeline; the views below use the segments.'
     : dev.n === 0 ? 'The trace has no allocations of this device; only reserved memory is drawn.'
-    : 'Opened on the events axis (one step per event): the events fall in ' + s.activeSlices + ' of 100 equal slices of the ' +
-      fmtDur(s.durationUs) + ' the trace spans, so wall-clock time is mostly idle. The time button shows it to scale.';
+    : (idle ? 'Opened on the events axis (one step per event): the events fall in ' + s.activeSlices + ' of 100 equal slices of the ' +
+        fmtDur(s.durationUs) + ' the trace spans, so wall-clock time is mostly idle. The time button shows it to scale. ' : '') +
+      (L ? 'Level of detail: ' + (L.ev ? fmtInt(L.events) + ' events are drawn as ' + fmtInt(dev.E) + ' instants, the most active of each run of events; ' : '') +
+        (L.hidden ? fmtInt(dev.n) + ' of ' + fmtInt(L.allocations) + ' allocations are drawn one by one (all those live at the peak, then those covering the most memory over time), the others summed in gray; ' : '') +
+        'peaks, totals and the sites table count every event. To see each of the newest N events, write a report with --max-entries N.' : '');
   for (const id of ['mode-time', 'mode-event', 'show-reserved', 'zoom-peak', 'zoom-reset']) $(id).disabled = !hasTrace;
   if (hasTrace) {
     tl = Timeline(dev, (s, i) => { insp.show(s, i); tl.setSelected(s); });

@@ -18,6 +18,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "gpumemprof/allocator/introspection.hpp"
 #include "gpumemprof/analysis/memory_facts.hpp"
 #include "gpumemprof/config.hpp"
+#include "gpumemprof/history/compact_snapshot.hpp"
 #include "gpumemprof/history/snapshot.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
@@ -99,6 +101,28 @@ struct HtmlSummary {
   SegmentFacts usage;
 };
 
+/// What the page's level of detail did to a device too long to embed whole
+/// (html_report_lod.hpp). When `applied`, the device's states, times, allocations, reserved
+/// changes and OOMs are in page states: page state j shows the trace's state state_event[j].
+struct HtmlLevelOfDetail {
+  struct Site {  ///< one stack's allocations, over the whole trace
+    std::int32_t stack = -1;
+    std::uint64_t count = 0;
+    std::uint64_t total = 0;    ///< bytes allocated
+    std::uint64_t live = 0;     ///< bytes still live at the end
+    std::uint64_t peak = 0;     ///< bytes live at the peak
+    std::uint64_t largest = 0;  ///< the largest allocation
+  };
+  bool applied = false;
+  std::uint64_t events = 0;                // trace entries the page states stand for
+  std::vector<std::uint64_t> state_event;  ///< per page state: the trace's state it shows
+  std::vector<std::uint64_t> active;       ///< per page state: active bytes, all allocations
+  std::uint64_t allocations = 0;           ///< allocations in the trace
+  std::uint64_t live_at_end = 0;           ///< of those, live at the end
+  std::uint64_t hidden = 0;                ///< allocations not drawn on their own (summed)
+  std::vector<Site> sites;
+};
+
 struct HtmlDevice {
   int device = 0;
   std::int64_t t0_us = 0;           ///< time of the first trace entry shown
@@ -110,6 +134,7 @@ struct HtmlDevice {
   std::vector<HtmlSegment> segments;
   std::vector<HtmlBlock> blocks;
   HtmlSummary summary;
+  HtmlLevelOfDetail lod;
 };
 
 /// Interns frame lists: equal stacks (by pointer first, then by content) get one id.
@@ -203,7 +228,8 @@ inline constexpr std::uint32_t kBusySlices = 20;
 }
 
 /// Copies the device's segments and blocks, and fills the snapshot half of the summary.
-inline void add_segments(const Snapshot& snap, HtmlDevice& dev, HtmlStackTable& stacks) {
+template <SnapshotLike S>
+void add_segments(const S& snap, HtmlDevice& dev, HtmlStackTable& stacks) {
   HtmlSummary& sum = dev.summary;
   for (const SnapshotSegment& seg : snap.segments) {
     if (seg.device != dev.device) continue;
@@ -224,10 +250,11 @@ inline void add_segments(const Snapshot& snap, HtmlDevice& dev, HtmlStackTable& 
 /// Turns the device's trace (the newest `max_entries` entries; 0 = all) into allocations and
 /// reserved-memory changes; blocks of the snapshot that are live but never allocated in the trace
 /// become whole-range allocations.
-inline void add_trace(const Snapshot& snap, std::size_t max_entries, HtmlDevice& dev, HtmlStackTable& stacks) {
-  static const std::vector<TraceEntry> kNoTrace;
+template <SnapshotLike S>
+void add_trace(const S& snap, std::size_t max_entries, HtmlDevice& dev, HtmlStackTable& stacks) {
+  static const std::remove_cvref_t<decltype(snap.device_traces[0])> kNoTrace;
   const auto d = static_cast<std::size_t>(dev.device);
-  const std::vector<TraceEntry>& all = d < snap.device_traces.size() ? snap.device_traces[d] : kNoTrace;
+  const auto& all = d < snap.device_traces.size() ? snap.device_traces[d] : kNoTrace;
   const std::size_t first = max_entries != 0 && all.size() > max_entries ? all.size() - max_entries : 0;
   const std::uint64_t num_events = all.size() - first;
   HtmlSummary& sum = dev.summary;
@@ -249,10 +276,15 @@ inline void add_trace(const Snapshot& snap, std::size_t max_entries, HtmlDevice&
   };
 
   dev.times.reserve(num_events);
+  {
+    std::size_t allocs = 0;
+    for (std::uint64_t i = 0; i < num_events; ++i) allocs += all[first + i].action == TraceAction::alloc ? 1 : 0;
+    dev.allocations.reserve(allocs);
+  }
   dev.t0_us = num_events != 0 ? all[first].time_us : 0;
   std::int64_t last_time = 0;
   for (std::uint64_t i = 0; i < num_events; ++i) {
-    const TraceEntry& e = all[first + i];
+    const auto& e = all[first + i];
     last_time = std::max(last_time, e.time_us - dev.t0_us);
     dev.times.push_back(last_time);
     const std::uint64_t after = i + 1;  // the state this entry produces
@@ -338,8 +370,19 @@ inline void add_trace(const Snapshot& snap, std::size_t max_entries, HtmlDevice&
     a.flags |= kHtmlAllocLiveAtEnd;
     if (o.free_requested) a.flags |= kHtmlAllocPendingFree;
   }
-  std::stable_sort(dev.allocations.begin(), dev.allocations.end(),
-                   [](const HtmlAllocation& x, const HtmlAllocation& y) { return x.start < y.start; });
+  // In start order, stably: the trace's own allocations were added in start order already, so
+  // only those from before the trace (start 0) move to the front (a copy of them, not of all).
+  {
+    std::vector<HtmlAllocation> before;
+    for (const HtmlAllocation& a : dev.allocations) {
+      if (a.start == 0) before.push_back(a);
+    }
+    std::size_t to = dev.allocations.size();
+    for (std::size_t from = dev.allocations.size(); from-- > 0;) {
+      if (dev.allocations[from].start != 0) dev.allocations[--to] = dev.allocations[from];
+    }
+    std::copy(before.begin(), before.end(), dev.allocations.begin());
+  }
 
   // Peaks: sweep the states once.
   std::vector<std::int64_t> active_delta(num_events + 2, 0);
@@ -385,7 +428,8 @@ inline void add_trace(const Snapshot& snap, std::size_t max_entries, HtmlDevice&
 
 /// Builds the report's model: one device per device index with a trace or segments.
 /// `max_entries` keeps only the newest entries of each trace (0 = all).
-[[nodiscard]] inline HtmlModel build_html_model(const Snapshot& snap, std::size_t max_entries = 0) {
+template <SnapshotLike S>
+[[nodiscard]] HtmlModel build_html_model(const S& snap, std::size_t max_entries = 0) {
   std::vector<int> ids;
   for (std::size_t d = 0; d < snap.device_traces.size(); ++d)
     if (!snap.device_traces[d].empty()) ids.push_back(static_cast<int>(d));

@@ -19,11 +19,13 @@
 #include <ostream>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/export/formats/atomic_file.hpp"
 #include "gpumemprof/export/formats/json_writer.hpp"
+#include "gpumemprof/history/compact_snapshot.hpp"
 #include "gpumemprof/history/snapshot.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
@@ -60,7 +62,8 @@ inline void perfetto_counter(ValueWriter& w, const char* name, int pid, std::int
 }
 
 // The allocated/reserved byte deltas of one trace entry.
-inline void perfetto_deltas(const TraceEntry& e, std::int64_t& allocated, std::int64_t& reserved) noexcept {
+template <class Entry>
+void perfetto_deltas(const Entry& e, std::int64_t& allocated, std::int64_t& reserved) noexcept {
   const auto n = static_cast<std::int64_t>(e.size);
   switch (e.action) {
     case TraceAction::alloc: allocated += n; break;
@@ -73,12 +76,13 @@ inline void perfetto_deltas(const TraceEntry& e, std::int64_t& allocated, std::i
   }
 }
 
-inline void perfetto_device(ValueWriter& w, const Snapshot& snap, int device) {
+template <SnapshotLike S>
+void perfetto_device(ValueWriter& w, const S& snap, int device) {
   perfetto_metadata(w, "process_name", device, 0, "GPU " + std::to_string(device) + " memory");
   perfetto_metadata(w, "thread_name", device, kPerfettoAllocatorTid, "allocator");
   perfetto_metadata(w, "thread_name", device, kPerfettoAnnotationTid, "annotations");
 
-  static const std::vector<TraceEntry> kNoTrace;
+  static const std::remove_cvref_t<decltype(snap.device_traces[0])> kNoTrace;
   const auto& trace = device >= 0 && static_cast<std::size_t>(device) < snap.device_traces.size()
                           ? snap.device_traces[static_cast<std::size_t>(device)]
                           : kNoTrace;
@@ -96,7 +100,7 @@ inline void perfetto_device(ValueWriter& w, const Snapshot& snap, int device) {
     }
     std::int64_t net_allocated = 0;
     std::int64_t net_reserved = 0;
-    for (const TraceEntry& e : trace) perfetto_deltas(e, net_allocated, net_reserved);
+    for (const auto& e : trace) perfetto_deltas(e, net_allocated, net_reserved);
     std::int64_t allocated = std::max<std::int64_t>(0, end_allocated - net_allocated);
     std::int64_t reserved = std::max<std::int64_t>(0, end_reserved - net_reserved);
 
@@ -106,7 +110,7 @@ inline void perfetto_device(ValueWriter& w, const Snapshot& snap, int device) {
     std::int64_t shown_allocated = allocated;
     std::int64_t shown_reserved = reserved;
     for (std::size_t i = 0; i < trace.size(); ++i) {
-      const TraceEntry& e = trace[i];
+      const auto& e = trace[i];
       ts = std::max(ts, e.time_us);  // counters must not go back in time
       perfetto_deltas(e, allocated, reserved);
       if (e.action == TraceAction::oom) {
@@ -164,7 +168,8 @@ inline void perfetto_device(ValueWriter& w, const Snapshot& snap, int device) {
 }  // namespace detail
 
 /// Writes the trace-event JSON of `snap` (see the header comment) to a stream.
-inline void write_perfetto(const Snapshot& snap, std::ostream& out) {
+template <SnapshotLike S>
+void write_perfetto(const S& snap, std::ostream& out) {
   std::set<int> devices;  // those with a trace, segments or annotations
   for (std::size_t d = 0; d < snap.device_traces.size(); ++d) {
     if (!snap.device_traces[d].empty()) devices.insert(static_cast<int>(d));
@@ -184,7 +189,8 @@ inline void write_perfetto(const Snapshot& snap, std::ostream& out) {
 }
 
 /// Writes the trace-event JSON of `snap` to `path` atomically; IoError on failure.
-inline void write_perfetto_file(const Snapshot& snap, const std::string& path) {
+template <SnapshotLike S>
+void write_perfetto_file(const S& snap, const std::string& path) {
   write_file_atomically(path, [&](std::ostream& os) { write_perfetto(snap, os); });
 }
 

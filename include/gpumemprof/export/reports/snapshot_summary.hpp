@@ -15,6 +15,7 @@
 #include "gpumemprof/analysis/memory_facts.hpp"
 #include "gpumemprof/analysis/user_frame.hpp"
 #include "gpumemprof/config.hpp"
+#include "gpumemprof/history/compact_snapshot.hpp"
 #include "gpumemprof/history/snapshot.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
@@ -38,7 +39,8 @@ struct SnapshotSummary {
   std::vector<SiteUsage> sites;  ///< by live bytes, largest first
 };
 
-[[nodiscard]] inline SnapshotSummary summarize(const Snapshot& snap) {
+template <SnapshotLike S>
+[[nodiscard]] SnapshotSummary summarize(const S& snap) {
   SnapshotSummary s;
   std::map<const std::vector<Frame>*, std::size_t> by_stack;  // shared Frames: one key per stack
   for (const SnapshotSegment& seg : snap.segments) {
@@ -59,7 +61,7 @@ struct SnapshotSummary {
   std::stable_sort(s.sites.begin(), s.sites.end(),
                    [](const SiteUsage& a, const SiteUsage& b) { return a.live_bytes > b.live_bytes; });
   for (const auto& trace : snap.device_traces) {
-    for (const TraceEntry& e : trace) ++s.trace_actions[static_cast<std::size_t>(e.action)];
+    for (const auto& e : trace) ++s.trace_actions[static_cast<std::size_t>(e.action)];
   }
   s.annotations = snap.external_annotations.size();
   return s;

@@ -42,7 +42,13 @@ template <class S>
 std::string replay_of(const S& s) {
   std::string out;
   for (const int d : gmp::traced_devices(s)) {
-    const gmp::SnapshotReplayResult r = gmp::replay_snapshot(s, d);
+    gmp::SnapshotReplayResult r;
+    try {
+      r = gmp::replay_snapshot(s, d);
+    } catch (const gmp::FormatError& e) {  // e.g. a mid-run trace over expandable segments: refused alike
+      out += std::to_string(d) + ": refused: " + e.what() + "\n";
+      continue;
+    }
     out += std::to_string(d) + ": " + std::to_string(r.events) + " " + std::to_string(r.allocs) + " " +
            std::to_string(r.frees) + " " + std::to_string(r.peak_requested_bytes) + " " +
            std::to_string(r.peak_allocated) + " " + std::to_string(r.peak_reserved) + " " +

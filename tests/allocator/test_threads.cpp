@@ -194,7 +194,9 @@ TEST_CASE("more streams than the lock-free shard table: the locked fallback, fro
     workers.emplace_back([&, t] {
       for (int round = 0; round < 3; ++round) {
         std::vector<void*> held;
-        for (std::uintptr_t stream = 1; stream <= 40; ++stream) {
+        // 2 x 20 streams: past the 16 lock-free slots, and below ThreadSanitizer's 64 locks
+        // held at once (validate() holds every shard's).
+        for (std::uintptr_t stream = 1; stream <= 20; ++stream) {
           held.push_back(s.a.allocate(1 + (stream * 4096 + static_cast<std::uintptr_t>(t)) % (3 * MiB),
                                       gmp::Stream(stream * 2 + static_cast<std::uintptr_t>(t))));
         }
@@ -205,5 +207,5 @@ TEST_CASE("more streams than the lock-free shard table: the locked fallback, fro
   for (auto& w : workers) w.join();
   s.a.validate();
   CHECK(s.stats().allocation.all().current == 0);
-  CHECK(s.stats().allocation.all().allocated == 2 * 3 * 40);
+  CHECK(s.stats().allocation.all().allocated == 2 * 3 * 20);
 }

@@ -68,6 +68,32 @@ void BM_ThreadedPairs(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_ThreadedPairs)->Threads(1)->Threads(2)->UseRealTime();
+
+// Issue 7's scaling case: 1 MiB + 64 KiB allocate/free pairs (both pools) per iteration, each
+// thread on its own stream (Arg 1) or all threads on one stream (Arg 0). "pair_ns_per_thread" is
+// the wall time per pair seen by one thread: equal across thread counts means linear scaling.
+void BM_StreamPairs(benchmark::State& state) {
+  static SimAllocator* shared = nullptr;
+  if (state.thread_index() == 0) shared = new SimAllocator(gmp::SimulatedBackend{}, gmp::AllocatorConfig{});
+  const gmp::Stream stream(state.range(0) != 0 ? static_cast<std::uintptr_t>(state.thread_index()) + 1 : 1);
+  for (auto _ : state) {
+    void* large = shared->allocate(std::size_t{1} << 20, stream);
+    void* small = shared->allocate(std::size_t{64} << 10, stream);
+    benchmark::DoNotOptimize(large);
+    benchmark::DoNotOptimize(small);
+    shared->deallocate(small);
+    shared->deallocate(large);
+  }
+  state.SetItemsProcessed(state.iterations() * 2);
+  state.counters["pair_ns_per_thread"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * 2),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert | benchmark::Counter::kAvgThreads);
+  if (state.thread_index() == 0) {
+    delete shared;
+    shared = nullptr;
+  }
+}
+BENCHMARK(BM_StreamPairs)->ArgName("own_stream")->Arg(1)->Arg(0)->ThreadRange(1, 16)->UseRealTime();
 }  // namespace
 
 BENCHMARK_MAIN();

@@ -51,6 +51,7 @@ struct alignas(64) Block {
   std::uint64_t gc_base = 0;                         // pool's free-block lookups count when the block became free
   std::uint64_t context = 0;                         // history handle of the allocation (0 = none)
   std::unique_ptr<std::vector<Stream>> stream_uses;  // other streams recorded via record_stream
+  Block* free_next = nullptr;                        // ObjectPool's free list (records not in use)
 
   [[nodiscard]] bool is_split() const noexcept { return prev != nullptr || next != nullptr; }
   [[nodiscard]] bool is_free() const noexcept { return !allocated && event_count == 0; }
@@ -66,10 +67,14 @@ struct Segment {
   std::uint64_t context = 0;     // history handle of the allocation that created it
   Segment* list_prev = nullptr;  // all segments of the allocator, in creation order
   Segment* list_next = nullptr;
-  Reservation reservation;  // expandable segments: the reserved address range
+  Reservation reservation;       // expandable segments: the reserved address range
+  Segment* free_next = nullptr;  // ObjectPool's free list (records not in use)
 };
 
-/// A free list over slabs of T: get() and put() never touch the heap once warmed up.
+/// A free list over slabs of T (linked through T::free_next): get() and put() never touch the
+/// heap once warmed up. A record may be put into another pool than the one it came from (the
+/// allocator's per-stream shards and its slow paths each keep one); slabs stay with the pool that
+/// made them, so every pool of an owner must live as long as any record is in use.
 template <class T>
 class ObjectPool {
  public:
@@ -78,29 +83,29 @@ class ObjectPool {
   ObjectPool& operator=(const ObjectPool&) = delete;
 
   [[nodiscard]] T* get() {
-    if (free_.empty()) grow();
-    T* p = free_.back();
-    free_.pop_back();
-    ++live_;
+    if (head_ == nullptr) grow();
+    T* p = head_;
+    head_ = p->free_next;
+    p->free_next = nullptr;
     return p;
   }
   void put(T* p) noexcept {
-    *p = T{};            // drop links and owned state so a stale pointer sees a blank record
-    free_.push_back(p);  // capacity reserved in grow(): never reallocates here
-    --live_;
+    *p = T{};  // drop links and owned state so a stale pointer sees a blank record
+    p->free_next = head_;
+    head_ = p;
   }
-  [[nodiscard]] std::size_t live() const noexcept { return live_; }
 
  private:
   static constexpr std::size_t slab_size = 256;
   void grow() {
     slabs_.push_back(std::make_unique<T[]>(slab_size));
-    free_.reserve(slabs_.size() * slab_size);
-    for (std::size_t i = slab_size; i-- > 0;) free_.push_back(&slabs_.back()[i]);
+    for (std::size_t i = slab_size; i-- > 0;) {
+      slabs_.back()[i].free_next = head_;
+      head_ = &slabs_.back()[i];
+    }
   }
   std::vector<std::unique_ptr<T[]>> slabs_;
-  std::vector<T*> free_;
-  std::size_t live_ = 0;
+  T* head_ = nullptr;
 };
 
 }  // namespace detail

@@ -19,10 +19,10 @@ CachingAllocator<Backend>::CachingAllocator(Backend backend, AllocatorConfig con
     : backend_(std::move(backend)), cfg_(std::move(config)) {
   small_.small = true;
   small_.stat_pool = StatPool::small_pool;
-  small_.exact_limit = kSmallBuffer;  // small blocks never exceed their 2 MiB segment
+  small_.shards = &shards_;
   large_.small = false;
   large_.stat_pool = StatPool::large_pool;
-  large_.exact_limit = std::size_t{256} << 20;  // larger free blocks are few: one tree holds them
+  large_.shards = &shards_;
   for (std::size_t d : cfg_.roundup_power2_divisions) has_roundup_ = has_roundup_ || d > 1;
   stats_.max_split_size = cfg_.max_split_size_stat();
   if (cfg_.expandable_segments) {
@@ -46,7 +46,7 @@ CachingAllocator<Backend>::CachingAllocator(Backend backend, AllocatorConfig con
 template <DeviceBackend Backend>
 CachingAllocator<Backend>::~CachingAllocator() {
   try {
-    std::lock_guard lock(mutex_);
+    std::lock_guard lock(device_mutex_);  // no other thread may use a dying allocator
     for (auto& se : events_) {
       for (auto& pe : se.queue) backend_.release_event(pe.event);
     }
@@ -72,38 +72,102 @@ CachingAllocator<Backend>::~CachingAllocator() {
 
 template <DeviceBackend Backend>
 void CachingAllocator<Backend>::record_stream(void* ptr, Stream stream) {
-  std::lock_guard lock(mutex_);
-  Block* b = ptrs_.find(reinterpret_cast<std::uintptr_t>(ptr));
-  if (b == nullptr) throw_invalid_pointer(ptr, "record_stream");
-  if (stream == b->stream) return;  // same-stream reuse is always safe
-  if (b->stream_uses == nullptr) b->stream_uses = std::make_unique<std::vector<Stream>>();
-  auto& uses = *b->stream_uses;
-  if (std::find(uses.begin(), uses.end(), stream) == uses.end()) uses.push_back(stream);
+  // An allocated block's uses belong to its bucket's lock: deallocate() reads them under it.
+  const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
+  {
+    auto& bucket = bucket_of(addr);
+    std::lock_guard lock(bucket.lock);
+    if (Block* b = bucket.value.find(addr); b != nullptr) {
+      if (stream == b->stream) return;  // same-stream reuse is always safe
+      if (b->stream_uses == nullptr) b->stream_uses = std::make_unique<std::vector<Stream>>();
+      auto& uses = *b->stream_uses;
+      if (std::find(uses.begin(), uses.end(), stream) == uses.end()) uses.push_back(stream);
+      return;
+    }
+  }
+  invalid_pointer(ptr, "record_stream");
+}
+
+template <DeviceBackend Backend>
+typename CachingAllocator<Backend>::Shard& CachingAllocator<Backend>::shard_slow(Stream s) {
+  std::lock_guard lock(device_mutex_);
+  for (const auto& sh : shards_) {
+    if (sh->stream == s) return *sh;
+  }
+  // A new stream. ExclusiveLock takes the device mutex (held here) before the shards, so no
+  // exclusive section can miss the new shard's lock.
+  auto& sh = shards_.emplace_back(std::make_unique<Shard>(s));
+  if (const std::size_t n = fast_count_.load(std::memory_order_relaxed); n < kFastShards) {
+    fast_shards_[n].store(sh.get(), std::memory_order_relaxed);
+    fast_count_.store(n + 1, std::memory_order_release);
+  }
+  return *sh;
+}
+
+template <DeviceBackend Backend>
+typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::allocate_exclusive(Shard& shard, Pool& pool,
+                                                                                         Stream stream,
+                                                                                         std::size_t size,
+                                                                                         std::size_t requested) {
+  ExclusiveLock lock(*this);
+  if (pending_events_.load(std::memory_order_relaxed) != 0) process_events();
+  Block* block = take_free_block(shard.trees[pool.small], pool, size);  // another thread may have freed one
+  if (block == nullptr) block = allocate_slow(pool, stream, size, requested, lock);
+  return hand_out(shard, pool, block, size, requested, /*lock_stats=*/false);
+}
+
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::deallocate_exclusive(void* ptr) {
+  ExclusiveLock lock(*this);
+  const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
+  Block* b = nullptr;
+  {
+    auto& bucket = bucket_of(addr);
+    std::lock_guard bucket_lock(bucket.lock);
+    b = bucket.value.erase(addr);
+  }
+  if (b == nullptr) throw_invalid_pointer(ptr, "deallocate");
+  b->allocated = false;
+  const StatPool sp = pool_of(b).stat_pool;
+  const auto size = static_cast<std::int64_t>(b->size);
+  stat_sub(stats_.allocation, sp, 1);
+  stat_sub(stats_.allocated_bytes, sp, size);
+  if (b->size >= cfg_.max_split_size) stats_.oversize_allocations.decrease(1);
+  ++totals_.frees;
+  totals_.freed_bytes += b->size;
+  notify(TraceAction::free_requested, b->addr, b->requested, b->stream, b->context);
+  if (b->stream_uses != nullptr && !b->stream_uses->empty()) {
+    insert_events(b);
+  } else {
+    Pool& pool = pool_of(b);
+    apply_free(free_block(pool.at(b->stream), block_records_, b, /*deferred=*/false));
+  }
 }
 
 template <DeviceBackend Backend>
 void CachingAllocator<Backend>::empty_cache() {
-  std::lock_guard lock(mutex_);
-  release_cached_blocks();
-  publish();
+  {
+    ExclusiveLock lock(*this);
+    release_cached_blocks();
+  }
   debug_validate();
 }
 
 template <DeviceBackend Backend>
 MemoryStats CachingAllocator<Backend>::memory_stats() const {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(stats_lock_);
   return stats_;
 }
 
 template <DeviceBackend Backend>
 void CachingAllocator<Backend>::reset_peak_memory_stats() {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(stats_lock_);
   stats_.reset_peak();
 }
 
 template <DeviceBackend Backend>
 void CachingAllocator<Backend>::reset_accumulated_memory_stats() {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(stats_lock_);
   stats_.reset_accumulated();
 }
 
@@ -113,50 +177,50 @@ void CachingAllocator<Backend>::set_memory_fraction(double fraction) {
     throw std::invalid_argument("set_memory_fraction: the fraction must be in [0, 1], got " + std::to_string(fraction));
   }
   const MemInfo info = backend_.mem_get_info();
-  std::lock_guard lock(mutex_);
+  ExclusiveLock lock(*this);  // gc_active_ is read under any shard lock
   allowed_max_ = static_cast<std::size_t>(fraction * static_cast<double>(info.total));
   gc_active_ = cfg_.garbage_collection_threshold > 0.0;
 }
 
 template <DeviceBackend Backend>
 std::uint64_t CachingAllocator<Backend>::open_peak_window() {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(stats_lock_);
   return windows_.open(stats_.allocated_bytes[StatPool::all].current);
 }
 
 template <DeviceBackend Backend>
 std::int64_t CachingAllocator<Backend>::close_peak_window(std::uint64_t id) {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(stats_lock_);
   return windows_.close(id);
 }
 
 template <DeviceBackend Backend>
 std::int64_t CachingAllocator<Backend>::peak_window(std::uint64_t id) const {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(stats_lock_);
   return windows_.peak(id);
 }
 
 template <DeviceBackend Backend>
 std::size_t CachingAllocator<Backend>::add_event_sink(const AllocatorEventSink& sink) {
-  std::lock_guard lock(mutex_);
+  ExclusiveLock lock(*this);  // sinks are called under any shard lock
   return sinks_.add(sink);
 }
 
 template <DeviceBackend Backend>
 void CachingAllocator<Backend>::remove_event_sink(std::size_t slot) {
-  std::lock_guard lock(mutex_);
+  ExclusiveLock lock(*this);
   sinks_.remove(slot);
 }
 
 template <DeviceBackend Backend>
 std::size_t CachingAllocator<Backend>::event_sink_count() const {
-  std::lock_guard lock(mutex_);
+  ExclusiveLock lock(*this);
   return sinks_.count();
 }
 
 template <DeviceBackend Backend>
 void CachingAllocator<Backend>::attach_oom_observer(OomObserver observer) {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(device_mutex_);
   oom_observers_.push_back(std::move(observer));
 }
 
@@ -211,8 +275,10 @@ void CachingAllocator<Backend>::for_each_view(const Segment& s, F&& f) const {
 // Getting memory when no cached block fits: PyTorch's malloc sequence.
 
 template <DeviceBackend Backend>
-typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::allocate_slow(
-    Pool& pool, Stream stream, std::size_t size, std::size_t requested, std::unique_lock<std::mutex>& lock) {
+typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::allocate_slow(Pool& pool, Stream stream,
+                                                                                    std::size_t size,
+                                                                                    std::size_t requested,
+                                                                                    ExclusiveLock& lock) {
   if (gc_active_) garbage_collect_cached_blocks();
   if (expandable_) {
     Block* b = grow_expandable(pool, stream, size, false);
@@ -221,7 +287,6 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::allocate_s
       b = grow_expandable(pool, stream, size, true);
     }
     if (b == nullptr) throw_oom(pool, stream, size, requested, lock);
-    publish();  // reserved bytes changed
     return b;
   }
   const std::size_t segment_bytes = segment_size_for(size);
@@ -279,7 +344,6 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::new_segmen
   if (segment_bytes >= cfg_.max_split_size) stats_.oversize_segments.increase(1);
   ++stats_.num_device_alloc;
   s->context = notify(TraceAction::segment_alloc, s->addr, segment_bytes, stream);
-  publish();
   return b;
 }
 
@@ -350,11 +414,11 @@ void CachingAllocator<Backend>::release_cached_blocks() {
 template <DeviceBackend Backend>
 void CachingAllocator<Backend>::release_pool(Pool& pool) {
   std::vector<Block*> whole;
-  for (auto& [stream, tree] : pool.trees) {
+  pool.for_each_tree([&whole](Stream, Tree& tree) {
     for (Block* b = tree.first(); b != nullptr; b = tree.next(b)) {
       if (!b->is_split() && !b->segment->expandable) whole.push_back(b);
     }
-  }
+  });
   for (Block* b : whole) release_segment(b);
 }
 
@@ -367,11 +431,11 @@ void CachingAllocator<Backend>::garbage_collect_cached_blocks() {
   if (total_reserved_ <= threshold) return;
   const std::size_t target = total_reserved_ - threshold;
   std::vector<Block*> candidates;
-  for (auto& [stream, tree] : large_.trees) {
+  large_.for_each_tree([&candidates](Stream, Tree& tree) {
     for (Block* b = tree.first(); b != nullptr; b = tree.next(b)) {
       if (!b->is_split() && !b->segment->expandable) candidates.push_back(b);
     }
-  }
+  });
   auto age = [this](const Block* b) { return large_.free_lookups - b->gc_base; };
   std::uint64_t total_age = 0;
   for (const Block* b : candidates) total_age += age(b);
@@ -723,11 +787,10 @@ void CachingAllocator<Backend>::process_events() {
       backend_.release_event(pe.event);
       q.pop_front();
       --pending_events_;
-      if (--pe.block->event_count == 0) free_block(pe.block, /*deferred=*/true);
+      if (--pe.block->event_count == 0) free_block_exclusive(pe.block);
     }
     it = q.empty() ? events_.erase(it) : std::next(it);
   }
-  publish();
 }
 
 template <DeviceBackend Backend>
@@ -741,7 +804,7 @@ void CachingAllocator<Backend>::synchronize_and_free_events() {
       backend_.release_event(pe.event);
       q.pop_front();
       --pending_events_;
-      if (--pe.block->event_count == 0) free_block(pe.block, /*deferred=*/true);
+      if (--pe.block->event_count == 0) free_block_exclusive(pe.block);
     }
     events_.erase(events_.begin());
   }
@@ -774,7 +837,7 @@ void CachingAllocator<Backend>::throw_invalid_pointer(const void* ptr, const cha
 
 template <DeviceBackend Backend>
 void CachingAllocator<Backend>::throw_oom(Pool& pool, Stream stream, std::size_t size, std::size_t requested,
-                                          std::unique_lock<std::mutex>& lock) {
+                                          ExclusiveLock& lock) {
   const MemInfo info = backend_.mem_get_info();
   const std::size_t segment_bytes = expandable_ ? size : segment_size_for(size);
   notify(TraceAction::oom, info.free, size, stream);
@@ -811,7 +874,6 @@ void CachingAllocator<Backend>::throw_oom(Pool& pool, Stream stream, std::size_t
         "largest free cached block (" +
         format_size(oi.largest_free_block) + ") is smaller than the " + format_size(size) + " needed.";
   }
-  publish();
   auto observers = oom_observers_;
   lock.unlock();  // observers may inspect the allocator
   for (auto& o : observers) {
@@ -828,8 +890,15 @@ void CachingAllocator<Backend>::throw_oom(Pool& pool, Stream stream, std::size_t
 
 template <DeviceBackend Backend>
 void CachingAllocator<Backend>::validate() const {
-  std::lock_guard lock(mutex_);
-  validate_locked();
+  ExclusiveLock lock(*this);
+  ptrs_.lock_all();
+  try {
+    validate_locked();
+  } catch (...) {
+    ptrs_.unlock_all();
+    throw;
+  }
+  ptrs_.unlock_all();
 }
 
 template <DeviceBackend Backend>
@@ -882,7 +951,7 @@ void CachingAllocator<Backend>::validate_locked() const {
       at += b->size;
       if (b->allocated) {
         ++allocated_blocks;
-        if (ptrs_.find(b->addr) != b) fail("allocated block missing from the pointer map");
+        if (find_pointer(b->addr) != b) fail("allocated block missing from the pointer map");
         expect.allocation[StatPool::all].current += 1;
         expect.allocation[sp].current += 1;
         expect.allocated_bytes[StatPool::all].current += static_cast<std::int64_t>(b->size);
@@ -890,11 +959,11 @@ void CachingAllocator<Backend>::validate_locked() const {
         if (b->size >= cfg_.max_split_size) expect.oversize_allocations.current += 1;
       } else if (b->event_count > 0) {
         ++pending_blocks;
-        if (ptrs_.find(b->addr) == b) fail("pending-free block still in the pointer map");
+        if (find_pointer(b->addr) == b) fail("pending-free block still in the pointer map");
       } else {
         ++free_blocks;
         const Pool& pool = s->small_pool ? small_ : large_;
-        const Tree* tree = const_cast<Pool&>(pool).find(s->stream);
+        const Tree* tree = pool.find(s->stream);
         if (tree == nullptr || !tree->contains(b)) fail("free block missing from its pool's tree");
         if (before != nullptr && before->is_free() && before->mapped) fail("two free neighbours were not merged");
         if (b->is_split() && !s->expandable) {  // free pages of expandable segments can always go back
@@ -919,10 +988,12 @@ void CachingAllocator<Backend>::validate_locked() const {
   }
   if (prev_seg != segments_tail_) fail("segment list tail");
   if (reserved != total_reserved_) fail("reserved byte count");
-  if (allocated_blocks != ptrs_.size()) fail("pointer map holds blocks that are not allocated");
+  std::size_t mapped_pointers = 0;
+  ptrs_.for_each([&mapped_pointers](const detail::PointerMap<Block>& m) { mapped_pointers += m.size(); });
+  if (allocated_blocks != mapped_pointers) fail("pointer map holds blocks that are not allocated");
   std::size_t tree_nodes = 0;
   for (const Pool* pool : {&small_, &large_}) {
-    for (const auto& [stream, tree] : pool->trees) {
+    pool->for_each_tree([&](Stream stream, const Tree& tree) {
       tree.check();
       tree_nodes += tree.size();
       for (const Block* b = tree.first(); b != nullptr; b = tree.next(const_cast<Block*>(b))) {
@@ -930,7 +1001,7 @@ void CachingAllocator<Backend>::validate_locked() const {
           fail("a tree holds a block that is not free, or of another stream/pool");
         }
       }
-    }
+    });
   }
   if (tree_nodes != free_blocks) fail("free trees hold blocks that are not in any segment");
   std::size_t queued = 0;
@@ -958,11 +1029,9 @@ void CachingAllocator<Backend>::validate_locked() const {
 #undef GPUMEMPROF_CHECK_
   if (stats_.oversize_allocations.current != expect.oversize_allocations.current) fail("oversize_allocations.current");
   if (stats_.oversize_segments.current != expect.oversize_segments.current) fail("oversize_segments.current");
-  const AllocatorGauges g = gauges();
-  if (g.allocated_bytes != stats_.allocated_bytes[StatPool::all].current ||
-      g.reserved_bytes != stats_.reserved_bytes[StatPool::all].current ||
-      g.active_bytes != stats_.active_bytes[StatPool::all].current) {
-    fail("lock-free gauges lag the stats");
+  const AllocatorGauges g = gauges_locked();
+  if (g.total_allocations - g.total_frees != static_cast<std::uint64_t>(stats_.allocation[StatPool::all].current)) {
+    fail("lifetime allocation and free totals disagree with the current allocation count");
   }
 }
 

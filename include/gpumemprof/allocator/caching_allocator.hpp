@@ -18,8 +18,22 @@
 // inside free blocks elsewhere are unmapped first (their stream synchronized) and reused.
 // empty_cache() and the OOM sequence unmap every free page.
 //
-// The hot path (allocate/deallocate of a cached size) takes one mutex, does one tree lookup and
-// one hash-table operation each way, and never allocates heap memory; everything else is in
+// Concurrency. Every block of a segment belongs to the segment's stream, so the free structures
+// of one stream never touch another stream's blocks: each stream has a shard (its own mutex, its
+// small and large free trees, a free list of block records), found without a lock. Allocated
+// blocks are found by address in a pointer map split into address-hashed buckets, each with a
+// spin lock. The statistics (with the peak windows and lifetime totals) sit behind one more spin
+// lock, held only to apply the counts of one operation: every stat is exact, and its peak is the
+// peak of the order in which operations took that lock. Lock order: device mutex, shards in
+// creation order, pointer-map buckets, statistics.
+//
+// The hot path (allocate/deallocate of a cached size) takes its stream's shard, one bucket and the
+// stats lock, does one tree lookup and one hash-table operation each way, and never allocates heap
+// memory. Everything else -- new segments, the OOM sequence, cross-stream events, empty_cache,
+// expandable growth (which unmaps other streams' pages), introspection -- runs exclusively: the
+// device mutex, every shard and the stats lock (ExclusiveLock). The backend is called only there;
+// holding the locks across cudaMalloc keeps the single-threaded sequence (and so PyTorch parity)
+// exactly as before, and costs nothing once the cache is warm. The slow paths are in
 // caching_allocator-inl.hpp.
 #pragma once
 
@@ -28,6 +42,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -45,6 +60,8 @@
 #include "gpumemprof/allocator/pointer_map.hpp"
 #include "gpumemprof/allocator/size_policy.hpp"
 #include "gpumemprof/config.hpp"
+#include "gpumemprof/detail/locked_shards.hpp"
+#include "gpumemprof/detail/spin_lock.hpp"
 #include "gpumemprof/device/backend.hpp"
 #include "gpumemprof/error.hpp"
 
@@ -52,8 +69,8 @@ GPUMEMPROF_NAMESPACE_BEGIN
 
 struct Snapshot;  // history/snapshot.hpp; CachingAllocator::snapshot() is defined in the history layer
 
-/// Values readable at any time without the allocator's lock (relaxed atomics). Each field is
-/// exact; the fields are not read at one instant. Byte values in bytes.
+/// Values readable at any time, taken together under the statistics' spin lock only (never a
+/// shard or device lock): one consistent instant. Byte values in bytes.
 struct AllocatorGauges {
   std::int64_t allocated_bytes = 0;       ///< allocated_bytes.all.current
   std::int64_t reserved_bytes = 0;        ///< reserved_bytes.all.current
@@ -112,7 +129,7 @@ class CachingAllocator {
   /// naming the first broken one.
   void validate() const;
 
-  /// Lock-free readings for samplers and profilers.
+  /// Cheap readings for samplers and profilers (the statistics' spin lock only).
   [[nodiscard]] AllocatorGauges gauges() const noexcept;
 
   /// Per-interval peaks of allocated bytes (see peak_windows.hpp); the global peak is untouched.
@@ -158,7 +175,7 @@ class CachingAllocator {
   /// event happens meanwhile. `f` must not call the allocator (it would deadlock).
   template <class F>
   decltype(auto) with_lock(F&& f) const {
-    std::lock_guard lock(mutex_);
+    ExclusiveLock lock(*this);
     return std::forward<F>(f)(LockedView(*this));
   }
 
@@ -174,25 +191,70 @@ class CachingAllocator {
   using Block = detail::Block;
   using Segment = detail::Segment;
   using Tree = detail::FreeIndex<Block>;
+  using Records = detail::ObjectPool<Block>;
+
+  // FreeIndex bins cover sizes up to these: small blocks never exceed their 2 MiB segment, and
+  // larger free blocks are few (one tree holds them).
+  static constexpr std::size_t kSmallExact = kSmallBuffer;
+  static constexpr std::size_t kLargeExact = std::size_t{256} << 20;
+
+  // One stream's free structures. Created under the device mutex, never destroyed while the
+  // allocator lives (so a Shard& stays valid without a lock).
+  struct alignas(64) Shard {  // its own lines: two streams never share one
+    explicit Shard(Stream s) : stream(s), trees{Tree(kLargeExact), Tree(kSmallExact)} {}
+    // A spin lock, not std::mutex: one atomic exchange per hot operation fewer (unlock is a
+    // store), and waiters on a shared stream spin instead of sleeping (measured on the H100
+    // host's 16 cores, bench/RESULTS.md). Slow paths may hold it across a device call; waiters
+    // then yield.
+    detail::SpinLock mutex;
+    Stream stream;
+    Tree trees[2];    // [0] large pool, [1] small pool
+    Records records;  // block records split off and merged away under `mutex`
+  };
+  using Shards = std::vector<std::unique_ptr<Shard>>;  // creation order; guarded by device_mutex_
 
   struct Pool {
     bool small = false;
     StatPool stat_pool = StatPool::large_pool;
-    std::size_t exact_limit = 0;                 // FreeIndex bins cover sizes up to this
-    std::vector<std::pair<Stream, Tree>> trees;  // one per stream; few streams, so a vector
-    std::uint64_t free_lookups = 0;              // PyTorch's get_free_blocks_call_count (GC ages)
+    std::atomic<std::uint64_t> free_lookups{0};  // PyTorch's get_free_blocks_call_count (GC ages)
+    const Shards* shards = nullptr;
 
-    Tree* find(Stream s) noexcept {
-      for (auto& [stream, tree] : trees) {
-        if (stream == s) return &tree;
+    // Slow paths only (device mutex held): the free tree of `s` in this pool.
+    Tree* find(Stream s) const noexcept {
+      for (const auto& sh : *shards) {
+        if (sh->stream == s) return &sh->trees[small];
       }
       return nullptr;
     }
-    Tree& at(Stream s) {
-      if (Tree* t = find(s)) return *t;
-      trees.emplace_back(s, Tree(exact_limit));
-      return trees.back().second;
+    Tree& at(Stream s) const noexcept { return *find(s); }  // a block's stream always has a shard
+    template <class F>
+    void for_each_tree(F&& f) const {
+      for (const auto& sh : *shards) f(sh->stream, sh->trees[small]);
     }
+  };
+
+  // The device mutex, every shard (creation order) and the statistics: nothing else runs.
+  class ExclusiveLock {
+   public:
+    explicit ExclusiveLock(const CachingAllocator& a) : a_(a) {
+      a_.device_mutex_.lock();
+      for (const auto& sh : a_.shards_) sh->mutex.lock();
+      a_.stats_lock_.lock();
+    }
+    ~ExclusiveLock() { unlock(); }
+    ExclusiveLock(const ExclusiveLock&) = delete;
+    ExclusiveLock& operator=(const ExclusiveLock&) = delete;
+    void unlock() noexcept {
+      if (!held_) return;
+      held_ = false;
+      a_.stats_lock_.unlock();
+      for (auto it = a_.shards_.rbegin(); it != a_.shards_.rend(); ++it) (*it)->mutex.unlock();
+      a_.device_mutex_.unlock();
+    }
+
+   private:
+    const CachingAllocator& a_;
+    bool held_ = true;
   };
 
   struct PendingEvent {
@@ -204,6 +266,13 @@ class CachingAllocator {
     std::deque<PendingEvent> queue;  // in recording order
   };
 
+  // Stat changes of one free, applied under the stats lock.
+  struct FreeCounts {
+    StatPool pool;
+    bool expandable;
+    std::int64_t size, requested, inactive_blocks, inactive_bytes;
+  };
+
   // --- hot path helpers ---
   [[nodiscard]] std::size_t round(std::size_t bytes) const noexcept {
     if (GPUMEMPROF_LIKELY(!has_roundup_)) {
@@ -212,11 +281,48 @@ class CachingAllocator {
     return round_size(bytes, cfg_);
   }
   Pool& pool_of(const Block* b) noexcept { return b->small_pool ? small_ : large_; }
-  Block* take_free_block(Pool& pool, Stream stream, std::size_t size);
-  Block* hand_out(Pool& pool, Block* block, std::size_t size, std::size_t requested);
-  void insert_free(Pool& pool, Block* b);
-  void free_block(Block* b, bool deferred = false);
-  std::size_t try_merge(Block* dst, Block* src, Pool& pool);
+  // The stream's shard: a lock-free scan of the first kFastShards, else under the device mutex.
+  Shard& shard_for(Stream s) {
+    Shard* sh = find_fast_shard(s);
+    return sh != nullptr ? *sh : shard_slow(s);
+  }
+  Shard* find_fast_shard(Stream s) const noexcept {
+    const std::size_t n = fast_count_.load(std::memory_order_acquire);
+    for (std::size_t i = 0; i < n; ++i) {
+      Shard* sh = fast_shards_[i].load(std::memory_order_relaxed);
+      if (sh->stream == s) return sh;
+    }
+    return nullptr;
+  }
+  Shard& shard_slow(Stream s);
+  // The pointer-map bucket of an address (bits that PointerMap's own hash does not use).
+  static std::size_t bucket_hash(std::uintptr_t addr) noexcept {
+    return static_cast<std::size_t>(((addr >> 9) * 0xD6E8FEB86659FD93ull) >> 32);
+  }
+  auto& bucket_of(std::uintptr_t addr) noexcept { return ptrs_.at(bucket_hash(addr)); }
+  // validate() only (every bucket locked).
+  [[nodiscard]] const Block* find_pointer(std::uintptr_t addr) const noexcept {
+    return ptrs_.at(bucket_hash(addr)).value.find(addr);
+  }
+  Block* take_free_block(Tree& tree, Pool& pool, std::size_t size);
+  Block* hand_out(Shard& shard, Pool& pool, Block* block, std::size_t size, std::size_t requested, bool lock_stats);
+  void insert_free(Pool& pool, Block* b) { insert_free(pool, pool.at(b->stream), b); }
+  static void insert_free(Pool& pool, Tree& tree, Block* b) {
+    b->gc_base = pool.free_lookups.load(std::memory_order_relaxed);
+    tree.insert(b);
+  }
+  // Merges a freed block with free neighbours and files it; the stat changes are returned.
+  FreeCounts free_block(Tree& tree, Records& records, Block* b, bool deferred);
+  void apply_free(const FreeCounts& c) noexcept;  // stats lock held
+  // A deferred free (events complete), run exclusively.
+  void free_block_exclusive(Block* b) {
+    Pool& pool = pool_of(b);
+    apply_free(free_block(pool.at(b->stream), block_records_, b, /*deferred=*/true));
+  }
+  std::size_t try_merge(Block* dst, Block* src, Pool& pool) {
+    return try_merge(dst, src, pool.at(dst->stream), block_records_);
+  }
+  static std::size_t try_merge(Block* dst, Block* src, Tree& tree, Records& records);
   void stat_add(StatArray& s, StatPool p, std::int64_t n) noexcept {
     s[StatPool::all].increase(n);
     s[p].increase(n);
@@ -225,28 +331,18 @@ class CachingAllocator {
     s[StatPool::all].decrease(n);
     s[p].decrease(n);
   }
-  void publish() noexcept;
-  // The gauges one allocation or free can change (the slow paths publish() them all).
-  void publish_use() noexcept {
-    constexpr auto r = std::memory_order_relaxed;
-    mirror_.allocated_bytes.store(stats_.allocated_bytes[StatPool::all].current, r);
-    mirror_.active_bytes.store(stats_.active_bytes[StatPool::all].current, r);
-    mirror_.inactive_split_bytes.store(stats_.inactive_split_bytes[StatPool::all].current, r);
-    mirror_.requested_bytes.store(stats_.requested_bytes[StatPool::all].current, r);
-    mirror_.allocations.store(stats_.allocation[StatPool::all].current, r);
-  }
-  static void bump(std::atomic<std::uint64_t>& a, std::uint64_t n) noexcept {
-    a.store(a.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
-  }
+  AllocatorGauges gauges_locked() const noexcept;
   void debug_validate() const {
 #if GPUMEMPROF_DEBUG_VALIDATE
-    validate_locked();
+    validate();  // called with no lock held
 #endif
   }
 
   // --- slow paths (caching_allocator-inl.hpp) ---
-  GPUMEMPROF_NOINLINE Block* allocate_slow(Pool& pool, Stream stream, std::size_t size, std::size_t requested,
-                                           std::unique_lock<std::mutex>& lock);
+  GPUMEMPROF_NOINLINE Block* allocate_exclusive(Shard& shard, Pool& pool, Stream stream, std::size_t size,
+                                                std::size_t requested);
+  GPUMEMPROF_NOINLINE void deallocate_exclusive(void* ptr);
+  Block* allocate_slow(Pool& pool, Stream stream, std::size_t size, std::size_t requested, ExclusiveLock& lock);
   Block* new_segment(Pool& pool, Stream stream, std::size_t segment_bytes, bool is_retry);
   // Expandable segments (caching_allocator-inl.hpp).
   Block* grow_expandable(Pool& pool, Stream stream, std::size_t size, bool is_retry);
@@ -270,12 +366,16 @@ class CachingAllocator {
   void release_cached_blocks();
   void release_pool(Pool& pool);
   void garbage_collect_cached_blocks();
-  GPUMEMPROF_NOINLINE void process_events();
+  void process_events();
   void insert_events(Block* b);
   void synchronize_and_free_events();
+  // Throws InvalidPointerError explaining `ptr` (takes the exclusive lock; call with none held).
+  [[noreturn]] GPUMEMPROF_NOINLINE void invalid_pointer(const void* ptr, const char* what) const {
+    ExclusiveLock lock(*this);
+    throw_invalid_pointer(ptr, what);
+  }
   [[noreturn]] void throw_invalid_pointer(const void* ptr, const char* what) const;
-  [[noreturn]] void throw_oom(Pool& pool, Stream stream, std::size_t size, std::size_t requested,
-                              std::unique_lock<std::mutex>& lock);
+  [[noreturn]] void throw_oom(Pool& pool, Stream stream, std::size_t size, std::size_t requested, ExclusiveLock& lock);
   std::uint64_t notify(TraceAction action, std::uintptr_t addr, std::size_t size, Stream stream,
                        std::uint64_t context = 0, bool deferred = false) {
     if (GPUMEMPROF_LIKELY(sinks_.count() == 0)) return 0;
@@ -287,7 +387,7 @@ class CachingAllocator {
   Backend backend_;
   AllocatorConfig cfg_;
   bool has_roundup_ = false;  // any roundup_power2_divisions > 1 configured
-  bool gc_active_ = false;    // memory fraction and garbage_collection_threshold both set
+  bool gc_active_ = false;    // memory fraction and garbage_collection_threshold both set (written exclusively)
   bool expandable_ = false;   // expandable_segments:True on a backend with virtual memory
   std::size_t page_ = 0;      // the backend's mapping granularity (expandable only)
   // Expandable growth maps fresh pages, not recycled ones, while reserved stays within this
@@ -296,30 +396,35 @@ class CachingAllocator {
   static constexpr double kExpandableSlack = 0.025;
   std::size_t live_high_ = 0;
 
-  mutable std::mutex mutex_;
+  // Guarded by device_mutex_ (and so by ExclusiveLock): the shard list, segments, events, the
+  // slow paths' record pools, reserved bytes, the memory fraction, OOM observers. sinks_ and
+  // gc_active_ change only exclusively, so any shard lock suffices to read them.
+  mutable std::mutex device_mutex_;
+  Shards shards_;
+  static constexpr std::size_t kFastShards = 16;
+  std::array<std::atomic<Shard*>, kFastShards> fast_shards_{};  // the first shards, published lock-free
+  std::atomic<std::size_t> fast_count_{0};
   Pool small_;
   Pool large_;
-  detail::PointerMap<Block> ptrs_;  // allocated blocks by address
-  detail::ObjectPool<Block> block_records_;
+  detail::LockedShards<detail::PointerMap<Block>, 16> ptrs_;  // allocated blocks by address
+  Records block_records_;
   detail::ObjectPool<Segment> segment_records_;
   Segment* segments_head_ = nullptr;  // all segments, creation order
   Segment* segments_tail_ = nullptr;
   std::vector<StreamEvents> events_;
-  std::size_t pending_events_ = 0;
-  std::size_t total_reserved_ = 0;          // bytes held from the device
-  std::optional<std::size_t> allowed_max_;  // set_memory_fraction
-  MemoryStats stats_;
-  detail::PeakWindows windows_;
+  std::atomic<std::size_t> pending_events_{0};  // written exclusively; read by the hot path
+  std::size_t total_reserved_ = 0;              // bytes held from the device
+  std::optional<std::size_t> allowed_max_;      // set_memory_fraction
   detail::EventSinks sinks_;
   std::vector<OomObserver> oom_observers_;
 
-  // Mirrors of a few stats for lock-free readers (gauges()); the lifetime totals live only here
-  // (written under the lock, so a relaxed load + store is an exact increment).
-  struct Mirror {
-    std::atomic<std::int64_t> allocated_bytes{0}, reserved_bytes{0}, active_bytes{0}, inactive_split_bytes{0},
-        requested_bytes{0}, allocations{0};
-    std::atomic<std::uint64_t> total_allocations{0}, total_frees{0}, total_allocated_bytes{0}, total_freed_bytes{0};
-  } mirror_;
+  // Guarded by stats_lock_ (the innermost lock), on lines of their own.
+  alignas(64) mutable detail::SpinLock stats_lock_;
+  MemoryStats stats_;
+  detail::PeakWindows windows_;
+  struct Totals {  // lifetime totals: never reset
+    std::uint64_t allocations = 0, frees = 0, allocated_bytes = 0, freed_bytes = 0;
+  } totals_;
 };
 
 // ------------------------------------------------------------------------------------------------
@@ -328,13 +433,18 @@ class CachingAllocator {
 template <DeviceBackend Backend>
 void* CachingAllocator<Backend>::allocate(std::size_t bytes, Stream stream) {
   if (bytes == 0) return nullptr;
-  std::unique_lock lock(mutex_);
-  if (GPUMEMPROF_UNLIKELY(pending_events_ != 0)) process_events();
   const std::size_t size = round(bytes);
   Pool& pool = is_small_size(size) ? small_ : large_;
-  Block* block = take_free_block(pool, stream, size);
-  if (GPUMEMPROF_UNLIKELY(block == nullptr)) block = allocate_slow(pool, stream, size, bytes, lock);
-  block = hand_out(pool, block, size, bytes);
+  Shard& shard = shard_for(stream);
+  Block* block = nullptr;
+  {
+    std::lock_guard lock(shard.mutex);
+    if (GPUMEMPROF_LIKELY(pending_events_.load(std::memory_order_relaxed) == 0)) {
+      block = take_free_block(shard.trees[pool.small], pool, size);
+      if (GPUMEMPROF_LIKELY(block != nullptr)) block = hand_out(shard, pool, block, size, bytes, true);
+    }
+  }
+  if (GPUMEMPROF_UNLIKELY(block == nullptr)) block = allocate_exclusive(shard, pool, stream, size, bytes);
   debug_validate();
   return reinterpret_cast<void*>(block->addr);
 }
@@ -342,54 +452,84 @@ void* CachingAllocator<Backend>::allocate(std::size_t bytes, Stream stream) {
 template <DeviceBackend Backend>
 void CachingAllocator<Backend>::deallocate(void* ptr) {
   if (ptr == nullptr) return;
-  std::lock_guard lock(mutex_);
-  Block* b = ptrs_.erase(reinterpret_cast<std::uintptr_t>(ptr));
-  if (GPUMEMPROF_UNLIKELY(b == nullptr)) throw_invalid_pointer(ptr, "deallocate");
-  b->allocated = false;
-  const StatPool sp = pool_of(b).stat_pool;
-  const auto size = static_cast<std::int64_t>(b->size);
-  stat_sub(stats_.allocation, sp, 1);
-  stat_sub(stats_.allocated_bytes, sp, size);
-  if (b->size >= cfg_.max_split_size) stats_.oversize_allocations.decrease(1);
-  bump(mirror_.total_frees, 1);
-  bump(mirror_.total_freed_bytes, b->size);
-  notify(TraceAction::free_requested, b->addr, b->requested, b->stream, b->context);
-  if (GPUMEMPROF_UNLIKELY(b->stream_uses != nullptr && !b->stream_uses->empty())) {
-    insert_events(b);
-  } else {
-    free_block(b);
+  const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
+  auto& bucket = bucket_of(addr);
+  Shard* shard = nullptr;
+  Block* b = nullptr;
+  for (;;) {
+    bucket.lock.lock();
+    b = bucket.value.find(addr);
+    if (GPUMEMPROF_UNLIKELY(b == nullptr || (b->stream_uses != nullptr && !b->stream_uses->empty()))) {
+      bucket.lock.unlock();
+      if (shard != nullptr) shard->mutex.unlock();
+      deallocate_exclusive(ptr);  // events on other streams (or an invalid pointer to explain)
+      debug_validate();
+      return;
+    }
+    // The shard comes before the bucket in the lock order: try it, else let go and take both.
+    const Stream stream = b->stream;
+    if (shard != nullptr && shard->stream != stream) {  // the address was freed and reused meanwhile
+      shard->mutex.unlock();
+      shard = nullptr;
+    }
+    if (shard == nullptr) {
+      Shard* fast = find_fast_shard(stream);
+      if (fast == nullptr || !fast->mutex.try_lock()) {
+        bucket.lock.unlock();  // never wait (nor take the device mutex) holding a bucket
+        shard = fast != nullptr ? fast : &shard_slow(stream);
+        shard->mutex.lock();
+        continue;  // look again: another thread may have freed (and reused) the address
+      }
+      shard = fast;
+    }
+    bucket.value.erase(addr);
+    bucket.lock.unlock();
+    break;
   }
-  publish_use();
+  b->allocated = false;
+  notify(TraceAction::free_requested, b->addr, b->requested, b->stream, b->context);
+  const auto size = static_cast<std::int64_t>(b->size);
+  const FreeCounts c = free_block(shard->trees[b->small_pool], shard->records, b, false);
+  {
+    std::lock_guard stats(stats_lock_);
+    stat_sub(stats_.allocation, c.pool, 1);
+    stat_sub(stats_.allocated_bytes, c.pool, size);
+    if (static_cast<std::size_t>(size) >= cfg_.max_split_size) stats_.oversize_allocations.decrease(1);
+    ++totals_.frees;
+    totals_.freed_bytes += static_cast<std::uint64_t>(size);
+    apply_free(c);
+  }
+  shard->mutex.unlock();
   debug_validate();
 }
 
 template <DeviceBackend Backend>
-typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::take_free_block(Pool& pool, Stream stream,
+typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::take_free_block(Tree& tree, Pool& pool,
                                                                                       std::size_t size) {
-  if (GPUMEMPROF_UNLIKELY(gc_active_)) ++pool.free_lookups;
-  Tree* tree = pool.find(stream);
-  if (tree == nullptr) return nullptr;
-  Block* b = tree->lower_bound(size);
+  if (GPUMEMPROF_UNLIKELY(gc_active_)) pool.free_lookups.fetch_add(1, std::memory_order_relaxed);
+  Block* b = tree.lower_bound(size);
   if (b == nullptr) return nullptr;
   const std::size_t max_split = cfg_.max_split_size;
   // An oversize block is never handed to a small request, and a large request only takes a
   // block that wastes less than max_non_split_rounding_size (these blocks are never split).
   if (size < max_split && b->size >= max_split) return nullptr;
   if (size >= max_split && b->size - size >= cfg_.max_non_split_rounding_size) return nullptr;
-  tree->erase(b);
+  tree.erase(b);
   return b;
 }
 
 template <DeviceBackend Backend>
-typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::hand_out(Pool& pool, Block* block,
-                                                                               std::size_t size,
-                                                                               std::size_t requested) {
+typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::hand_out(Shard& shard, Pool& pool, Block* block,
+                                                                               std::size_t size, std::size_t requested,
+                                                                               bool lock_stats) {
   const StatPool sp = pool.stat_pool;
   const bool already_split = block->is_split();
+  std::int64_t inactive_blocks = 0;  // stat changes, applied below under the stats lock
+  std::int64_t inactive_bytes = 0;
   if (should_split(block->size, size, pool.small, cfg_)) {
     // The front of the block is handed out; the remainder keeps the old record and stays free.
     Block* rest = block;
-    block = block_records_.get();
+    block = shard.records.get();
     block->addr = rest->addr;
     block->size = size;
     block->stream = rest->stream;
@@ -406,81 +546,94 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::hand_out(P
     rest->prev = block;
     rest->addr += size;
     rest->size -= size;
-    insert_free(pool, rest);
+    insert_free(pool, shard.trees[pool.small], rest);
     if (!block->segment->expandable) {
       if (already_split) {
-        stat_sub(stats_.inactive_split_bytes, sp, static_cast<std::int64_t>(size));
+        inactive_bytes = -static_cast<std::int64_t>(size);
       } else {
-        stat_add(stats_.inactive_split_bytes, sp, static_cast<std::int64_t>(rest->size));
-        stat_add(stats_.inactive_split, sp, 1);
+        inactive_bytes = static_cast<std::int64_t>(rest->size);
+        inactive_blocks = 1;
       }
     }
   } else if (already_split && !block->segment->expandable) {
-    stat_sub(stats_.inactive_split_bytes, sp, static_cast<std::int64_t>(block->size));
-    stat_sub(stats_.inactive_split, sp, 1);
+    inactive_bytes = -static_cast<std::int64_t>(block->size);
+    inactive_blocks = -1;
   }
   block->allocated = true;
   block->requested = requested;
-  ptrs_.insert(block->addr, block);
+  {
+    auto& bucket = bucket_of(block->addr);
+    std::lock_guard lock(bucket.lock);
+    bucket.value.insert(block->addr, block);
+  }
   const auto bytes = static_cast<std::int64_t>(block->size);
-  stat_add(stats_.allocation, sp, 1);
-  stat_add(stats_.allocated_bytes, sp, bytes);
-  stat_add(stats_.active, sp, 1);
-  stat_add(stats_.active_bytes, sp, bytes);
-  stat_add(stats_.requested_bytes, sp, static_cast<std::int64_t>(requested));
-  if (block->size >= cfg_.max_split_size) stats_.oversize_allocations.increase(1);
-  windows_.on_value(stats_.allocated_bytes[StatPool::all].current);
-  bump(mirror_.total_allocations, 1);
-  bump(mirror_.total_allocated_bytes, block->size);
+  {
+    std::unique_lock stats(stats_lock_, std::defer_lock);
+    if (lock_stats) stats.lock();
+    if (inactive_bytes > 0) stat_add(stats_.inactive_split_bytes, sp, inactive_bytes);
+    if (inactive_bytes < 0) stat_sub(stats_.inactive_split_bytes, sp, -inactive_bytes);
+    if (inactive_blocks > 0) stat_add(stats_.inactive_split, sp, inactive_blocks);
+    if (inactive_blocks < 0) stat_sub(stats_.inactive_split, sp, -inactive_blocks);
+    stat_add(stats_.allocation, sp, 1);
+    stat_add(stats_.allocated_bytes, sp, bytes);
+    stat_add(stats_.active, sp, 1);
+    stat_add(stats_.active_bytes, sp, bytes);
+    stat_add(stats_.requested_bytes, sp, static_cast<std::int64_t>(requested));
+    if (block->size >= cfg_.max_split_size) stats_.oversize_allocations.increase(1);
+    windows_.on_value(stats_.allocated_bytes[StatPool::all].current);
+    ++totals_.allocations;
+    totals_.allocated_bytes += block->size;
+  }
   block->context = notify(TraceAction::alloc, block->addr, requested, block->stream);
-  publish_use();
   return block;
 }
 
 template <DeviceBackend Backend>
-void CachingAllocator<Backend>::insert_free(Pool& pool, Block* b) {
-  b->gc_base = pool.free_lookups;
-  pool.at(b->stream).insert(b);
-}
-
-template <DeviceBackend Backend>
-void CachingAllocator<Backend>::free_block(Block* b, bool deferred) {
+typename CachingAllocator<Backend>::FreeCounts CachingAllocator<Backend>::free_block(Tree& tree, Records& records,
+                                                                                     Block* b, bool deferred) {
   notify(TraceAction::free_completed, b->addr, b->requested, b->stream, b->context, deferred);
   Pool& pool = pool_of(b);
-  const StatPool sp = pool.stat_pool;
-  const auto original_size = static_cast<std::int64_t>(b->size);
-  const auto requested = static_cast<std::int64_t>(b->requested);
-  std::int64_t inactive_blocks = 0;
-  std::int64_t inactive_bytes = 0;
+  FreeCounts c{pool.stat_pool,
+               b->segment->expandable,
+               static_cast<std::int64_t>(b->size),
+               static_cast<std::int64_t>(b->requested),
+               0,
+               0};
   for (Block* neighbour : {b->prev, b->next}) {
-    if (const std::size_t subsumed = try_merge(b, neighbour, pool); subsumed != 0) {
-      inactive_blocks -= 1;
-      inactive_bytes -= static_cast<std::int64_t>(subsumed);
+    if (const std::size_t subsumed = try_merge(b, neighbour, tree, records); subsumed != 0) {
+      c.inactive_blocks -= 1;
+      c.inactive_bytes -= static_cast<std::int64_t>(subsumed);
     }
   }
   b->requested = 0;
   b->context = 0;
-  insert_free(pool, b);
+  insert_free(pool, tree, b);
   if (b->is_split()) {
-    inactive_blocks += 1;
-    inactive_bytes += static_cast<std::int64_t>(b->size);
+    c.inactive_blocks += 1;
+    c.inactive_bytes += static_cast<std::int64_t>(b->size);
   }
-  if (!b->segment->expandable) {
-    if (inactive_blocks > 0) stat_add(stats_.inactive_split, sp, inactive_blocks);
-    if (inactive_blocks < 0) stat_sub(stats_.inactive_split, sp, -inactive_blocks);
-    if (inactive_bytes > 0) stat_add(stats_.inactive_split_bytes, sp, inactive_bytes);
-    if (inactive_bytes < 0) stat_sub(stats_.inactive_split_bytes, sp, -inactive_bytes);
-  }
-  stat_sub(stats_.active, sp, 1);
-  stat_sub(stats_.active_bytes, sp, original_size);
-  stat_sub(stats_.requested_bytes, sp, requested);
+  return c;
 }
 
 template <DeviceBackend Backend>
-std::size_t CachingAllocator<Backend>::try_merge(Block* dst, Block* src, Pool& pool) {
+void CachingAllocator<Backend>::apply_free(const FreeCounts& c) noexcept {
+  const StatPool sp = c.pool;
+  if (!c.expandable) {
+    if (c.inactive_blocks > 0) stat_add(stats_.inactive_split, sp, c.inactive_blocks);
+    if (c.inactive_blocks < 0) stat_sub(stats_.inactive_split, sp, -c.inactive_blocks);
+    if (c.inactive_bytes > 0) stat_add(stats_.inactive_split_bytes, sp, c.inactive_bytes);
+    if (c.inactive_bytes < 0) stat_sub(stats_.inactive_split_bytes, sp, -c.inactive_bytes);
+  }
+  stat_sub(stats_.active, sp, 1);
+  stat_sub(stats_.active_bytes, sp, c.size);
+  stat_sub(stats_.requested_bytes, sp, c.requested);
+}
+
+template <DeviceBackend Backend>
+std::size_t CachingAllocator<Backend>::try_merge(Block* dst, Block* src, Tree& tree, Records& records) {
   if (src == nullptr || !src->is_free() || src->mapped != dst->mapped) return 0;
-  if (src->mapped) pool.find(src->stream)->erase(src);  // unmapped holes are in no tree
-  if (dst->prev == src) {                               // [src dst]
+  if (src->mapped) tree.erase(src);  // unmapped holes are in no tree
+  if (dst->prev == src) {            // [src dst]
     dst->addr = src->addr;
     dst->prev = src->prev;
     if (dst->prev != nullptr) {
@@ -494,30 +647,29 @@ std::size_t CachingAllocator<Backend>::try_merge(Block* dst, Block* src, Pool& p
   }
   const std::size_t subsumed = src->size;
   dst->size += subsumed;
-  block_records_.put(src);
+  records.put(src);
   return subsumed;
 }
 
 template <DeviceBackend Backend>
-void CachingAllocator<Backend>::publish() noexcept {
-  publish_use();
-  mirror_.reserved_bytes.store(stats_.reserved_bytes[StatPool::all].current, std::memory_order_relaxed);
+AllocatorGauges CachingAllocator<Backend>::gauges() const noexcept {
+  std::lock_guard lock(stats_lock_);
+  return gauges_locked();
 }
 
 template <DeviceBackend Backend>
-AllocatorGauges CachingAllocator<Backend>::gauges() const noexcept {
-  constexpr auto r = std::memory_order_relaxed;
+AllocatorGauges CachingAllocator<Backend>::gauges_locked() const noexcept {
   AllocatorGauges g;
-  g.allocated_bytes = mirror_.allocated_bytes.load(r);
-  g.reserved_bytes = mirror_.reserved_bytes.load(r);
-  g.active_bytes = mirror_.active_bytes.load(r);
-  g.inactive_split_bytes = mirror_.inactive_split_bytes.load(r);
-  g.requested_bytes = mirror_.requested_bytes.load(r);
-  g.allocations = mirror_.allocations.load(r);
-  g.total_allocations = mirror_.total_allocations.load(r);
-  g.total_frees = mirror_.total_frees.load(r);
-  g.total_allocated_bytes = mirror_.total_allocated_bytes.load(r);
-  g.total_freed_bytes = mirror_.total_freed_bytes.load(r);
+  g.allocated_bytes = stats_.allocated_bytes[StatPool::all].current;
+  g.reserved_bytes = stats_.reserved_bytes[StatPool::all].current;
+  g.active_bytes = stats_.active_bytes[StatPool::all].current;
+  g.inactive_split_bytes = stats_.inactive_split_bytes[StatPool::all].current;
+  g.requested_bytes = stats_.requested_bytes[StatPool::all].current;
+  g.allocations = stats_.allocation[StatPool::all].current;
+  g.total_allocations = totals_.allocations;
+  g.total_frees = totals_.frees;
+  g.total_allocated_bytes = totals_.allocated_bytes;
+  g.total_freed_bytes = totals_.freed_bytes;
   return g;
 }
 

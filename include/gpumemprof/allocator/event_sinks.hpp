@@ -1,9 +1,12 @@
 // Layer 2: the allocator's event sinks -- a fixed set of plain function pointers with a user
 // pointer (the shape of profiler/scope_hooks.hpp), told about every allocator event.
 //
-// The set lives inside the allocator and is guarded by its lock: sinks are added and removed
-// under it and called under it, so a removed sink is never called afterwards. With no sink the
-// hot path pays one predictable branch on `count()`; there is no virtual call and no lookup.
+// The set lives inside the allocator: sinks are added and removed with every allocator lock held
+// and called under the lock of the event's stream (its shard), so a removed sink is never called
+// afterwards. Events of different streams may arrive at once from different threads: a sink
+// locks its own state (the history recorder does), and the order in which it takes that lock is
+// the allocator's event order. With no sink the hot path pays one predictable branch on
+// `count()`; there is no virtual call and no lookup.
 #pragma once
 
 #include <array>
@@ -17,8 +20,9 @@
 
 GPUMEMPROF_NAMESPACE_BEGIN
 
-/// A receiver of allocator events. `on_event` runs under the allocator's lock: it must be quick,
-/// must not throw and must not call back into the allocator. For alloc and segment_alloc/map
+/// A receiver of allocator events. `on_event` runs under an allocator lock, possibly on several
+/// threads at once: it must be quick, thread-safe, must not throw and must not call back into
+/// the allocator. For alloc and segment_alloc/map
 /// its return value (a context handle; 0 = none) is kept with the block/segment and handed back
 /// with the matching free events and in views. At most one sink of an allocator should return
 /// handles (the history layer's); the first non-zero one is kept.
@@ -29,7 +33,7 @@ struct AllocatorEventSink {
 
 namespace detail {
 
-/// The sinks of one allocator; every member is called under that allocator's lock.
+/// The sinks of one allocator: add/remove with every allocator lock held, count/emit under any.
 class EventSinks {
  public:
   static constexpr std::size_t capacity = 4;

@@ -1,0 +1,48 @@
+// Layer 0 (ground floor): N independent copies of a structure, each with its own SpinLock and on
+// its own cache lines, picked by a hash -- a table that threads touching different keys update
+// without sharing a lock or a line. Whole-table readers take every lock, in index order.
+#pragma once
+
+#include <array>
+#include <cstddef>
+
+#include "gpumemprof/config.hpp"
+#include "gpumemprof/detail/spin_lock.hpp"
+
+GPUMEMPROF_NAMESPACE_BEGIN
+namespace detail {
+
+template <class T, std::size_t N>
+class LockedShards {
+  static_assert(N != 0 && (N & (N - 1)) == 0, "LockedShards: N must be a power of two");
+
+ public:
+  struct alignas(64) Shard {
+    SpinLock lock;
+    T value;
+  };
+  static constexpr std::size_t size = N;
+
+  /// The shard for `hash` (only its low bits are used: pass a well-mixed hash).
+  [[nodiscard]] Shard& at(std::size_t hash) noexcept { return shards_[hash & (N - 1)]; }
+  [[nodiscard]] const Shard& at(std::size_t hash) const noexcept { return shards_[hash & (N - 1)]; }
+
+  /// Every shard's lock, in index order (a fixed order: no deadlock between two callers).
+  void lock_all() const noexcept {
+    for (auto& s : shards_) s.lock.lock();
+  }
+  void unlock_all() const noexcept {
+    for (std::size_t i = N; i-- > 0;) shards_[i].lock.unlock();
+  }
+  /// Visits every shard's value; the caller holds every lock (lock_all) or is alone.
+  template <class F>
+  void for_each(F&& f) const {
+    for (const auto& s : shards_) f(s.value);
+  }
+
+ private:
+  mutable std::array<Shard, N> shards_{};
+};
+
+}  // namespace detail
+GPUMEMPROF_NAMESPACE_END

@@ -164,18 +164,25 @@ class CachingAllocator {
     void visit_segments(F&& f) const {
       for (const Segment* s = a_.segments_head_; s != nullptr; s = s->list_next) a_.for_each_view(*s, f);
     }
-    [[nodiscard]] const MemoryStats& stats() const noexcept { return a_.stats_; }
+    [[nodiscard]] const MemoryStats& stats() const noexcept { return stats_; }
 
    private:
     friend class CachingAllocator;
-    explicit LockedView(const CachingAllocator& a) : a_(a) {}
+    // The stats are copied once under the stats lock: with every shard held no allocation or
+    // free changes them, and f() then runs without the stats lock, so samplers (gauges(),
+    // peak windows) keep reading while a snapshot is taken.
+    explicit LockedView(const CachingAllocator& a) : a_(a) {
+      std::lock_guard lock(a.stats_lock_);
+      stats_ = a.stats_;
+    }
     const CachingAllocator& a_;
+    MemoryStats stats_;
   };
   /// Runs `f(const LockedView&)` under the allocator's lock and returns its result: no allocator
   /// event happens meanwhile. `f` must not call the allocator (it would deadlock).
   template <class F>
   decltype(auto) with_lock(F&& f) const {
-    ExclusiveLock lock(*this);
+    ExclusiveLock lock(*this, /*with_stats=*/false);
     return std::forward<F>(f)(LockedView(*this));
   }
 
@@ -236,10 +243,11 @@ class CachingAllocator {
   // The device mutex, every shard (creation order) and the statistics: nothing else runs.
   class ExclusiveLock {
    public:
-    explicit ExclusiveLock(const CachingAllocator& a) : a_(a) {
+    // with_stats = false: for readers only (with_lock), which copy the stats under their lock.
+    explicit ExclusiveLock(const CachingAllocator& a, bool with_stats = true) : a_(a), stats_(with_stats) {
       a_.device_mutex_.lock();
       for (const auto& sh : a_.shards_) sh->mutex.lock();
-      a_.stats_lock_.lock();
+      if (stats_) a_.stats_lock_.lock();
     }
     ~ExclusiveLock() { unlock(); }
     ExclusiveLock(const ExclusiveLock&) = delete;
@@ -247,13 +255,14 @@ class CachingAllocator {
     void unlock() noexcept {
       if (!held_) return;
       held_ = false;
-      a_.stats_lock_.unlock();
+      if (stats_) a_.stats_lock_.unlock();
       for (auto it = a_.shards_.rbegin(); it != a_.shards_.rend(); ++it) (*it)->mutex.unlock();
       a_.device_mutex_.unlock();
     }
 
    private:
     const CachingAllocator& a_;
+    bool stats_;
     bool held_ = true;
   };
 

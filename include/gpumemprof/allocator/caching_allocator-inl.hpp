@@ -95,7 +95,15 @@ typename CachingAllocator<Backend>::Shard& CachingAllocator<Backend>::shard_slow
     if (sh->stream == s) return *sh;
   }
   // A new stream. ExclusiveLock takes the device mutex (held here) before the shards, so no
-  // exclusive section can miss the new shard's lock.
+  // exclusive section can miss the new shard's lock; folds read the list under fold_mutex_.
+  std::lock_guard fold_lock(fold_mutex_);
+  if (!stamped_ && !shards_.empty()) {
+    // The second stream: from now on records need stamps to be merged. Fold the first shard's
+    // unstamped records, and switch under its lock, so that no unstamped record follows.
+    std::lock_guard first(shards_.front()->mutex);
+    fold_locked(/*all_held=*/true);
+    stamped_ = true;
+  }
   auto& sh = shards_.emplace_back(std::make_unique<Shard>(s));
   if (const std::size_t n = fast_count_.load(std::memory_order_relaxed); n < kFastShards) {
     fast_shards_[n].store(sh.get(), std::memory_order_relaxed);
@@ -113,7 +121,7 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::allocate_e
   if (pending_events_.load(std::memory_order_relaxed) != 0) process_events();
   Block* block = take_free_block(shard.trees[pool.small], pool, size);  // another thread may have freed one
   if (block == nullptr) block = allocate_slow(pool, stream, size, requested, lock);
-  return hand_out(shard, pool, block, size, requested, /*lock_stats=*/false);
+  return hand_out(shard, pool, block, size, requested, /*journal=*/false);
 }
 
 template <DeviceBackend Backend>
@@ -128,13 +136,7 @@ void CachingAllocator<Backend>::deallocate_exclusive(void* ptr) {
   }
   if (b == nullptr) throw_invalid_pointer(ptr, "deallocate");
   b->allocated = false;
-  const StatPool sp = pool_of(b).stat_pool;
-  const auto size = static_cast<std::int64_t>(b->size);
-  stat_sub(stats_.allocation, sp, 1);
-  stat_sub(stats_.allocated_bytes, sp, size);
-  if (b->size >= cfg_.max_split_size) stats_.oversize_allocations.decrease(1);
-  ++totals_.frees;
-  totals_.freed_bytes += b->size;
+  apply_unallocate(pool_of(b).stat_pool, static_cast<std::int64_t>(b->size));
   notify(TraceAction::free_requested, b->addr, b->requested, b->stream, b->context);
   if (b->stream_uses != nullptr && !b->stream_uses->empty()) {
     insert_events(b);
@@ -155,20 +157,57 @@ void CachingAllocator<Backend>::empty_cache() {
 
 template <DeviceBackend Backend>
 MemoryStats CachingAllocator<Backend>::memory_stats() const {
+  fold();
   std::lock_guard lock(stats_lock_);
   return stats_;
 }
 
 template <DeviceBackend Backend>
 void CachingAllocator<Backend>::reset_peak_memory_stats() {
+  fold();
   std::lock_guard lock(stats_lock_);
   stats_.reset_peak();
 }
 
 template <DeviceBackend Backend>
 void CachingAllocator<Backend>::reset_accumulated_memory_stats() {
+  fold();
   std::lock_guard lock(stats_lock_);
   stats_.reset_accumulated();
+}
+
+// A fold is a serial order of the operations that is consistent with real time. It reads the
+// cut C first, then visits the shards one by one: lock, take the records stamped before C,
+// unlock. No record stamped before C reaches a shard after its visit: such a record is appended
+// under the shard's lock by an operation that took the lock after the visit released it, so
+// after C was read, and it read its stamp after taking the lock; the stamps are monotonic across
+// cores (stamp_clock.hpp), so its stamp is >= C. Hence this fold applies every operation stamped
+// before C, later folds only later ones, and each shard's records (in its lock's order) are
+// sorted. Unstamped records (one shard) are all taken: the shard's lock order is the serial
+// order. Operations that overlap a reader are ordered before or after it by their stamps,
+// which is a valid linearization.
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::fold_locked(bool all_held) const {
+  std::uint64_t cut = detail::StatJournal::kAll;
+  if (!all_held) {
+    if (stamped_) cut = detail::stamp_fenced();
+    // with_lock() folded on entry and holds every shard: no record can be pending, and the
+    // shards cannot be visited. (Read after the cut: the section ends, and new records are
+    // stamped, only after this read.)
+    if (quiescent_.load(std::memory_order_acquire)) return;
+  }
+  bool any = false;
+  for (const auto& sh : shards_) {
+    if (!all_held) sh->mutex.lock();
+    sh->journal.take_before(cut, sh->folding.records);
+    if (!all_held) sh->mutex.unlock();
+    any = any || !sh->folding.records.empty();
+  }
+  if (!any) return;
+  std::lock_guard lock(stats_lock_);
+  detail::merge_by_stamp(
+      shards_, [](const std::unique_ptr<Shard>& sh) -> detail::StatRun& { return sh->folding; },
+      [this](const detail::StatRecord& r) { apply_record(r); });
 }
 
 template <DeviceBackend Backend>
@@ -184,18 +223,21 @@ void CachingAllocator<Backend>::set_memory_fraction(double fraction) {
 
 template <DeviceBackend Backend>
 std::uint64_t CachingAllocator<Backend>::open_peak_window() {
+  fold();
   std::lock_guard lock(stats_lock_);
   return windows_.open(stats_.allocated_bytes[StatPool::all].current);
 }
 
 template <DeviceBackend Backend>
 std::int64_t CachingAllocator<Backend>::close_peak_window(std::uint64_t id) {
+  fold();
   std::lock_guard lock(stats_lock_);
   return windows_.close(id);
 }
 
 template <DeviceBackend Backend>
 std::int64_t CachingAllocator<Backend>::peak_window(std::uint64_t id) const {
+  fold();
   std::lock_guard lock(stats_lock_);
   return windows_.peak(id);
 }

@@ -59,6 +59,7 @@
 #include "gpumemprof/allocator/peak_windows.hpp"
 #include "gpumemprof/allocator/pointer_map.hpp"
 #include "gpumemprof/allocator/size_policy.hpp"
+#include "gpumemprof/allocator/stats_journal.hpp"
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/detail/locked_shards.hpp"
 #include "gpumemprof/detail/spin_lock.hpp"
@@ -69,8 +70,7 @@ GPUMEMPROF_NAMESPACE_BEGIN
 
 struct Snapshot;  // history/snapshot.hpp; CachingAllocator::snapshot() is defined in the history layer
 
-/// Values readable at any time, taken together under the statistics' spin lock only (never a
-/// shard or device lock): one consistent instant. Byte values in bytes.
+/// Values readable at any time, all of one consistent instant (see gauges()). Byte values in bytes.
 struct AllocatorGauges {
   std::int64_t allocated_bytes = 0;       ///< allocated_bytes.all.current
   std::int64_t reserved_bytes = 0;        ///< reserved_bytes.all.current
@@ -129,7 +129,9 @@ class CachingAllocator {
   /// naming the first broken one.
   void validate() const;
 
-  /// Cheap readings for samplers and profilers (the statistics' spin lock only).
+  /// Cheap readings for samplers and profilers: folds the shards' stat journals (each shard's lock
+  /// briefly, never the device mutex; while with_lock() holds every shard, none) and reads under
+  /// the statistics' spin lock.
   [[nodiscard]] AllocatorGauges gauges() const noexcept;
 
   /// Per-interval peaks of allocated bytes (see peak_windows.hpp); the global peak is untouched.
@@ -205,20 +207,28 @@ class CachingAllocator {
   static constexpr std::size_t kSmallExact = kSmallBuffer;
   static constexpr std::size_t kLargeExact = std::size_t{256} << 20;
 
+  // A shard's journal is folded by the thread whose operation makes it this long.
+  static constexpr std::size_t kFoldAt = 256;
+
   // One stream's free structures. Created under the device mutex, never destroyed while the
   // allocator lives (so a Shard& stays valid without a lock).
   struct alignas(64) Shard {  // its own lines: two streams never share one
-    explicit Shard(Stream s) : stream(s), trees{Tree(kLargeExact), Tree(kSmallExact)} {}
+    explicit Shard(Stream s) : stream(s), trees{Tree(kLargeExact), Tree(kSmallExact)} {
+      folding.records.reserve(2 * kFoldAt);
+    }
     // A spin lock, not std::mutex: one atomic exchange per hot operation fewer (unlock is a
     // store), and waiters on a shared stream spin instead of sleeping (measured on the H100
     // host's 16 cores, bench/RESULTS.md). Slow paths may hold it across a device call; waiters
     // then yield.
     detail::SpinLock mutex;
     Stream stream;
-    Tree trees[2];    // [0] large pool, [1] small pool
-    Records records;  // block records split off and merged away under `mutex`
+    Tree trees[2];                             // [0] large pool, [1] small pool
+    Records records;                           // block records split off and merged away under `mutex`
+    detail::StatJournal journal{2 * kFoldAt};  // stat changes of the hot path, under `mutex`
+    detail::StatRun folding;                   // records being folded, under fold_mutex_
   };
-  using Shards = std::vector<std::unique_ptr<Shard>>;  // creation order; guarded by device_mutex_
+  // Creation order; changed under device_mutex_ and fold_mutex_, so either lock suffices to read.
+  using Shards = std::vector<std::unique_ptr<Shard>>;
 
   struct Pool {
     bool small = false;
@@ -240,14 +250,24 @@ class CachingAllocator {
     }
   };
 
-  // The device mutex, every shard (creation order) and the statistics: nothing else runs.
+  // The device mutex, the fold lock, every shard (creation order) and the statistics: nothing
+  // else runs. Every journal is folded on entry, so the slow path reads and writes exact stats.
   class ExclusiveLock {
    public:
     // with_stats = false: for readers only (with_lock), which copy the stats under their lock.
+    // They let the fold lock and the stats go: no journal grows while every shard is held, so
+    // readers meanwhile fold nothing (quiescent_) and read the stats.
     explicit ExclusiveLock(const CachingAllocator& a, bool with_stats = true) : a_(a), stats_(with_stats) {
       a_.device_mutex_.lock();
+      a_.fold_mutex_.lock();
       for (const auto& sh : a_.shards_) sh->mutex.lock();
-      if (stats_) a_.stats_lock_.lock();
+      a_.fold_locked(/*all_held=*/true);
+      if (stats_) {
+        a_.stats_lock_.lock();
+      } else {
+        a_.quiescent_.store(true, std::memory_order_release);
+        a_.fold_mutex_.unlock();
+      }
     }
     ~ExclusiveLock() { unlock(); }
     ExclusiveLock(const ExclusiveLock&) = delete;
@@ -255,8 +275,13 @@ class CachingAllocator {
     void unlock() noexcept {
       if (!held_) return;
       held_ = false;
-      if (stats_) a_.stats_lock_.unlock();
+      if (stats_) {
+        a_.stats_lock_.unlock();
+      } else {
+        a_.quiescent_.store(false, std::memory_order_release);
+      }
       for (auto it = a_.shards_.rbegin(); it != a_.shards_.rend(); ++it) (*it)->mutex.unlock();
+      if (stats_) a_.fold_mutex_.unlock();
       a_.device_mutex_.unlock();
     }
 
@@ -273,13 +298,6 @@ class CachingAllocator {
   struct StreamEvents {
     Stream stream;
     std::deque<PendingEvent> queue;  // in recording order
-  };
-
-  // Stat changes of one free, applied under the stats lock.
-  struct FreeCounts {
-    StatPool pool;
-    bool expandable;
-    std::int64_t size, requested, inactive_blocks, inactive_bytes;
   };
 
   // --- hot path helpers ---
@@ -314,15 +332,39 @@ class CachingAllocator {
     return ptrs_.at(bucket_hash(addr)).value.find(addr);
   }
   Block* take_free_block(Tree& tree, Pool& pool, std::size_t size);
-  Block* hand_out(Shard& shard, Pool& pool, Block* block, std::size_t size, std::size_t requested, bool lock_stats);
+  // journal: the hot path (its stats go to the shard's journal); else exclusive (applied now).
+  Block* hand_out(Shard& shard, Pool& pool, Block* block, std::size_t size, std::size_t requested, bool journal);
   void insert_free(Pool& pool, Block* b) { insert_free(pool, pool.at(b->stream), b); }
   static void insert_free(Pool& pool, Tree& tree, Block* b) {
     b->gc_base = pool.free_lookups.load(std::memory_order_relaxed);
     tree.insert(b);
   }
   // Merges a freed block with free neighbours and files it; the stat changes are returned.
-  FreeCounts free_block(Tree& tree, Records& records, Block* b, bool deferred);
-  void apply_free(const FreeCounts& c) noexcept;  // stats lock held
+  detail::StatRecord free_block(Tree& tree, Records& records, Block* b, bool deferred);
+  // The stat changes of one operation (stats lock held): a block handed out; a block no longer
+  // allocated (deallocate); a block free again (at once, or once its events complete).
+  void apply_alloc(const detail::StatRecord& r) const noexcept;
+  void apply_unallocate(StatPool pool, std::int64_t size) const noexcept;
+  void apply_free(const detail::StatRecord& r) const noexcept;
+  void apply_record(const detail::StatRecord& r) const noexcept {
+    if (r.is_free) {
+      apply_unallocate(r.pool, r.size);
+      apply_free(r);
+    } else {
+      apply_alloc(r);
+    }
+  }
+  // Applies the journals' records in stamp order (fold_mutex_ held; all_held: every shard too).
+  void fold_locked(bool all_held) const;
+  void fold() const {
+    std::lock_guard lock(fold_mutex_);
+    fold_locked(false);
+  }
+  // After a hot operation filled its journal (no lock held): fold, unless another thread is.
+  GPUMEMPROF_NOINLINE void try_fold() const {
+    std::unique_lock lock(fold_mutex_, std::try_to_lock);
+    if (lock.owns_lock()) fold_locked(false);
+  }
   // A deferred free (events complete), run exclusively.
   void free_block_exclusive(Block* b) {
     Pool& pool = pool_of(b);
@@ -332,11 +374,11 @@ class CachingAllocator {
     return try_merge(dst, src, pool.at(dst->stream), block_records_);
   }
   static std::size_t try_merge(Block* dst, Block* src, Tree& tree, Records& records);
-  void stat_add(StatArray& s, StatPool p, std::int64_t n) noexcept {
+  static void stat_add(StatArray& s, StatPool p, std::int64_t n) noexcept {
     s[StatPool::all].increase(n);
     s[p].increase(n);
   }
-  void stat_sub(StatArray& s, StatPool p, std::int64_t n) noexcept {
+  static void stat_sub(StatArray& s, StatPool p, std::int64_t n) noexcept {
     s[StatPool::all].decrease(n);
     s[p].decrease(n);
   }
@@ -427,11 +469,17 @@ class CachingAllocator {
   detail::EventSinks sinks_;
   std::vector<OomObserver> oom_observers_;
 
-  // Guarded by stats_lock_ (the innermost lock), on lines of their own.
+  // Folds: one at a time (fold_mutex_), lock order device mutex, fold_mutex_, shards.
+  mutable std::mutex fold_mutex_;
+  bool stamped_ = false;                        // more than one shard: records carry stamps
+  mutable std::atomic<bool> quiescent_{false};  // a with_lock() section holds every shard
+
+  // Guarded by stats_lock_ (the innermost lock), on lines of their own. Folds (by readers too)
+  // apply the journals' records to them.
   alignas(64) mutable detail::SpinLock stats_lock_;
-  MemoryStats stats_;
-  detail::PeakWindows windows_;
-  struct Totals {  // lifetime totals: never reset
+  mutable MemoryStats stats_;
+  mutable detail::PeakWindows windows_;
+  mutable struct Totals {  // lifetime totals: never reset
     std::uint64_t allocations = 0, frees = 0, allocated_bytes = 0, freed_bytes = 0;
   } totals_;
 };
@@ -446,13 +494,18 @@ void* CachingAllocator<Backend>::allocate(std::size_t bytes, Stream stream) {
   Pool& pool = is_small_size(size) ? small_ : large_;
   Shard& shard = shard_for(stream);
   Block* block = nullptr;
+  bool fold_due = false;
   {
     std::lock_guard lock(shard.mutex);
     if (GPUMEMPROF_LIKELY(pending_events_.load(std::memory_order_relaxed) == 0)) {
       block = take_free_block(shard.trees[pool.small], pool, size);
-      if (GPUMEMPROF_LIKELY(block != nullptr)) block = hand_out(shard, pool, block, size, bytes, true);
+      if (GPUMEMPROF_LIKELY(block != nullptr)) {
+        block = hand_out(shard, pool, block, size, bytes, /*journal=*/true);
+        fold_due = shard.journal.size() >= kFoldAt;
+      }
     }
   }
+  if (GPUMEMPROF_UNLIKELY(fold_due)) try_fold();
   if (GPUMEMPROF_UNLIKELY(block == nullptr)) block = allocate_exclusive(shard, pool, stream, size, bytes);
   debug_validate();
   return reinterpret_cast<void*>(block->addr);
@@ -497,18 +550,10 @@ void CachingAllocator<Backend>::deallocate(void* ptr) {
   }
   b->allocated = false;
   notify(TraceAction::free_requested, b->addr, b->requested, b->stream, b->context);
-  const auto size = static_cast<std::int64_t>(b->size);
-  const FreeCounts c = free_block(shard->trees[b->small_pool], shard->records, b, false);
-  {
-    std::lock_guard stats(stats_lock_);
-    stat_sub(stats_.allocation, c.pool, 1);
-    stat_sub(stats_.allocated_bytes, c.pool, size);
-    if (static_cast<std::size_t>(size) >= cfg_.max_split_size) stats_.oversize_allocations.decrease(1);
-    ++totals_.frees;
-    totals_.freed_bytes += static_cast<std::uint64_t>(size);
-    apply_free(c);
-  }
+  const bool fold_due =
+      shard->journal.append(free_block(shard->trees[b->small_pool], shard->records, b, false), stamped_) >= kFoldAt;
   shard->mutex.unlock();
+  if (GPUMEMPROF_UNLIKELY(fold_due)) try_fold();
   debug_validate();
 }
 
@@ -530,10 +575,10 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::take_free_
 template <DeviceBackend Backend>
 typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::hand_out(Shard& shard, Pool& pool, Block* block,
                                                                                std::size_t size, std::size_t requested,
-                                                                               bool lock_stats) {
+                                                                               bool journal) {
   const StatPool sp = pool.stat_pool;
   const bool already_split = block->is_split();
-  std::int64_t inactive_blocks = 0;  // stat changes, applied below under the stats lock
+  std::int64_t inactive_blocks = 0;  // stat changes, journaled or applied below
   std::int64_t inactive_bytes = 0;
   if (should_split(block->size, size, pool.small, cfg_)) {
     // The front of the block is handed out; the remainder keeps the old record and stays free.
@@ -575,39 +620,31 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::hand_out(S
     std::lock_guard lock(bucket.lock);
     bucket.value.insert(block->addr, block);
   }
-  const auto bytes = static_cast<std::int64_t>(block->size);
-  {
-    std::unique_lock stats(stats_lock_, std::defer_lock);
-    if (lock_stats) stats.lock();
-    if (inactive_bytes > 0) stat_add(stats_.inactive_split_bytes, sp, inactive_bytes);
-    if (inactive_bytes < 0) stat_sub(stats_.inactive_split_bytes, sp, -inactive_bytes);
-    if (inactive_blocks > 0) stat_add(stats_.inactive_split, sp, inactive_blocks);
-    if (inactive_blocks < 0) stat_sub(stats_.inactive_split, sp, -inactive_blocks);
-    stat_add(stats_.allocation, sp, 1);
-    stat_add(stats_.allocated_bytes, sp, bytes);
-    stat_add(stats_.active, sp, 1);
-    stat_add(stats_.active_bytes, sp, bytes);
-    stat_add(stats_.requested_bytes, sp, static_cast<std::int64_t>(requested));
-    if (block->size >= cfg_.max_split_size) stats_.oversize_allocations.increase(1);
-    windows_.on_value(stats_.allocated_bytes[StatPool::all].current);
-    ++totals_.allocations;
-    totals_.allocated_bytes += block->size;
+  detail::StatRecord r;
+  r.size = static_cast<std::int64_t>(block->size);
+  r.requested = static_cast<std::int64_t>(requested);
+  r.inactive_bytes = inactive_bytes;
+  r.inactive_blocks = static_cast<std::int32_t>(inactive_blocks);
+  r.pool = sp;
+  if (journal) {
+    shard.journal.append(r, stamped_);
+  } else {
+    apply_alloc(r);  // exclusive: the stats lock is held
   }
   block->context = notify(TraceAction::alloc, block->addr, requested, block->stream);
   return block;
 }
 
 template <DeviceBackend Backend>
-typename CachingAllocator<Backend>::FreeCounts CachingAllocator<Backend>::free_block(Tree& tree, Records& records,
-                                                                                     Block* b, bool deferred) {
+detail::StatRecord CachingAllocator<Backend>::free_block(Tree& tree, Records& records, Block* b, bool deferred) {
   notify(TraceAction::free_completed, b->addr, b->requested, b->stream, b->context, deferred);
   Pool& pool = pool_of(b);
-  FreeCounts c{pool.stat_pool,
-               b->segment->expandable,
-               static_cast<std::int64_t>(b->size),
-               static_cast<std::int64_t>(b->requested),
-               0,
-               0};
+  detail::StatRecord c;
+  c.size = static_cast<std::int64_t>(b->size);
+  c.requested = static_cast<std::int64_t>(b->requested);
+  c.pool = pool.stat_pool;
+  c.is_free = true;
+  c.expandable = b->segment->expandable;
   for (Block* neighbour : {b->prev, b->next}) {
     if (const std::size_t subsumed = try_merge(b, neighbour, tree, records); subsumed != 0) {
       c.inactive_blocks -= 1;
@@ -625,7 +662,34 @@ typename CachingAllocator<Backend>::FreeCounts CachingAllocator<Backend>::free_b
 }
 
 template <DeviceBackend Backend>
-void CachingAllocator<Backend>::apply_free(const FreeCounts& c) noexcept {
+void CachingAllocator<Backend>::apply_alloc(const detail::StatRecord& r) const noexcept {
+  const StatPool sp = r.pool;
+  if (r.inactive_bytes > 0) stat_add(stats_.inactive_split_bytes, sp, r.inactive_bytes);
+  if (r.inactive_bytes < 0) stat_sub(stats_.inactive_split_bytes, sp, -r.inactive_bytes);
+  if (r.inactive_blocks > 0) stat_add(stats_.inactive_split, sp, r.inactive_blocks);
+  if (r.inactive_blocks < 0) stat_sub(stats_.inactive_split, sp, -r.inactive_blocks);
+  stat_add(stats_.allocation, sp, 1);
+  stat_add(stats_.allocated_bytes, sp, r.size);
+  stat_add(stats_.active, sp, 1);
+  stat_add(stats_.active_bytes, sp, r.size);
+  stat_add(stats_.requested_bytes, sp, r.requested);
+  if (static_cast<std::size_t>(r.size) >= cfg_.max_split_size) stats_.oversize_allocations.increase(1);
+  windows_.on_value(stats_.allocated_bytes[StatPool::all].current);
+  ++totals_.allocations;
+  totals_.allocated_bytes += static_cast<std::uint64_t>(r.size);
+}
+
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::apply_unallocate(StatPool sp, std::int64_t size) const noexcept {
+  stat_sub(stats_.allocation, sp, 1);
+  stat_sub(stats_.allocated_bytes, sp, size);
+  if (static_cast<std::size_t>(size) >= cfg_.max_split_size) stats_.oversize_allocations.decrease(1);
+  ++totals_.frees;
+  totals_.freed_bytes += static_cast<std::uint64_t>(size);
+}
+
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::apply_free(const detail::StatRecord& c) const noexcept {
   const StatPool sp = c.pool;
   if (!c.expandable) {
     if (c.inactive_blocks > 0) stat_add(stats_.inactive_split, sp, c.inactive_blocks);
@@ -662,6 +726,7 @@ std::size_t CachingAllocator<Backend>::try_merge(Block* dst, Block* src, Tree& t
 
 template <DeviceBackend Backend>
 AllocatorGauges CachingAllocator<Backend>::gauges() const noexcept {
+  fold();
   std::lock_guard lock(stats_lock_);
   return gauges_locked();
 }

@@ -1,0 +1,160 @@
+// Statistics under threads: the per-shard journals fold into the values and peaks of one serial
+// order of the operations, consistent with real time (caching_allocator.hpp, stats_journal.hpp).
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <cstdint>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "catch.hpp"
+#include "sim_allocator.hpp"
+
+namespace {
+// Sizes of the small pool (multiples of 512 B up to 512 KiB): after one warm-up block per stream,
+// every request is served from the stream's cached 2 MiB segment, by the hot path.
+std::size_t round_size(std::mt19937_64& rng) { return 512 * (1 + rng() % 1024); }
+
+// Two threads on streams 1 and 2 run `rounds` rounds, kept in step by a barrier. overlap: A
+// allocates, then B allocates, then both free (both blocks live at once); else A allocates and
+// frees before B does. Returns the allocated-bytes peak that the real-time order gives; opens
+// peak window `window` when the rounds start.
+std::int64_t run_rounds(SimAlloc& s, int rounds, bool overlap, std::uint64_t& window) {
+  const gmp::Stream streams[2] = {gmp::Stream(1), gmp::Stream(2)};
+  for (const gmp::Stream st : streams) s.a.deallocate(s.a.allocate(512 * KiB, st));  // warm-up segments
+  std::mt19937_64 rng(overlap ? 11 : 12);
+  std::vector<std::size_t> sizes[2];
+  std::int64_t expect = 0;
+  for (int i = 0; i < rounds; ++i) {
+    const std::size_t x = round_size(rng), y = round_size(rng);
+    sizes[0].push_back(x);
+    sizes[1].push_back(y);
+    expect = std::max(expect, static_cast<std::int64_t>(overlap ? x + y : std::max(x, y)));
+  }
+  s.a.reset_peak_memory_stats();
+  window = s.a.open_peak_window();
+  std::barrier step(2);
+  auto worker = [&](int t) {
+    for (int i = 0; i < rounds; ++i) {
+      void* p = nullptr;
+      if (t == 0) p = s.a.allocate(sizes[0][static_cast<std::size_t>(i)], streams[0]);
+      if (t == 0 && !overlap) s.a.deallocate(p);
+      step.arrive_and_wait();
+      if (t == 1) p = s.a.allocate(sizes[1][static_cast<std::size_t>(i)], streams[1]);
+      step.arrive_and_wait();
+      if (overlap || t == 1) s.a.deallocate(p);
+      step.arrive_and_wait();
+    }
+  };
+  std::thread a(worker, 0), b(worker, 1);
+  a.join();
+  b.join();
+  return expect;
+}
+}  // namespace
+
+TEST_CASE("peaks from threads on their own streams are those of the real-time order") {
+  for (const bool overlap : {true, false}) {
+    // 600 rounds: each shard's journal fills and is folded (by the workers) several times.
+    for (const int rounds : {1, 600}) {
+      SimAlloc s;
+      std::uint64_t window = 0;
+      const std::int64_t expect = run_rounds(s, rounds, overlap, window);
+      INFO("overlap " << overlap << ", rounds " << rounds);
+      const auto st = s.stats();
+      CHECK(st.allocated_bytes.all().peak == expect);
+      CHECK(st.allocated_bytes[gmp::StatPool::small_pool].peak == expect);
+      CHECK(st.allocation.all().peak == (overlap ? 2 : 1));
+      CHECK(st.allocated_bytes.all().current == 0);
+      CHECK(s.a.close_peak_window(window) == expect);
+      s.a.validate();
+    }
+  }
+}
+
+TEST_CASE("stats after threads on own streams and on one stream equal the serial recount") {
+  for (const int own_streams : {4, 0}) {
+    SimAlloc s;
+    std::vector<std::thread> workers;
+    std::mutex handoff_mutex;
+    std::vector<void*> handoff;
+    constexpr int iterations = 2000;
+    for (int t = 0; t < 4; ++t) {
+      workers.emplace_back([&, t] {
+        std::mt19937_64 rng(static_cast<unsigned>(t) + 1u);
+        const gmp::Stream stream(t < own_streams ? static_cast<std::uintptr_t>(t) + 1 : 7);
+        std::vector<void*> mine;
+        for (int i = 0; i < iterations; ++i) {
+          if (mine.size() < 8 && (mine.empty() || rng() % 2 != 0)) {
+            mine.push_back(s.a.allocate(round_size(rng), stream));
+          } else {
+            s.a.deallocate(mine.back());
+            mine.pop_back();
+          }
+        }
+        // What a worker still holds is freed by the next one to finish: another thread.
+        std::lock_guard lock(handoff_mutex);
+        for (void* p : handoff) s.a.deallocate(p);
+        handoff = mine;
+      });
+    }
+    for (auto& w : workers) w.join();
+    s.a.validate();  // every current value recounted from the blocks
+    const auto st = s.stats();
+    CHECK(st.allocation.all().current <= 8);
+    CHECK(st.allocation.all().allocated - st.allocation.all().freed == st.allocation.all().current);
+    CHECK(st.allocation.all().peak <= 4 * 8);
+    const auto g = s.a.gauges();
+    CHECK(g.total_allocations == static_cast<std::uint64_t>(st.allocation.all().allocated));
+    CHECK(g.total_frees == static_cast<std::uint64_t>(st.allocation.all().freed));
+    CHECK(g.allocations == st.allocation.all().current);
+  }
+}
+
+TEST_CASE("gauges() read during traffic on several streams are never torn") {
+  SimAlloc s;
+  std::atomic<bool> stop{false};
+  std::atomic<int> readings{0};
+  std::thread reader([&] {
+    std::uint64_t last_total = 0;
+    while (!stop.load()) {
+      const auto g = s.a.gauges();
+      CHECK(g.allocated_bytes <= g.reserved_bytes);
+      CHECK(g.requested_bytes <= g.allocated_bytes);
+      CHECK(g.allocated_bytes <= g.active_bytes);
+      CHECK(g.total_allocations - g.total_frees == static_cast<std::uint64_t>(g.allocations));
+      CHECK(g.total_allocations >= last_total);  // a later reading never goes back in time
+      last_total = g.total_allocations;
+      readings.fetch_add(1);
+    }
+  });
+  while (readings.load() == 0) std::this_thread::yield();
+  std::vector<std::thread> workers;
+  for (int t = 0; t < 3; ++t) {
+    workers.emplace_back([&, t] {
+      std::mt19937_64 rng(static_cast<unsigned>(t) + 5u);
+      const gmp::Stream stream(static_cast<std::uintptr_t>(t) + 1);
+      std::vector<void*> mine;
+      for (int i = 0; i < 3000; ++i) {
+        if (mine.size() < 6 && (mine.empty() || rng() % 2 != 0)) {
+          mine.push_back(s.a.allocate(round_size(rng), stream));
+        } else {
+          s.a.deallocate(mine.back());
+          mine.pop_back();
+        }
+      }
+      for (void* p : mine) s.a.deallocate(p);
+    });
+  }
+  for (auto& w : workers) w.join();
+  const int seen = readings.load();
+  while (readings.load() < seen + 2) std::this_thread::yield();  // readings after the last free
+  stop = true;
+  reader.join();
+  const auto g = s.a.gauges();
+  CHECK(g.allocations == 0);
+  CHECK(g.total_allocations == g.total_frees);
+  s.a.validate();
+}

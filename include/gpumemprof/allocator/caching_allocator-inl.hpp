@@ -97,12 +97,11 @@ typename CachingAllocator<Backend>::Shard& CachingAllocator<Backend>::shard_slow
   // A new stream. ExclusiveLock takes the device mutex (held here) before the shards, so no
   // exclusive section can miss the new shard's lock; folds read the list under fold_mutex_.
   std::lock_guard fold_lock(fold_mutex_);
-  if (!stamped_ && !shards_.empty()) {
-    // The second stream: from now on records need stamps to be merged. Fold the first shard's
-    // unstamped records, and switch under its lock, so that no unstamped record follows.
+  if (!journaling_ && !shards_.empty()) {
+    // The second stream: the first shard's lock no longer orders every operation. Switch to
+    // journals under that lock (its hot path reads the flag under it).
     std::lock_guard first(shards_.front()->mutex);
-    fold_locked(/*all_held=*/true);
-    stamped_ = true;
+    journaling_ = true;
   }
   auto& sh = shards_.emplace_back(std::make_unique<Shard>(s));
   if (const std::size_t n = fast_count_.load(std::memory_order_relaxed); n < kFastShards) {
@@ -157,23 +156,17 @@ void CachingAllocator<Backend>::empty_cache() {
 
 template <DeviceBackend Backend>
 MemoryStats CachingAllocator<Backend>::memory_stats() const {
-  fold();
-  std::lock_guard lock(stats_lock_);
-  return stats_;
+  return read_stats([this] { return stats_; });
 }
 
 template <DeviceBackend Backend>
 void CachingAllocator<Backend>::reset_peak_memory_stats() {
-  fold();
-  std::lock_guard lock(stats_lock_);
-  stats_.reset_peak();
+  read_stats([this] { stats_.reset_peak(); });
 }
 
 template <DeviceBackend Backend>
 void CachingAllocator<Backend>::reset_accumulated_memory_stats() {
-  fold();
-  std::lock_guard lock(stats_lock_);
-  stats_.reset_accumulated();
+  read_stats([this] { stats_.reset_accumulated(); });
 }
 
 // A fold is a serial order of the operations that is consistent with real time. It reads the
@@ -183,14 +176,14 @@ void CachingAllocator<Backend>::reset_accumulated_memory_stats() {
 // after C was read, and it read its stamp after taking the lock; the stamps are monotonic across
 // cores (stamp_clock.hpp), so its stamp is >= C. Hence this fold applies every operation stamped
 // before C, later folds only later ones, and each shard's records (in its lock's order) are
-// sorted. Unstamped records (one shard) are all taken: the shard's lock order is the serial
-// order. Operations that overlap a reader are ordered before or after it by their stamps,
+// sorted. Operations that overlap a reader are ordered before or after it by their stamps,
 // which is a valid linearization.
 template <DeviceBackend Backend>
 void CachingAllocator<Backend>::fold_locked(bool all_held) const {
+  if (!journaling_) return;  // one shard: its hot path wrote the stats directly
   std::uint64_t cut = detail::StatJournal::kAll;
   if (!all_held) {
-    if (stamped_) cut = detail::stamp_fenced();
+    cut = detail::stamp_fenced();
     // with_lock() folded on entry and holds every shard: no record can be pending, and the
     // shards cannot be visited. (Read after the cut: the section ends, and new records are
     // stamped, only after this read.)
@@ -223,23 +216,17 @@ void CachingAllocator<Backend>::set_memory_fraction(double fraction) {
 
 template <DeviceBackend Backend>
 std::uint64_t CachingAllocator<Backend>::open_peak_window() {
-  fold();
-  std::lock_guard lock(stats_lock_);
-  return windows_.open(stats_.allocated_bytes[StatPool::all].current);
+  return read_stats([this] { return windows_.open(stats_.allocated_bytes[StatPool::all].current); });
 }
 
 template <DeviceBackend Backend>
 std::int64_t CachingAllocator<Backend>::close_peak_window(std::uint64_t id) {
-  fold();
-  std::lock_guard lock(stats_lock_);
-  return windows_.close(id);
+  return read_stats([this, id] { return windows_.close(id); });
 }
 
 template <DeviceBackend Backend>
 std::int64_t CachingAllocator<Backend>::peak_window(std::uint64_t id) const {
-  fold();
-  std::lock_guard lock(stats_lock_);
-  return windows_.peak(id);
+  return read_stats([this, id] { return windows_.peak(id); });
 }
 
 template <DeviceBackend Backend>

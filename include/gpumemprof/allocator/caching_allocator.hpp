@@ -19,22 +19,30 @@
 // empty_cache() and the OOM sequence unmap every free page.
 //
 // Concurrency. Every block of a segment belongs to the segment's stream, so the free structures
-// of one stream never touch another stream's blocks: each stream has a shard (its own mutex, its
-// small and large free trees, a free list of block records), found without a lock. Allocated
-// blocks are found by address in a pointer map split into address-hashed buckets, each with a
-// spin lock. The statistics (with the peak windows and lifetime totals) sit behind one more spin
-// lock, held only to apply the counts of one operation: every stat is exact, and its peak is the
-// peak of the order in which operations took that lock. Lock order: device mutex, shards in
-// creation order, pointer-map buckets, statistics.
+// of one stream never touch another stream's blocks: each stream has a shard (its own spin lock,
+// its small and large free trees, a free list of block records, a stat journal), found without a
+// lock. Allocated blocks are found by address in a pointer map split into address-hashed
+// buckets, each with a spin lock. The statistics (with the peak windows and lifetime totals) sit
+// behind one more spin lock, but the hot path does not take it. While one stream has a shard,
+// that shard's lock orders everything: the hot path writes the stats directly, and readers hold
+// the shard too. From the second shard on, the hot path appends its stat changes to its shard's
+// journal (stats_journal.hpp), stamped with a clock readable on every core, and a fold applies
+// the journals' records in stamp order under the stats lock -- by the thread whose operation
+// fills a journal, on entry to every exclusive section, and before every reader (memory_stats,
+// gauges, peak windows, resets, with_lock, validate). So every stat, and every peak, is that of
+// one serial order of the operations consistent with real time (fold_locked() argues why), and
+// threads on different streams share no line per operation. Lock order: device mutex, fold lock, shards in creation
+// order, pointer-map buckets, statistics.
 //
-// The hot path (allocate/deallocate of a cached size) takes its stream's shard, one bucket and the
-// stats lock, does one tree lookup and one hash-table operation each way, and never allocates heap
-// memory. Everything else -- new segments, the OOM sequence, cross-stream events, empty_cache,
-// expandable growth (which unmaps other streams' pages), introspection -- runs exclusively: the
-// device mutex, every shard and the stats lock (ExclusiveLock). The backend is called only there;
-// holding the locks across cudaMalloc keeps the single-threaded sequence (and so PyTorch parity)
-// exactly as before, and costs nothing once the cache is warm. The slow paths are in
-// caching_allocator-inl.hpp.
+// The hot path (allocate/deallocate of a cached size) takes its stream's shard and one bucket,
+// does one tree lookup and one hash-table operation each way, appends one journal record, and
+// allocates heap memory only when a journal outgrows its buffer. Everything else -- new segments,
+// the OOM sequence, cross-stream events, empty_cache, expandable growth (which unmaps other
+// streams' pages), introspection -- runs exclusively: the device mutex, the fold lock, every
+// shard and the stats lock (ExclusiveLock), with every journal folded first, so the slow paths
+// read and write exact stats directly. The backend is called only there; holding the locks
+// across cudaMalloc keeps the single-threaded sequence (and so PyTorch parity) exactly as before,
+// and costs nothing once the cache is warm. The slow paths are in caching_allocator-inl.hpp.
 #pragma once
 
 #include <atomic>
@@ -224,7 +232,7 @@ class CachingAllocator {
     Stream stream;
     Tree trees[2];                             // [0] large pool, [1] small pool
     Records records;                           // block records split off and merged away under `mutex`
-    detail::StatJournal journal{2 * kFoldAt};  // stat changes of the hot path, under `mutex`
+    detail::StatJournal journal{2 * kFoldAt};  // stat changes of the hot path (journaling_), under `mutex`
     detail::StatRun folding;                   // records being folded, under fold_mutex_
   };
   // Creation order; changed under device_mutex_ and fold_mutex_, so either lock suffices to read.
@@ -356,9 +364,32 @@ class CachingAllocator {
   }
   // Applies the journals' records in stamp order (fold_mutex_ held; all_held: every shard too).
   void fold_locked(bool all_held) const;
-  void fold() const {
-    std::lock_guard lock(fold_mutex_);
-    fold_locked(false);
+  // Runs f() under the stats lock with the stats exact: the journals folded or, with no journal
+  // (one shard, whose hot path writes the stats directly), that shard held.
+  template <class F>
+  decltype(auto) read_stats(F&& f) const {
+    std::lock_guard fold_lock(fold_mutex_);
+    Shard* held = nullptr;
+    if (journaling_) {
+      fold_locked(false);
+    } else if (!shards_.empty() && !quiescent_.load(std::memory_order_acquire)) {
+      held = shards_.front().get();
+      held->mutex.lock();
+    }
+    struct Release {
+      Shard* shard;
+      ~Release() {
+        if (shard != nullptr) shard->mutex.unlock();
+      }
+    } release{held};
+    std::lock_guard stats(stats_lock_);
+    return std::forward<F>(f)();
+  }
+  // The stat changes of a hot operation, its shard held: journaled, or applied at once.
+  bool record(Shard& shard, const detail::StatRecord& r) noexcept {
+    if (journaling_) return shard.journal.append(r) >= kFoldAt;
+    apply_record(r);
+    return false;
   }
   // After a hot operation filled its journal (no lock held): fold, unless another thread is.
   GPUMEMPROF_NOINLINE void try_fold() const {
@@ -471,7 +502,7 @@ class CachingAllocator {
 
   // Folds: one at a time (fold_mutex_), lock order device mutex, fold_mutex_, shards.
   mutable std::mutex fold_mutex_;
-  bool stamped_ = false;                        // more than one shard: records carry stamps
+  bool journaling_ = false;                     // more than one shard: the hot path journals
   mutable std::atomic<bool> quiescent_{false};  // a with_lock() section holds every shard
 
   // Guarded by stats_lock_ (the innermost lock), on lines of their own. Folds (by readers too)
@@ -501,7 +532,7 @@ void* CachingAllocator<Backend>::allocate(std::size_t bytes, Stream stream) {
       block = take_free_block(shard.trees[pool.small], pool, size);
       if (GPUMEMPROF_LIKELY(block != nullptr)) {
         block = hand_out(shard, pool, block, size, bytes, /*journal=*/true);
-        fold_due = shard.journal.size() >= kFoldAt;
+        fold_due = journaling_ && shard.journal.size() >= kFoldAt;
       }
     }
   }
@@ -550,8 +581,7 @@ void CachingAllocator<Backend>::deallocate(void* ptr) {
   }
   b->allocated = false;
   notify(TraceAction::free_requested, b->addr, b->requested, b->stream, b->context);
-  const bool fold_due =
-      shard->journal.append(free_block(shard->trees[b->small_pool], shard->records, b, false), stamped_) >= kFoldAt;
+  const bool fold_due = record(*shard, free_block(shard->trees[b->small_pool], shard->records, b, false));
   shard->mutex.unlock();
   if (GPUMEMPROF_UNLIKELY(fold_due)) try_fold();
   debug_validate();
@@ -627,7 +657,7 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::hand_out(S
   r.inactive_blocks = static_cast<std::int32_t>(inactive_blocks);
   r.pool = sp;
   if (journal) {
-    shard.journal.append(r, stamped_);
+    (void)record(shard, r);  // the caller checks the journal's length
   } else {
     apply_alloc(r);  // exclusive: the stats lock is held
   }
@@ -726,9 +756,7 @@ std::size_t CachingAllocator<Backend>::try_merge(Block* dst, Block* src, Tree& t
 
 template <DeviceBackend Backend>
 AllocatorGauges CachingAllocator<Backend>::gauges() const noexcept {
-  fold();
-  std::lock_guard lock(stats_lock_);
-  return gauges_locked();
+  return read_stats([this] { return gauges_locked(); });
 }
 
 template <DeviceBackend Backend>

@@ -19,7 +19,7 @@ namespace detail {
 
 /// The stat changes of one allocation (is_free false) or free of a block.
 struct StatRecord {
-  std::uint64_t stamp = 0;               ///< stamp_now() under the shard lock; 0 when unstamped
+  std::uint64_t stamp = 0;               ///< stamp_now() under the shard lock
   std::int64_t size = 0;                 ///< the block's bytes (before any merge, for a free)
   std::int64_t requested = 0;            ///< bytes asked for
   std::int64_t inactive_bytes = 0;       ///< change of inactive_split_bytes
@@ -36,12 +36,10 @@ class StatJournal {
 
   explicit StatJournal(std::size_t capacity) { records_.reserve(capacity); }
 
-  /// Appends `r`; stamps it (never below the previous stamp) when `stamped`. Returns the length.
-  std::size_t append(StatRecord r, bool stamped) {
-    if (stamped) {
-      last_ = std::max(last_, stamp_now());
-      r.stamp = last_;
-    }
+  /// Appends `r`, stamped now (never below the previous stamp). Returns the journal's length.
+  std::size_t append(StatRecord r) {
+    last_ = std::max(last_, stamp_now());
+    r.stamp = last_;
     records_.push_back(r);
     return records_.size();
   }

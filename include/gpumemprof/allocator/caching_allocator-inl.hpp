@@ -103,6 +103,7 @@ typename CachingAllocator<Backend>::Shard& CachingAllocator<Backend>::shard_slow
     std::lock_guard first(shards_.front()->mutex);
     journaling_ = true;
   }
+  fold_runs_.reserve(shards_.size() + 1);
   auto& sh = shards_.emplace_back(std::make_unique<Shard>(s));
   if (const std::size_t n = fast_count_.load(std::memory_order_relaxed); n < kFastShards) {
     fast_shards_[n].store(sh.get(), std::memory_order_relaxed);
@@ -120,7 +121,7 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::allocate_e
   if (pending_events_.load(std::memory_order_relaxed) != 0) process_events();
   Block* block = take_free_block(shard.trees[pool.small], pool, size);  // another thread may have freed one
   if (block == nullptr) block = allocate_slow(pool, stream, size, requested, lock);
-  return hand_out(shard, pool, block, size, requested, /*journal=*/false);
+  return hand_out(shard, pool, block, size, requested, /*journal_length=*/nullptr);
 }
 
 template <DeviceBackend Backend>
@@ -170,14 +171,16 @@ void CachingAllocator<Backend>::reset_accumulated_memory_stats() {
 }
 
 // A fold is a serial order of the operations that is consistent with real time. It reads the
-// cut C first, then visits the shards one by one: lock, take the records stamped before C,
-// unlock. No record stamped before C reaches a shard after its visit: such a record is appended
-// under the shard's lock by an operation that took the lock after the visit released it, so
-// after C was read, and it read its stamp after taking the lock; the stamps are monotonic across
-// cores (stamp_clock.hpp), so its stamp is >= C. Hence this fold applies every operation stamped
-// before C, later folds only later ones, and each shard's records (in its lock's order) are
-// sorted. Operations that overlap a reader are ordered before or after it by their stamps,
-// which is a valid linearization.
+// cut C first, then visits the shards one by one (lock, take the whole journal, unlock), applies
+// the records stamped before C in stamp order and keeps the others for the next fold. (Taking
+// only those before C under the lock would copy, under it, all that were stamped while the
+// folder waited -- many, when it was descheduled.) No record stamped before C reaches a shard
+// after its visit: such a record is appended under the shard's lock by an operation that took
+// the lock after the visit released it, so after C was read, and it read its stamp after taking
+// the lock; the stamps are monotonic across cores (stamp_clock.hpp), so its stamp is >= C.
+// Hence this fold applies every operation stamped before C, later folds only later ones, and
+// each shard's records (in its lock's order) are sorted. Operations that overlap a reader are ordered before or after
+// it by their stamps, which is a valid linearization.
 template <DeviceBackend Backend>
 void CachingAllocator<Backend>::fold_locked(bool all_held) const {
   if (!journaling_) return;  // one shard: its hot path wrote the stats directly
@@ -189,18 +192,16 @@ void CachingAllocator<Backend>::fold_locked(bool all_held) const {
     // stamped, only after this read.)
     if (quiescent_.load(std::memory_order_acquire)) return;
   }
-  bool any = false;
   for (const auto& sh : shards_) {
     if (!all_held) sh->mutex.lock();
-    sh->journal.take_before(cut, sh->folding.records);
+    sh->journal.take_all(sh->spare);
     if (!all_held) sh->mutex.unlock();
-    any = any || !sh->folding.records.empty();
+    sh->folding.add(sh->spare);  // after the records carried from the last fold
+    if (sh->folding.has_before(cut)) fold_runs_.push_back(&sh->folding);  // reserved: no allocation
   }
-  if (!any) return;
+  if (fold_runs_.empty()) return;
   std::lock_guard lock(stats_lock_);
-  detail::merge_by_stamp(
-      shards_, [](const std::unique_ptr<Shard>& sh) -> detail::StatRun& { return sh->folding; },
-      [this](const detail::StatRecord& r) { apply_record(r); });
+  detail::merge_by_stamp(fold_runs_, cut, [this](const detail::StatRecord& r) { apply_record(r); });
 }
 
 template <DeviceBackend Backend>
@@ -919,15 +920,11 @@ void CachingAllocator<Backend>::throw_oom(Pool& pool, Stream stream, std::size_t
 
 template <DeviceBackend Backend>
 void CachingAllocator<Backend>::validate() const {
+  // No bucket lock: blocks enter and leave the pointer map only with their shard held, so with
+  // every shard held the map stands still (lookups meanwhile only read it). Taking all 256
+  // bucket locks would also pass ThreadSanitizer's limit of locks held at once.
   ExclusiveLock lock(*this);
-  ptrs_.lock_all();
-  try {
-    validate_locked();
-  } catch (...) {
-    ptrs_.unlock_all();
-    throw;
-  }
-  ptrs_.unlock_all();
+  validate_locked();
 }
 
 template <DeviceBackend Backend>

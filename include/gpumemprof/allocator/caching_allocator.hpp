@@ -215,14 +215,17 @@ class CachingAllocator {
   static constexpr std::size_t kSmallExact = kSmallBuffer;
   static constexpr std::size_t kLargeExact = std::size_t{256} << 20;
 
-  // A shard's journal is folded by the thread whose operation makes it this long.
+  // The thread whose operation makes its shard's journal a multiple of this long folds (once
+  // per kFoldAt operations: a fold under way elsewhere is not retried on every operation).
   static constexpr std::size_t kFoldAt = 256;
+  static constexpr std::size_t kFoldWait = 16 * kFoldAt;
 
   // One stream's free structures. Created under the device mutex, never destroyed while the
   // allocator lives (so a Shard& stays valid without a lock).
   struct alignas(64) Shard {  // its own lines: two streams never share one
     explicit Shard(Stream s) : stream(s), trees{Tree(kLargeExact), Tree(kSmallExact)} {
       folding.records.reserve(2 * kFoldAt);
+      spare.reserve(2 * kFoldAt);
     }
     // A spin lock, not std::mutex: one atomic exchange per hot operation fewer (unlock is a
     // store), and waiters on a shared stream spin instead of sleeping (measured on the H100
@@ -233,7 +236,10 @@ class CachingAllocator {
     Tree trees[2];                             // [0] large pool, [1] small pool
     Records records;                           // block records split off and merged away under `mutex`
     detail::StatJournal journal{2 * kFoldAt};  // stat changes of the hot path (journaling_), under `mutex`
-    detail::StatRun folding;                   // records being folded, under fold_mutex_
+    // Under fold_mutex_: records taken, not applied yet (stamped after the last fold's cut), and
+    // the buffer that the journal's is swapped with.
+    alignas(64) detail::StatRun folding;
+    std::vector<detail::StatRecord> spare;
   };
   // Creation order; changed under device_mutex_ and fold_mutex_, so either lock suffices to read.
   using Shards = std::vector<std::unique_ptr<Shard>>;
@@ -335,13 +341,15 @@ class CachingAllocator {
     return static_cast<std::size_t>(((addr >> 9) * 0xD6E8FEB86659FD93ull) >> 32);
   }
   auto& bucket_of(std::uintptr_t addr) noexcept { return ptrs_.at(bucket_hash(addr)); }
-  // validate() only (every bucket locked).
+  // validate() only (every shard held: the map stands still).
   [[nodiscard]] const Block* find_pointer(std::uintptr_t addr) const noexcept {
     return ptrs_.at(bucket_hash(addr)).value.find(addr);
   }
   Block* take_free_block(Tree& tree, Pool& pool, std::size_t size);
-  // journal: the hot path (its stats go to the shard's journal); else exclusive (applied now).
-  Block* hand_out(Shard& shard, Pool& pool, Block* block, std::size_t size, std::size_t requested, bool journal);
+  // journal_length: the hot path (record(); receives its result); nullptr: exclusive (the stats
+  // are applied now, the stats lock being held).
+  Block* hand_out(Shard& shard, Pool& pool, Block* block, std::size_t size, std::size_t requested,
+                  std::size_t* journal_length);
   void insert_free(Pool& pool, Block* b) { insert_free(pool, pool.at(b->stream), b); }
   static void insert_free(Pool& pool, Tree& tree, Block* b) {
     b->gc_base = pool.free_lookups.load(std::memory_order_relaxed);
@@ -385,15 +393,22 @@ class CachingAllocator {
     std::lock_guard stats(stats_lock_);
     return std::forward<F>(f)();
   }
-  // The stat changes of a hot operation, its shard held: journaled, or applied at once.
-  bool record(Shard& shard, const detail::StatRecord& r) noexcept {
-    if (journaling_) return shard.journal.append(r) >= kFoldAt;
+  // The stat changes of a hot operation, its shard held: journaled (returns the journal's new
+  // length), or applied at once (returns 0).
+  std::size_t record(Shard& shard, const detail::StatRecord& r) {
+    if (journaling_) return shard.journal.append(r);
     apply_record(r);
-    return false;
+    return 0;
   }
-  // After a hot operation filled its journal (no lock held): fold, unless another thread is.
-  GPUMEMPROF_NOINLINE void try_fold() const {
+  static bool fold_due(std::size_t journal_length) noexcept {
+    return journal_length != 0 && journal_length % kFoldAt == 0;
+  }
+  // After a hot operation filled its journal (no lock held): fold, unless another thread is --
+  // then that fold takes this journal too. Past kFoldWait records (the folder was descheduled,
+  // say) wait for the lock instead: a journal must not grow without bound.
+  GPUMEMPROF_NOINLINE void try_fold(std::size_t journal_length) const {
     std::unique_lock lock(fold_mutex_, std::try_to_lock);
+    if (!lock.owns_lock() && journal_length >= kFoldWait) lock.lock();
     if (lock.owns_lock()) fold_locked(false);
   }
   // A deferred free (events complete), run exclusively.
@@ -471,7 +486,10 @@ class CachingAllocator {
   bool has_roundup_ = false;  // any roundup_power2_divisions > 1 configured
   bool gc_active_ = false;    // memory fraction and garbage_collection_threshold both set (written exclusively)
   bool expandable_ = false;   // expandable_segments:True on a backend with virtual memory
-  std::size_t page_ = 0;      // the backend's mapping granularity (expandable only)
+  // More than one shard: the hot path journals its stats. Set under the device mutex, the fold
+  // lock and the first shard; read under any shard (or the fold lock).
+  bool journaling_ = false;
+  std::size_t page_ = 0;  // the backend's mapping granularity (expandable only)
   // Expandable growth maps fresh pages, not recycled ones, while reserved stays within this
   // fraction above the most bytes ever live (live_high_): see pages_to_recycle. The goal is
   // <= 1.03x peak requested and <= PyTorch's expandable figure (1.0255x on resnet50_train).
@@ -488,7 +506,8 @@ class CachingAllocator {
   std::atomic<std::size_t> fast_count_{0};
   Pool small_;
   Pool large_;
-  detail::LockedShards<detail::PointerMap<Block>, 16> ptrs_;  // allocated blocks by address
+  // Allocated blocks by address. 256 buckets: threads on different streams rarely share one.
+  detail::LockedShards<detail::PointerMap<Block>, 256> ptrs_;
   Records block_records_;
   detail::ObjectPool<Segment> segment_records_;
   Segment* segments_head_ = nullptr;  // all segments, creation order
@@ -500,10 +519,11 @@ class CachingAllocator {
   detail::EventSinks sinks_;
   std::vector<OomObserver> oom_observers_;
 
-  // Folds: one at a time (fold_mutex_), lock order device mutex, fold_mutex_, shards.
-  mutable std::mutex fold_mutex_;
-  bool journaling_ = false;                     // more than one shard: the hot path journals
-  mutable std::atomic<bool> quiescent_{false};  // a with_lock() section holds every shard
+  // Folds: one at a time (fold_mutex_), lock order device mutex, fold_mutex_, shards. Written
+  // per fold, so on a line of their own (the hot path reads journaling_ on every operation).
+  alignas(64) mutable std::mutex fold_mutex_;
+  mutable std::atomic<bool> quiescent_{false};       // a with_lock() section holds every shard
+  mutable std::vector<detail::StatRun*> fold_runs_;  // a fold's non-empty runs, under fold_mutex_
 
   // Guarded by stats_lock_ (the innermost lock), on lines of their own. Folds (by readers too)
   // apply the journals' records to them.
@@ -525,18 +545,17 @@ void* CachingAllocator<Backend>::allocate(std::size_t bytes, Stream stream) {
   Pool& pool = is_small_size(size) ? small_ : large_;
   Shard& shard = shard_for(stream);
   Block* block = nullptr;
-  bool fold_due = false;
+  std::size_t journal_length = 0;
   {
     std::lock_guard lock(shard.mutex);
     if (GPUMEMPROF_LIKELY(pending_events_.load(std::memory_order_relaxed) == 0)) {
       block = take_free_block(shard.trees[pool.small], pool, size);
       if (GPUMEMPROF_LIKELY(block != nullptr)) {
-        block = hand_out(shard, pool, block, size, bytes, /*journal=*/true);
-        fold_due = journaling_ && shard.journal.size() >= kFoldAt;
+        block = hand_out(shard, pool, block, size, bytes, &journal_length);
       }
     }
   }
-  if (GPUMEMPROF_UNLIKELY(fold_due)) try_fold();
+  if (GPUMEMPROF_UNLIKELY(fold_due(journal_length))) try_fold(journal_length);
   if (GPUMEMPROF_UNLIKELY(block == nullptr)) block = allocate_exclusive(shard, pool, stream, size, bytes);
   debug_validate();
   return reinterpret_cast<void*>(block->addr);
@@ -581,9 +600,9 @@ void CachingAllocator<Backend>::deallocate(void* ptr) {
   }
   b->allocated = false;
   notify(TraceAction::free_requested, b->addr, b->requested, b->stream, b->context);
-  const bool fold_due = record(*shard, free_block(shard->trees[b->small_pool], shard->records, b, false));
+  const std::size_t journal_length = record(*shard, free_block(shard->trees[b->small_pool], shard->records, b, false));
   shard->mutex.unlock();
-  if (GPUMEMPROF_UNLIKELY(fold_due)) try_fold();
+  if (GPUMEMPROF_UNLIKELY(fold_due(journal_length))) try_fold(journal_length);
   debug_validate();
 }
 
@@ -605,7 +624,7 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::take_free_
 template <DeviceBackend Backend>
 typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::hand_out(Shard& shard, Pool& pool, Block* block,
                                                                                std::size_t size, std::size_t requested,
-                                                                               bool journal) {
+                                                                               std::size_t* journal_length) {
   const StatPool sp = pool.stat_pool;
   const bool already_split = block->is_split();
   std::int64_t inactive_blocks = 0;  // stat changes, journaled or applied below
@@ -656,8 +675,8 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::hand_out(S
   r.inactive_bytes = inactive_bytes;
   r.inactive_blocks = static_cast<std::int32_t>(inactive_blocks);
   r.pool = sp;
-  if (journal) {
-    (void)record(shard, r);  // the caller checks the journal's length
+  if (journal_length != nullptr) {
+    *journal_length = record(shard, r);
   } else {
     apply_alloc(r);  // exclusive: the stats lock is held
   }

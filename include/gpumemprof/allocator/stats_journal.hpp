@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <vector>
 
@@ -44,16 +45,9 @@ class StatJournal {
     return records_.size();
   }
 
-  /// Moves the records stamped before `cut` (all for kAll) into `out`, which must be empty; the
-  /// rest stay. Swaps buffers, so a steady state allocates nothing.
-  void take_before(std::uint64_t cut, std::vector<StatRecord>& out) {
-    out.swap(records_);
-    if (cut == kAll) return;
-    auto split = out.end();
-    while (split != out.begin() && std::prev(split)->stamp >= cut) --split;
-    records_.assign(split, out.end());
-    out.erase(split, out.end());
-  }
+  /// Moves every record into `out`, which must be empty: swaps buffers, O(1) under the lock,
+  /// and a steady state allocates nothing.
+  void take_all(std::vector<StatRecord>& out) noexcept { out.swap(records_); }
 
   [[nodiscard]] std::size_t size() const noexcept { return records_.size(); }
 
@@ -62,32 +56,55 @@ class StatJournal {
   std::uint64_t last_ = 0;
 };
 
-/// Records taken from one journal for a fold, and the fold's position in them.
+/// Records taken from one journal and not applied yet (a fold applies those before its cut and
+/// carries the rest to the next fold), sorted by stamp.
 struct StatRun {
   std::vector<StatRecord> records;
-  std::size_t next = 0;
+  std::size_t next = 0;  ///< records before it are applied
+
+  /// Appends the records of `taken` (stamped after every record here) and empties it.
+  void add(std::vector<StatRecord>& taken) {
+    if (records.empty()) {
+      records.swap(taken);
+    } else {
+      records.insert(records.end(), taken.begin(), taken.end());
+      taken.clear();
+    }
+  }
+  [[nodiscard]] bool has_before(std::uint64_t cut) const noexcept {
+    return next < records.size() && records[next].stamp < cut;
+  }
 };
 
-/// Calls `apply(record)` for every record of the runs (each sorted by stamp) in stamp order,
-/// equal stamps (operations that overlapped in time) in run order, and empties the runs.
-/// `run_of(element)` gives an element's StatRun.
-template <class Range, class RunOf, class F>
-void merge_by_stamp(const Range& range, RunOf&& run_of, F&& apply) {
-  for (;;) {
-    StatRun* best = nullptr;
-    for (const auto& e : range) {
-      StatRun& r = run_of(e);
-      if (r.next < r.records.size() && (best == nullptr || r.records[r.next].stamp < best->records[best->next].stamp)) {
-        best = &r;
+/// Calls `apply(record)` for every record stamped before `cut` in `runs` (each sorted by stamp,
+/// each with such a record) in stamp order, equal stamps (operations that overlapped in time) in
+/// run order; the runs keep only their later records, and the list is emptied.
+template <class F>
+void merge_by_stamp(std::vector<StatRun*>& runs, std::uint64_t cut, F&& apply) {
+  for (StatRun* r : runs) r->next = 0;
+  auto done = [&runs](std::size_t i) {
+    StatRun& r = *runs[i];
+    r.records.erase(r.records.begin(), r.records.begin() + static_cast<std::ptrdiff_t>(r.next));
+    r.next = 0;
+    runs.erase(runs.begin() + static_cast<std::ptrdiff_t>(i));
+  };
+  while (runs.size() > 1) {
+    std::size_t best = 0;
+    std::uint64_t best_stamp = runs[0]->records[runs[0]->next].stamp;
+    for (std::size_t i = 1; i < runs.size(); ++i) {
+      if (const std::uint64_t s = runs[i]->records[runs[i]->next].stamp; s < best_stamp) {
+        best = i;
+        best_stamp = s;
       }
     }
-    if (best == nullptr) break;
-    apply(best->records[best->next++]);
+    StatRun& r = *runs[best];
+    apply(r.records[r.next++]);
+    if (!r.has_before(cut)) done(best);
   }
-  for (const auto& e : range) {
-    StatRun& r = run_of(e);
-    r.records.clear();
-    r.next = 0;
+  if (!runs.empty()) {  // the last run: no comparisons
+    StatRun& r = *runs[0];
+    while (r.has_before(cut)) apply(r.records[r.next++]);
+    done(0);
   }
 }
 

@@ -362,6 +362,12 @@ class CachingAllocator {
   void apply_alloc(const detail::StatRecord& r) const noexcept;
   void apply_unallocate(StatPool pool, std::int64_t size) const noexcept;
   void apply_free(const detail::StatRecord& r) const noexcept;
+  void apply_inactive(const detail::StatRecord& r) const noexcept {
+    if (r.inactive_bytes > 0) stat_add(stats_.inactive_split_bytes, r.pool, r.inactive_bytes);
+    if (r.inactive_bytes < 0) stat_sub(stats_.inactive_split_bytes, r.pool, -r.inactive_bytes);
+    if (r.inactive_blocks > 0) stat_add(stats_.inactive_split, r.pool, r.inactive_blocks);
+    if (r.inactive_blocks < 0) stat_sub(stats_.inactive_split, r.pool, -r.inactive_blocks);
+  }
   void apply_record(const detail::StatRecord& r) const noexcept {
     if (r.is_free) {
       apply_unallocate(r.pool, r.size);
@@ -713,10 +719,7 @@ detail::StatRecord CachingAllocator<Backend>::free_block(Tree& tree, Records& re
 template <DeviceBackend Backend>
 void CachingAllocator<Backend>::apply_alloc(const detail::StatRecord& r) const noexcept {
   const StatPool sp = r.pool;
-  if (r.inactive_bytes > 0) stat_add(stats_.inactive_split_bytes, sp, r.inactive_bytes);
-  if (r.inactive_bytes < 0) stat_sub(stats_.inactive_split_bytes, sp, -r.inactive_bytes);
-  if (r.inactive_blocks > 0) stat_add(stats_.inactive_split, sp, r.inactive_blocks);
-  if (r.inactive_blocks < 0) stat_sub(stats_.inactive_split, sp, -r.inactive_blocks);
+  apply_inactive(r);
   stat_add(stats_.allocation, sp, 1);
   stat_add(stats_.allocated_bytes, sp, r.size);
   stat_add(stats_.active, sp, 1);
@@ -740,12 +743,7 @@ void CachingAllocator<Backend>::apply_unallocate(StatPool sp, std::int64_t size)
 template <DeviceBackend Backend>
 void CachingAllocator<Backend>::apply_free(const detail::StatRecord& c) const noexcept {
   const StatPool sp = c.pool;
-  if (!c.expandable) {
-    if (c.inactive_blocks > 0) stat_add(stats_.inactive_split, sp, c.inactive_blocks);
-    if (c.inactive_blocks < 0) stat_sub(stats_.inactive_split, sp, -c.inactive_blocks);
-    if (c.inactive_bytes > 0) stat_add(stats_.inactive_split_bytes, sp, c.inactive_bytes);
-    if (c.inactive_bytes < 0) stat_sub(stats_.inactive_split_bytes, sp, -c.inactive_bytes);
-  }
+  if (!c.expandable) apply_inactive(c);
   stat_sub(stats_.active, sp, 1);
   stat_sub(stats_.active_bytes, sp, c.size);
   stat_sub(stats_.requested_bytes, sp, c.requested);

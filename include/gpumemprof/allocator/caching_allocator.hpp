@@ -15,7 +15,8 @@
 // mapped bytes. When a request does not fit a free mapped block, the run of free and unmapped
 // blocks that holds it with the fewest pages to map is mapped; fresh pages are taken while
 // reserved stays within 2.5% above the most bytes ever live, and beyond that pages lying wholly
-// inside free blocks elsewhere are unmapped first (their stream synchronized) and reused.
+// inside free blocks elsewhere are unmapped first (their stream synchronized) and reused. A
+// small request that would move a page that way takes a free block of the large pool instead.
 // empty_cache() and the OOM sequence unmap every free page.
 //
 // Concurrency. Every block of a segment belongs to the segment's stream, so the free structures
@@ -356,6 +357,7 @@ class CachingAllocator {
   // Expandable segments (caching_allocator-inl.hpp).
   Block* grow_expandable(Pool& pool, Stream stream, std::size_t size, bool is_retry);
   Block* find_expandable_run(const Pool& pool, Stream stream, std::size_t size) const;
+  Block* take_spill(Stream stream, std::size_t size);  // a free large block for a small request
   Block* new_reservation(Pool& pool, Stream stream);
   Block* map_block(Block* unmapped, std::size_t bytes);
   void unmap_pages(Block* free_block, std::uintptr_t addr, std::size_t bytes);

@@ -327,25 +327,32 @@ TEST_CASE("expandable: growth maps fresh pages while reserved stays within 2.5% 
   CHECK(e.reserved() == 0);
 }
 
-TEST_CASE("expandable: recycling takes the pages above the growth from the free block it ends in") {
+TEST_CASE("expandable: recycling takes the pages above the growth from the free block it ends in, last") {
   Expandable e;
   using C = Expandable::Calls;
-  void* a = e.a.allocate(20 * MiB);  // [0, 20) MiB
+  void* a = e.a.allocate(18 * MiB);  // [0, 18) MiB
   e.check();
   e.origin = addr(a);
-  void* b = e.step(2 * MiB, 20 * MiB, C{2, 11, 0, 0, 0}, 22);
-  void* c = e.step(40 * MiB, 22 * MiB, C{3, 31, 0, 0, 0}, 62);
+  void* b = e.step(2 * MiB, 18 * MiB, C{2, 10, 0, 0, 0}, 20);
+  void* c = e.step(40 * MiB, 20 * MiB, C{3, 30, 0, 0, 0}, 60);
+  void* s = e.step(2 * MiB, 60 * MiB, C{4, 31, 0, 0, 0}, 62);
+  void* g = e.step(10 * MiB, 62 * MiB, C{5, 36, 0, 0, 0}, 72);
   e.a.deallocate(a);
-  // 30 MiB at the top while 72 MiB are live: reserved may reach 73.8 MiB, so a's pages go first.
-  void* d = e.step(30 * MiB, 62 * MiB, C{4, 46, 1, 10, 1}, 72);
-  e.a.deallocate(b);
-  e.a.deallocate(c);
-  // [hole 0-20][free 20-62][d 62-92]: 50 MiB go at 0, mapping the hole; 80 MiB live, so reserved
-  // may reach 82: 10 MiB must be recycled, and the only free pages are those of [50, 62), above
-  // the growth in the block it ends in. Before, that block was left out whole: nothing was
-  // recycled and reserved went to 92 MiB (C{5, 56, 1, 10, 1}).
-  void* f = e.step(50 * MiB, 0, C{5, 56, 2, 15, 2}, 82);
-  for (void* x : {d, f}) e.a.deallocate(x);
+  // 30 MiB at the top while 84 MiB are live: reserved may reach 86.1 MiB, so 16 of a's 18 MiB go.
+  void* d = e.step(30 * MiB, 72 * MiB, C{6, 51, 1, 8, 1}, 86);
+  for (void* x : {b, c, g}) e.a.deallocate(x);
+  // [free 0-2][hole 2-18][free 18-60][s][free 62-72][d 72-102]: 50 MiB go at 0, mapping the hole;
+  // at most 84 MiB were live, so 16 MiB must be recycled: g's five pages, then three of [50, 60)
+  // -- the pages above the growth in the block it ends in, taken last (a next growth there would
+  // want them back). Before, that block was left out whole: only g's pages went and reserved
+  // reached 92 MiB.
+  void* f = e.step(50 * MiB, 0, C{7, 59, 3, 16, 2}, 86);
+  const auto segs = e.a.segments();
+  REQUIRE(segs.size() == 3);
+  CHECK(segs[0].size == 54 * MiB);  // f and the free [50, 54)
+  CHECK(segs[1].address == e.origin + 60 * MiB);
+  CHECK(segs[2].address == e.origin + 72 * MiB);
+  for (void* x : {s, d, f}) e.a.deallocate(x);
   e.a.empty_cache();
   e.check();
   CHECK(e.reserved() == 0);

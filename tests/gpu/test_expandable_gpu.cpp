@@ -1,5 +1,6 @@
-// expandable_segments:True on a real GPU (driver VMM): growth, recycling, shrink, OOM and two
-// streams, with kernels writing every allocation and checking it after each remapping.
+// expandable_segments:True on a real GPU (driver VMM): growth, recycling, shrink, OOM, two
+// streams and small requests in large blocks, with kernels writing every allocation and checking
+// it after each remapping.
 #include <cuda_runtime_api.h>
 
 #include <vector>

@@ -713,6 +713,7 @@ std::size_t CachingAllocator<Backend>::recycle_pages(std::size_t wanted, std::ui
   struct Candidate {
     Block* block;
     std::uintptr_t lo, hi;  // its whole pages
+    bool beside;            // the block the growth ends in: its pages are taken last
   };
   std::vector<Candidate> candidates;
   for (Segment* s = segments_head_; s != nullptr; s = s->list_next) {
@@ -721,18 +722,21 @@ std::size_t CachingAllocator<Backend>::recycle_pages(std::size_t wanted, std::ui
       if (!b->mapped || !b->is_free()) continue;
       std::uintptr_t lo = (b->addr + page_ - 1) & ~(page_ - 1);
       const std::uintptr_t hi = (b->addr + b->size) & ~(page_ - 1);
-      if (b->addr < keep_end && keep_begin < b->addr + b->size) {
-        // A free block the growth ends in: its pages above the growth can go (kept whole, such a
-        // block let reserved pass the budget: gpt2_train 7864 -> 7876 MiB after 11 warm replays).
+      const bool beside = b->addr < keep_end && keep_begin < b->addr + b->size;
+      if (beside) {
+        // A free block the growth ends in: its pages above the growth can go too (kept whole, such
+        // a block let reserved pass the budget: gpt2_train 7864 -> 7876 MiB after 11 warm
+        // replays), last, as the next growth here would want them back.
         if (b->addr < keep_begin) continue;
         lo = std::max(lo, (keep_end + page_ - 1) & ~(page_ - 1));
       }
-      if (hi > lo) candidates.push_back({b, lo, hi});
+      if (hi > lo) candidates.push_back({b, lo, hi, beside});
     }
   }
   // Largest first: the fewest unmap calls.
-  std::sort(candidates.begin(), candidates.end(),
-            [](const Candidate& x, const Candidate& y) { return x.hi - x.lo > y.hi - y.lo; });
+  std::sort(candidates.begin(), candidates.end(), [](const Candidate& x, const Candidate& y) {
+    return x.beside != y.beside ? y.beside : x.hi - x.lo > y.hi - y.lo;
+  });
   std::vector<Stream> synced;
   std::size_t got = 0;
   for (const Candidate& c : candidates) {

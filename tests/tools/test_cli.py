@@ -315,6 +315,13 @@ r = json.loads(p.stdout)
 check(r["warm_num_device_alloc"] == 0 and r["warm_num_device_free"] == 0, f"expandable, warm replays: {r}")
 check(r["peak_reserved_bytes"] == 2992 << 20, f"expandable, peak reserved: {r}")
 check(r["warm_peak_reserved_bytes"] == 2992 << 20, f"expandable, reserved crept up over warm replays: {r}")
+# gpt2_generate's small and large requests take turns: its pages moved between the two pools on
+# every warm replay (49 maps and unmaps) until small requests took free large blocks instead.
+p = run("replay", os.path.join(DATA, "gpt2_generate.trace.gz"), "--repeat", "2", "--json", "--config",
+        "expandable_segments:True")
+r = json.loads(p.stdout)
+check(r["warm_num_device_alloc"] == 0 and r["warm_num_device_free"] == 0, f"expandable gpt2_generate: {r}")
+check(r["peak_reserved_bytes"] == r["warm_peak_reserved_bytes"] == 536 << 20, f"expandable gpt2_generate: {r}")
 # Help: --help, -h and `help` at the top and on every command; replay's shows the trace format.
 check(run("--version").stdout.startswith("gpumemprof "), "--version prints 'gpumemprof <version>'")
 for top in (["--help"], ["-h"], ["help"]):

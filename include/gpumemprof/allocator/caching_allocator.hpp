@@ -31,10 +31,16 @@
 // stats lock, does one tree lookup and one hash-table operation each way, and never allocates heap
 // memory. Everything else -- new segments, the OOM sequence, cross-stream events, empty_cache,
 // expandable growth (which unmaps other streams' pages), introspection -- runs exclusively: the
-// device mutex, every shard and the stats lock (ExclusiveLock). The backend is called only there;
-// holding the locks across cudaMalloc keeps the single-threaded sequence (and so PyTorch parity)
-// exactly as before, and costs nothing once the cache is warm. The slow paths are in
-// caching_allocator-inl.hpp.
+// device mutex, every shard and the stats lock (ExclusiveLock). The backend is called only there.
+// A new segment's backend malloc (cudaMalloc: up to milliseconds) runs with less held
+// (ExclusiveLock::released_during), and every lock is back before the result is used, so the
+// single-threaded sequence (and so PyTorch parity) is unchanged: by default the device mutex and
+// the allocating stream's shard stay held -- no other slow path runs and that stream waits, as in
+// PyTorch -- while other streams' hot paths and stats readers go on; with
+// release_lock_on_cudamalloc:True nothing is held, as PyTorch's alloc_block does with that option
+// (then anything may change across the call; the memory fraction counts mallocs in flight).
+// cudaFree and the expandable map/unmap calls run under the whole ExclusiveLock, as in PyTorch.
+// The slow paths are in caching_allocator-inl.hpp.
 #pragma once
 
 #include <atomic>
@@ -245,9 +251,7 @@ class CachingAllocator {
    public:
     // with_stats = false: for readers only (with_lock), which copy the stats under their lock.
     explicit ExclusiveLock(const CachingAllocator& a, bool with_stats = true) : a_(a), stats_(with_stats) {
-      a_.device_mutex_.lock();
-      for (const auto& sh : a_.shards_) sh->mutex.lock();
-      if (stats_) a_.stats_lock_.lock();
+      take(nullptr);
     }
     ~ExclusiveLock() { unlock(); }
     ExclusiveLock(const ExclusiveLock&) = delete;
@@ -255,12 +259,41 @@ class CachingAllocator {
     void unlock() noexcept {
       if (!held_) return;
       held_ = false;
-      if (stats_) a_.stats_lock_.unlock();
-      for (auto it = a_.shards_.rbegin(); it != a_.shards_.rend(); ++it) (*it)->mutex.unlock();
-      a_.device_mutex_.unlock();
+      give_back(nullptr);
+    }
+    // Runs f() -- one backend call that may wait -- holding only the device mutex and `keep`'s
+    // lock (keep == nullptr: nothing), and takes the rest back before returning or throwing.
+    // What the caller read before may have changed afterwards unless `keep` was given: then only
+    // other streams' free trees, the pointer map and the stats moved meanwhile.
+    template <class F>
+    decltype(auto) released_during(const Shard* keep, F&& f) {
+      give_back(keep);
+      struct Retake {
+        ExclusiveLock& lock;
+        const Shard* keep;
+        ~Retake() { lock.take(keep); }
+      } retake{*this, keep};
+      return std::forward<F>(f)();
     }
 
    private:
+    // Takes what give_back(kept) let go. With kept held (and so the device mutex), the other
+    // shards are taken in any order: only the device mutex's holder ever holds two shards, and
+    // the stats lock, innermost, is taken last.
+    void take(const Shard* kept) {
+      if (kept == nullptr) a_.device_mutex_.lock();
+      for (const auto& sh : a_.shards_) {
+        if (sh.get() != kept) sh->mutex.lock();
+      }
+      if (stats_) a_.stats_lock_.lock();
+    }
+    void give_back(const Shard* kept) noexcept {
+      if (stats_) a_.stats_lock_.unlock();
+      for (auto it = a_.shards_.rbegin(); it != a_.shards_.rend(); ++it) {
+        if (it->get() != kept) (*it)->mutex.unlock();
+      }
+      if (kept == nullptr) a_.device_mutex_.unlock();
+    }
     const CachingAllocator& a_;
     bool stats_;
     bool held_ = true;
@@ -351,8 +384,9 @@ class CachingAllocator {
   GPUMEMPROF_NOINLINE Block* allocate_exclusive(Shard& shard, Pool& pool, Stream stream, std::size_t size,
                                                 std::size_t requested);
   GPUMEMPROF_NOINLINE void deallocate_exclusive(void* ptr);
-  Block* allocate_slow(Pool& pool, Stream stream, std::size_t size, std::size_t requested, ExclusiveLock& lock);
-  Block* new_segment(Pool& pool, Stream stream, std::size_t segment_bytes, bool is_retry);
+  Block* allocate_slow(Shard& shard, Pool& pool, Stream stream, std::size_t size, std::size_t requested,
+                       ExclusiveLock& lock);
+  Block* new_segment(Shard& shard, Pool& pool, std::size_t segment_bytes, bool is_retry, ExclusiveLock& lock);
   // Expandable segments (caching_allocator-inl.hpp).
   Block* grow_expandable(Pool& pool, Stream stream, std::size_t size, bool is_retry);
   Block* find_expandable_run(const Pool& pool, Stream stream, std::size_t size) const;
@@ -423,6 +457,7 @@ class CachingAllocator {
   std::vector<StreamEvents> events_;
   std::atomic<std::size_t> pending_events_{0};  // written exclusively; read by the hot path
   std::size_t total_reserved_ = 0;              // bytes held from the device
+  std::size_t reserving_ = 0;                   // bytes of new segments in backend mallocs now
   std::optional<std::size_t> allowed_max_;      // set_memory_fraction
   detail::EventSinks sinks_;
   std::vector<OomObserver> oom_observers_;

@@ -95,7 +95,8 @@ void warm(HookedAllocator& a, gmp::Stream stream) { a.deallocate(a.allocate(MiB,
 
 }  // namespace
 
-TEST_CASE("while a thread waits in the device's malloc, other streams allocate and free their cached blocks") {
+TEST_CASE("while a thread waits in the device's malloc, other streams allocate and free their cached blocks",
+          "[release_lock]") {
   for (const char* conf : {"", "release_lock_on_cudamalloc:True"}) {
     INFO("config: " << conf);
     HookedAllocator a(HookedBackend(8 * GiB), gmp::AllocatorConfig(conf));
@@ -128,7 +129,8 @@ TEST_CASE("while a thread waits in the device's malloc, other streams allocate a
   }
 }
 
-TEST_CASE("the allocating stream waits for its malloc by default, and not with release_lock_on_cudamalloc") {
+TEST_CASE("the allocating stream waits for its malloc by default, and not with release_lock_on_cudamalloc",
+          "[release_lock]") {
   const bool release = GENERATE(false, true);
   INFO("release_lock_on_cudamalloc: " << release);
   HookedAllocator a(HookedBackend(8 * GiB), gmp::AllocatorConfig(release ? "release_lock_on_cudamalloc:True"
@@ -165,7 +167,8 @@ TEST_CASE("the allocating stream waits for its malloc by default, and not with r
   CHECK(a.memory_stats().allocation.all().current == 0);
 }
 
-TEST_CASE("release_lock_on_cudamalloc: two mallocs at once, both counted against the memory fraction") {
+TEST_CASE("release_lock_on_cudamalloc: two mallocs at once, both counted against the memory fraction",
+          "[release_lock]") {
   HookedAllocator a(HookedBackend(8 * GiB), gmp::AllocatorConfig("release_lock_on_cudamalloc:True"));
   a.set_memory_fraction(100.0 * MiB / (8.0 * GiB));  // room for one 64 MiB segment, not two
   Gate gate;
@@ -194,7 +197,7 @@ TEST_CASE("release_lock_on_cudamalloc: two mallocs at once, both counted against
   a.validate();
 }
 
-TEST_CASE("a throwing device malloc leaves every lock taken back and the allocator unchanged") {
+TEST_CASE("a throwing device malloc leaves every lock taken back and the allocator unchanged", "[release_lock]") {
   for (const char* conf : {"", "release_lock_on_cudamalloc:True"}) {
     INFO("config: " << conf);
     HookedAllocator a(HookedBackend(8 * GiB), gmp::AllocatorConfig(conf));
@@ -211,7 +214,8 @@ TEST_CASE("a throwing device malloc leaves every lock taken back and the allocat
   }
 }
 
-TEST_CASE("release_lock_on_cudamalloc changes nothing single-threaded: the OOM sequence and a real trace") {
+TEST_CASE("release_lock_on_cudamalloc changes nothing single-threaded: the OOM sequence and a real trace",
+          "[release_lock]") {
   auto run = [](const char* conf) {
     SimAlloc s(conf, 200 * MiB);
     std::vector<void*> live;

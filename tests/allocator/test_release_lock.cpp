@@ -1,8 +1,9 @@
-// Locks across the device's malloc: while one thread waits in the backend's malloc for a new
-// segment, other streams' cached blocks are allocated and freed; with release_lock_on_cudamalloc
-// (PyTorch's option) the same stream's too, and other slow paths run. Single-threaded, nothing
-// changes. A test thread is held inside malloc at a gate; every wait has a timeout, so code that
-// still holds the locks fails the test instead of hanging it.
+// Locks across the device's malloc and free: while one thread waits in the backend's malloc for a
+// new segment (or in its free, in empty_cache and the OOM sequence), other streams' cached blocks
+// are allocated and freed; with release_lock_on_cudamalloc (PyTorch's option) the same stream's
+// too around malloc, and other slow paths run. Single-threaded, nothing changes. A test thread is
+// held inside the backend at a gate; every wait has a timeout, so code that still holds the locks
+// fails the test instead of hanging it.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -25,18 +26,22 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// A simulated device whose malloc calls a hook first, outside the simulator's lock: a test holds
-// a thread there, as a slow cudaMalloc would. Set the hook before other threads start.
+// A simulated device whose malloc and free call hooks first, outside the simulator's lock: a test
+// holds a thread there, as a slow cudaMalloc or cudaFree would. Set hooks before threads start.
 class HookedBackend {
  public:
   explicit HookedBackend(std::size_t capacity) : sim_(gmp::SimulatedOptions{capacity, 0, 2 * MiB, true}) {}
   std::function<void(std::size_t)> before_malloc;
+  std::function<void()> before_free;
 
   [[nodiscard]] void* malloc(std::size_t bytes) {
     if (before_malloc) before_malloc(bytes);
     return sim_.malloc(bytes);
   }
-  void free(void* p) { sim_.free(p); }
+  void free(void* p) {
+    if (before_free) before_free();
+    sim_.free(p);
+  }
   [[nodiscard]] gmp::MemInfo mem_get_info() const { return sim_.mem_get_info(); }
   [[nodiscard]] gmp::Event record_event(gmp::Stream s) { return sim_.record_event(s); }
   [[nodiscard]] bool query_event(gmp::Event e) { return sim_.query_event(e); }
@@ -87,6 +92,14 @@ void hold_mallocs(HookedAllocator& a, Gate& gate, int held, std::atomic<bool>& o
   auto count = std::make_shared<std::atomic<int>>(0);
   a.backend().before_malloc = [&gate, &opened, count, held, limit](std::size_t) {
     if (count->fetch_add(1) < held) opened = gate.wait_inside(limit);
+  };
+}
+
+// Holds the first device free at `gate` (for at most `limit`); records whether it was opened.
+void hold_first_free(HookedAllocator& a, Gate& gate, std::atomic<bool>& opened, std::chrono::milliseconds limit = 3s) {
+  auto count = std::make_shared<std::atomic<int>>(0);
+  a.backend().before_free = [&gate, &opened, count, limit] {
+    if (count->fetch_add(1) == 0) opened = gate.wait_inside(limit);
   };
 }
 
@@ -197,6 +210,56 @@ TEST_CASE("release_lock_on_cudamalloc: two mallocs at once, both counted against
   a.validate();
 }
 
+TEST_CASE("while empty_cache or the OOM sequence waits in the device's free, other streams go on", "[release_lock]") {
+  const bool oom = GENERATE(false, true);
+  INFO((oom ? "the OOM sequence" : "empty_cache"));
+  HookedAllocator a(HookedBackend(100 * MiB), gmp::AllocatorConfig(""));
+  void* kept = a.allocate(100 * KiB, gmp::Stream(2));  // its 2 MiB segment stays: split, in use
+  a.deallocate(a.allocate(64 * MiB, gmp::Stream(1)));  // a whole cached segment to give back
+  Gate gate;
+  std::atomic<bool> opened{false};
+  hold_first_free(a, gate, opened);
+  void* big = nullptr;
+  // 2 + 64 + 80 MiB do not fit in 100: the OOM sequence frees the cached 64 MiB and retries.
+  std::thread slow([&] { oom ? (void)(big = a.allocate(80 * MiB, gmp::Stream(1))) : a.empty_cache(); });
+  REQUIRE(gate.wait_for_inside(1));
+  std::thread fast([&] {
+    a.deallocate(a.allocate(200 * KiB, gmp::Stream(2)));  // from the split segment's free rest
+    (void)a.memory_stats();
+    gate.open();
+  });
+  fast.join();
+  slow.join();
+  CHECK(opened);
+  a.validate();
+  const auto st = a.memory_stats();
+  CHECK(st.num_device_free == 1);
+  CHECK(st.num_alloc_retries == (oom ? 1 : 0));
+  CHECK(st.num_ooms == 0);
+  CHECK(st.reserved_bytes.all().current == static_cast<std::int64_t>(2 * MiB + (oom ? 80 * MiB : 0)));
+  if (big != nullptr) a.deallocate(big);
+  a.deallocate(kept);
+  a.validate();
+}
+
+TEST_CASE("a throwing device free leaves the segments it did not free cached and the allocator valid",
+          "[release_lock]") {
+  HookedAllocator a(HookedBackend(8 * GiB), gmp::AllocatorConfig(""));
+  a.deallocate(a.allocate(64 * MiB, gmp::Stream(1)));
+  a.deallocate(a.allocate(64 * MiB, gmp::Stream(2)));
+  a.backend().before_free = [] { throw gmp::DeviceRuntimeError("sim:0: injected failure"); };
+  CHECK_THROWS_AS(a.empty_cache(), gmp::DeviceRuntimeError);
+  a.validate();
+  CHECK(a.memory_stats().reserved_bytes.all().current == static_cast<std::int64_t>(128 * MiB));
+  a.backend().before_free = nullptr;
+  void* p = a.allocate(64 * MiB, gmp::Stream(2));  // the cached segment, still in its tree
+  CHECK(a.memory_stats().num_device_alloc == 2);
+  a.deallocate(p);
+  a.empty_cache();
+  a.validate();
+  CHECK(a.memory_stats().reserved_bytes.all().current == 0);
+}
+
 TEST_CASE("a throwing device malloc leaves every lock taken back and the allocator unchanged", "[release_lock]") {
   for (const char* conf : {"", "release_lock_on_cudamalloc:True"}) {
     INFO("config: " << conf);
@@ -301,4 +364,28 @@ TEST_CASE("measure: a pair started while another thread waits in the device's ma
                   static_cast<long long>(delay.count()));
     }
   }
+  // The same while empty_cache waits in a 5 ms device free.
+  HookedAllocator a(HookedBackend(80 * GiB), gmp::AllocatorConfig(""));
+  void* kept = a.allocate(100 * KiB, gmp::Stream(2));  // its segment stays (split, in use)
+  std::atomic<bool> inside{false};
+  a.backend().before_free = [&inside, delay] {
+    inside = true;
+    std::this_thread::sleep_for(delay);
+  };
+  std::vector<double> us;
+  for (int rep = 0; rep < 21; ++rep) {
+    a.deallocate(a.allocate(64 * MiB, gmp::Stream(1)));  // a whole cached segment for empty_cache
+    inside = false;
+    std::thread releaser([&] { a.empty_cache(); });
+    while (!inside) std::this_thread::yield();
+    const auto t0 = std::chrono::steady_clock::now();
+    a.deallocate(a.allocate(200 * KiB, gmp::Stream(2)));
+    us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    releaser.join();
+  }
+  a.deallocate(kept);
+  a.validate();
+  std::sort(us.begin(), us.end());
+  std::printf("empty_cache, pair on another stream: median %.1f us, min %.1f, max %.1f (21 pairs, free %lld ms)\n",
+              us[us.size() / 2], us.front(), us.back(), static_cast<long long>(delay.count()));
 }

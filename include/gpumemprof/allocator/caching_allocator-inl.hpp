@@ -148,7 +148,7 @@ template <DeviceBackend Backend>
 void CachingAllocator<Backend>::empty_cache() {
   {
     ExclusiveLock lock(*this);
-    release_cached_blocks();
+    release_cached_blocks(&lock);
   }
   debug_validate();
 }
@@ -299,7 +299,7 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::allocate_s
   }
   // Wait for every stream, return every fully free segment, and try one last time.
   if (b == nullptr) {
-    release_cached_blocks();
+    release_cached_blocks(&lock);
     b = new_segment(shard, pool, segment_bytes, true, lock);
   }
   if (b == nullptr) throw_oom(pool, stream, size, requested, lock);
@@ -329,8 +329,8 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::new_segmen
     b = block_records_.get();
     // The device's malloc may take milliseconds: other streams' hot paths go on meanwhile, and
     // with release_lock_on_cudamalloc everything does (see the top of caching_allocator.hpp).
-    p = lock.released_during(cfg_.release_lock_on_cudamalloc ? nullptr : &shard,
-                             [&] { return backend_.malloc(segment_bytes); });
+    const bool keep = !cfg_.release_lock_on_cudamalloc;
+    p = lock.released_during(keep, keep ? &shard : nullptr, [&] { return backend_.malloc(segment_bytes); });
   } catch (...) {
     reserving_ -= segment_bytes;
     if (b != nullptr) block_records_.put(b);
@@ -369,6 +369,14 @@ void CachingAllocator<Backend>::release_segment(Block* whole) {
   Pool& pool = pool_of(whole);
   backend_.free(reinterpret_cast<void*>(s->addr));  // first: if it throws, nothing changed
   pool.find(s->stream)->erase(whole);
+  forget_segment(whole);
+}
+
+// The bookkeeping of a segment given back to the device, its whole block already out of its tree.
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::forget_segment(Block* whole) {
+  Segment* s = whole->segment;
+  Pool& pool = pool_of(whole);
   notify(TraceAction::segment_free, s->addr, s->size, s->stream, s->context);
   total_reserved_ -= s->size;
   stat_sub(stats_.segment, pool.stat_pool, 1);
@@ -420,22 +428,38 @@ bool CachingAllocator<Backend>::release_available_cached_blocks(Pool& pool, Stre
 }
 
 template <DeviceBackend Backend>
-void CachingAllocator<Backend>::release_cached_blocks() {
+void CachingAllocator<Backend>::release_cached_blocks(ExclusiveLock* lock) {
   synchronize_and_free_events();
-  release_pool(large_);
-  release_pool(small_);
+  release_pool(large_, lock);
+  release_pool(small_, lock);
   if (expandable_) release_expandable();
 }
 
 template <DeviceBackend Backend>
-void CachingAllocator<Backend>::release_pool(Pool& pool) {
+void CachingAllocator<Backend>::release_pool(Pool& pool, ExclusiveLock* lock) {
   std::vector<Block*> whole;
   pool.for_each_tree([&whole](Stream, Tree& tree) {
     for (Block* b = tree.first(); b != nullptr; b = tree.next(b)) {
       if (!b->is_split() && !b->segment->expandable) whole.push_back(b);
     }
   });
-  for (Block* b : whole) release_segment(b);
+  if (lock == nullptr) {
+    for (Block* b : whole) release_segment(b);
+    return;
+  }
+  // cudaFree synchronizes the device: each runs holding only the device mutex, so other threads'
+  // hot paths go on. The blocks leave their trees first, so that none is taken meanwhile; the
+  // backend's calls and the events and stats that follow each are as in release_segment.
+  for (Block* b : whole) pool.at(b->stream).erase(b);
+  for (std::size_t i = 0; i < whole.size(); ++i) {
+    try {
+      lock->released_during(true, nullptr, [&] { backend_.free(reinterpret_cast<void*>(whole[i]->segment->addr)); });
+    } catch (...) {  // the rest stay cached, as release_segment leaves them
+      for (std::size_t j = i; j < whole.size(); ++j) insert_free(pool, whole[j]);
+      throw;
+    }
+    forget_segment(whole[i]);
+  }
 }
 
 template <DeviceBackend Backend>

@@ -39,7 +39,9 @@
 // PyTorch -- while other streams' hot paths and stats readers go on; with
 // release_lock_on_cudamalloc:True nothing is held, as PyTorch's alloc_block does with that option
 // (then anything may change across the call; the memory fraction counts mallocs in flight).
-// cudaFree and the expandable map/unmap calls run under the whole ExclusiveLock, as in PyTorch.
+// PyTorch holds its lock across every cudaFree; here empty_cache and the OOM sequence free whole
+// segments holding only the device mutex (cudaFree synchronizes the device), having taken them out
+// of their streams' trees first. Expandable map/unmap calls run under the whole ExclusiveLock.
 // The slow paths are in caching_allocator-inl.hpp.
 #pragma once
 
@@ -251,7 +253,7 @@ class CachingAllocator {
    public:
     // with_stats = false: for readers only (with_lock), which copy the stats under their lock.
     explicit ExclusiveLock(const CachingAllocator& a, bool with_stats = true) : a_(a), stats_(with_stats) {
-      take(nullptr);
+      take(false, nullptr);
     }
     ~ExclusiveLock() { unlock(); }
     ExclusiveLock(const ExclusiveLock&) = delete;
@@ -259,40 +261,41 @@ class CachingAllocator {
     void unlock() noexcept {
       if (!held_) return;
       held_ = false;
-      give_back(nullptr);
+      give_back(false, nullptr);
     }
-    // Runs f() -- one backend call that may wait -- holding only the device mutex and `keep`'s
-    // lock (keep == nullptr: nothing), and takes the rest back before returning or throwing.
-    // What the caller read before may have changed afterwards unless `keep` was given: then only
-    // other streams' free trees, the pointer map and the stats moved meanwhile.
+    // Runs f() -- one backend call that may wait -- holding only the device mutex (unless
+    // !keep_device) and `keep_shard`'s lock (if any), and takes the rest back before returning or
+    // throwing. With the device mutex kept, only the free trees of the shards let go, the pointer
+    // map and the stats may have moved meanwhile; without it, anything.
     template <class F>
-    decltype(auto) released_during(const Shard* keep, F&& f) {
-      give_back(keep);
+    decltype(auto) released_during(bool keep_device, const Shard* keep_shard, F&& f) {
+      give_back(keep_device, keep_shard);
       struct Retake {
         ExclusiveLock& lock;
-        const Shard* keep;
-        ~Retake() { lock.take(keep); }
-      } retake{*this, keep};
+        bool device;
+        const Shard* shard;
+        ~Retake() { lock.take(device, shard); }
+      } retake{*this, keep_device, keep_shard};
       return std::forward<F>(f)();
     }
 
    private:
-    // Takes what give_back(kept) let go. With kept held (and so the device mutex), the other
-    // shards are taken in any order: only the device mutex's holder ever holds two shards, and
-    // the stats lock, innermost, is taken last.
-    void take(const Shard* kept) {
-      if (kept == nullptr) a_.device_mutex_.lock();
+    // Takes what give_back(device_held, kept) let go. With the device mutex held, the shards are
+    // taken in any order (only the device mutex's holder ever holds two), and the stats lock,
+    // innermost, last.
+    void take(bool device_held, const Shard* kept) {
+      if (!device_held) a_.device_mutex_.lock();
       for (const auto& sh : a_.shards_) {
         if (sh.get() != kept) sh->mutex.lock();
       }
       if (stats_) a_.stats_lock_.lock();
     }
-    void give_back(const Shard* kept) noexcept {
+    void give_back(bool keep_device, const Shard* kept) noexcept {
       if (stats_) a_.stats_lock_.unlock();
       for (auto it = a_.shards_.rbegin(); it != a_.shards_.rend(); ++it) {
         if (it->get() != kept) (*it)->mutex.unlock();
       }
-      if (kept == nullptr) a_.device_mutex_.unlock();
+      if (!keep_device) a_.device_mutex_.unlock();
     }
     const CachingAllocator& a_;
     bool stats_;
@@ -405,9 +408,11 @@ class CachingAllocator {
   template <class F>
   void for_each_view(const Segment& s, F&& f) const;
   void release_segment(Block* whole);
+  void forget_segment(Block* whole);
   bool release_available_cached_blocks(Pool& pool, Stream stream, std::size_t size);
-  void release_cached_blocks();
-  void release_pool(Pool& pool);
+  // With `lock`, cudaFree runs holding only the device mutex (release_pool).
+  void release_cached_blocks(ExclusiveLock* lock = nullptr);
+  void release_pool(Pool& pool, ExclusiveLock* lock);
   void garbage_collect_cached_blocks();
   void process_events();
   void insert_events(Block* b);

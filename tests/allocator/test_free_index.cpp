@@ -10,6 +10,36 @@
 
 namespace gmp = gpumemprof;
 using Block = gmp::detail::Block;
+using Reference = std::set<std::pair<std::size_t, std::uintptr_t>>;
+
+namespace {
+// Full walks both ways give the reference's (size, address) order.
+void require_same_order(const gmp::detail::FreeIndex<Block>& index, const Reference& ref) {
+  auto it = ref.begin();
+  for (Block* b = index.first(); b != nullptr; b = index.next(b), ++it) {
+    REQUIRE(it != ref.end());
+    REQUIRE(std::make_pair(b->size, b->addr) == *it);
+  }
+  REQUIRE(it == ref.end());
+  auto rit = ref.rbegin();
+  for (Block* b = index.last(); b != nullptr; b = index.prev(b), ++rit) {
+    REQUIRE(rit != ref.rend());
+    REQUIRE(std::make_pair(b->size, b->addr) == *rit);
+  }
+  REQUIRE(rit == ref.rend());
+}
+// lower_bound(want) is the reference's best fit: the smallest size >= want, lowest address.
+void require_best_fit(const gmp::detail::FreeIndex<Block>& index, const Reference& ref, std::size_t want) {
+  const Block* got = index.lower_bound(want);
+  const auto it = ref.lower_bound({want, 0});
+  if (it == ref.end()) {
+    REQUIRE(got == nullptr);
+  } else {
+    REQUIRE(got != nullptr);
+    REQUIRE(std::make_pair(got->size, got->addr) == *it);
+  }
+}
+}  // namespace
 
 TEST_CASE("HierarchicalBitmap next/prev agree with a linear scan") {
   constexpr std::size_t n = 300000;  // three levels deep
@@ -56,7 +86,7 @@ TEST_CASE("FreeIndex keeps PyTorch's (size, address) order across bins and the b
   constexpr std::size_t limit = 64 * 512;  // small limit so both bins and the tree are exercised
   gmp::detail::FreeIndex<Block> index(limit);
   std::vector<Block> nodes(3000);
-  std::set<std::pair<std::size_t, std::uintptr_t>> ref;
+  Reference ref;
   std::vector<bool> in(nodes.size(), false);
   std::mt19937_64 rng(7);
   for (std::size_t i = 0; i < nodes.size(); ++i) {
@@ -73,32 +103,11 @@ TEST_CASE("FreeIndex keeps PyTorch's (size, address) order across bins and the b
       ref.insert({nodes[i].size, nodes[i].addr});
     }
     in[i] = !in[i];
-    const std::size_t want = 512 * (rng() % 110);
-    const Block* got = index.lower_bound(want);
-    const auto it = ref.lower_bound({want, 0});
-    if (it == ref.end()) {
-      REQUIRE(got == nullptr);
-    } else {
-      REQUIRE(got != nullptr);
-      REQUIRE(got->size == it->first);
-      REQUIRE(got->addr == it->second);
-    }
+    require_best_fit(index, ref, 512 * (rng() % 110));
   }
   index.check();
   REQUIRE(index.size() == ref.size());
-  // Full walks both ways.
-  auto it = ref.begin();
-  for (Block* b = index.first(); b != nullptr; b = index.next(b), ++it) {
-    REQUIRE(it != ref.end());
-    REQUIRE(std::make_pair(b->size, b->addr) == *it);
-  }
-  REQUIRE(it == ref.end());
-  auto rit = ref.rbegin();
-  for (Block* b = index.last(); b != nullptr; b = index.prev(b), ++rit) {
-    REQUIRE(rit != ref.rend());
-    REQUIRE(std::make_pair(b->size, b->addr) == *rit);
-  }
-  REQUIRE(rit == ref.rend());
+  require_same_order(index, ref);
   for (std::size_t i = 0; i < nodes.size(); ++i) REQUIRE(index.contains(&nodes[i]) == in[i]);
 }
 
@@ -109,7 +118,7 @@ TEST_CASE("FreeIndex bins moving between empty, one block and several keep (size
   constexpr std::size_t limit = 8 * 512;
   gmp::detail::FreeIndex<Block> index(limit);
   std::vector<Block> nodes(12);
-  std::set<std::pair<std::size_t, std::uintptr_t>> ref;
+  Reference ref;
   // Three blocks of each of two bin sizes, addresses deliberately not in insertion order; two
   // at the last bin; four big ones (two equal, one of 1 TiB).
   const std::size_t sizes[] = {
@@ -123,28 +132,10 @@ TEST_CASE("FreeIndex bins moving between empty, one block and several keep (size
   auto check = [&] {
     index.check();
     REQUIRE(index.size() == ref.size());
-    auto it = ref.begin();
-    for (Block* b = index.first(); b != nullptr; b = index.next(b), ++it) {
-      REQUIRE(it != ref.end());
-      REQUIRE(std::make_pair(b->size, b->addr) == *it);
-    }
-    REQUIRE(it == ref.end());
-    auto rit = ref.rbegin();
-    for (Block* b = index.last(); b != nullptr; b = index.prev(b), ++rit) {
-      REQUIRE(rit != ref.rend());
-      REQUIRE(std::make_pair(b->size, b->addr) == *rit);
-    }
-    REQUIRE(rit == ref.rend());
+    require_same_order(index, ref);
     for (std::size_t want : {std::size_t{0}, std::size_t{512}, std::size_t{513}, std::size_t{2048}, limit, limit + 1,
                              std::size_t{16384}, std::size_t{1} << 40, (std::size_t{1} << 40) + 1}) {
-      const Block* got = index.lower_bound(want);
-      const auto at = ref.lower_bound({want, 0});
-      if (at == ref.end()) {
-        REQUIRE(got == nullptr);
-      } else {
-        REQUIRE(got != nullptr);
-        REQUIRE(std::make_pair(got->size, got->addr) == *at);
-      }
+      require_best_fit(index, ref, want);
     }
   };
   auto insert = [&](std::size_t i) {

@@ -112,7 +112,7 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::allocate_e
   ExclusiveLock lock(*this);
   if (pending_events_.load(std::memory_order_relaxed) != 0) process_events();
   Block* block = take_free_block(shard.trees[pool.small], pool, size);  // another thread may have freed one
-  if (block == nullptr) block = allocate_slow(pool, stream, size, requested, lock);
+  if (block == nullptr) block = allocate_slow(shard, pool, stream, size, requested, lock);
   return hand_out(shard, pool_of(block), block, size, requested, /*lock_stats=*/false);
 }
 
@@ -148,7 +148,7 @@ template <DeviceBackend Backend>
 void CachingAllocator<Backend>::empty_cache() {
   {
     ExclusiveLock lock(*this);
-    release_cached_blocks();
+    release_cached_blocks(&lock);
   }
   debug_validate();
 }
@@ -275,8 +275,8 @@ void CachingAllocator<Backend>::for_each_view(const Segment& s, F&& f) const {
 // Getting memory when no cached block fits: PyTorch's malloc sequence.
 
 template <DeviceBackend Backend>
-typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::allocate_slow(Pool& pool, Stream stream,
-                                                                                    std::size_t size,
+typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::allocate_slow(Shard& shard, Pool& pool,
+                                                                                    Stream stream, std::size_t size,
                                                                                     std::size_t requested,
                                                                                     ExclusiveLock& lock) {
   if (gc_active_) garbage_collect_cached_blocks();
@@ -289,39 +289,55 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::allocate_s
     if (b == nullptr) throw_oom(pool, stream, size, requested, lock);
     return b;
   }
+  // new_segment lets go of locks across the backend's malloc: each step below reads the state
+  // afresh, with every lock held again (PyTorch's malloc warns of the same around alloc_block).
   const std::size_t segment_bytes = segment_size_for(size);
-  Block* b = new_segment(pool, stream, segment_bytes, false);
+  Block* b = new_segment(shard, pool, segment_bytes, false, lock);
   // Free just enough oversize cached blocks, then try again.
   if (b == nullptr && release_available_cached_blocks(pool, stream, size)) {
-    b = new_segment(pool, stream, segment_bytes, false);
+    b = new_segment(shard, pool, segment_bytes, false, lock);
   }
   // Wait for every stream, return every fully free segment, and try one last time.
   if (b == nullptr) {
-    release_cached_blocks();
-    b = new_segment(pool, stream, segment_bytes, true);
+    release_cached_blocks(&lock);
+    b = new_segment(shard, pool, segment_bytes, true, lock);
   }
   if (b == nullptr) throw_oom(pool, stream, size, requested, lock);
   return b;
 }
 
+// PyTorch (c10/cuda/CUDACachingAllocator.cpp, DeviceCachingAllocator::alloc_block) unlocks its
+// one mutex around cudaMalloc only with CUDAAllocatorConfig::release_lock_on_cudamalloc() (default
+// false) and locks it again at scope exit; malloc() warns that state read before alloc_block may
+// change across it. Its memory-fraction check comes before the unlock, so two threads may both
+// pass it: here mallocs in flight count (reserving_). cudaFree (release_block: emptyCache, the OOM
+// sequence, garbage collection) and the expandable map/unmap calls always run under its mutex.
 template <DeviceBackend Backend>
-typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::new_segment(Pool& pool, Stream stream,
+typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::new_segment(Shard& shard, Pool& pool,
                                                                                   std::size_t segment_bytes,
-                                                                                  bool is_retry) {
+                                                                                  bool is_retry, ExclusiveLock& lock) {
+  const Stream stream = shard.stream;
   if (is_retry) ++stats_.num_alloc_retries;
-  if (allowed_max_ && total_reserved_ + segment_bytes > *allowed_max_) return nullptr;
+  // Mallocs in flight count: with release_lock_on_cudamalloc two threads may be in one at once.
+  if (allowed_max_ && total_reserved_ + reserving_ + segment_bytes > *allowed_max_) return nullptr;
   // Take the records first: once the device memory is ours, nothing may throw.
   Segment* s = segment_records_.get();
   Block* b = nullptr;
   void* p = nullptr;
+  reserving_ += segment_bytes;
   try {
     b = block_records_.get();
-    p = backend_.malloc(segment_bytes);
+    // The device's malloc may take milliseconds: other streams' hot paths go on meanwhile, and
+    // with release_lock_on_cudamalloc everything does (see the top of caching_allocator.hpp).
+    const bool keep = !cfg_.release_lock_on_cudamalloc;
+    p = lock.released_during(keep, keep ? &shard : nullptr, [&] { return backend_.malloc(segment_bytes); });
   } catch (...) {
+    reserving_ -= segment_bytes;
     if (b != nullptr) block_records_.put(b);
     segment_records_.put(s);
     throw;
   }
+  reserving_ -= segment_bytes;
   if (p == nullptr) {
     block_records_.put(b);
     segment_records_.put(s);
@@ -353,6 +369,14 @@ void CachingAllocator<Backend>::release_segment(Block* whole) {
   Pool& pool = pool_of(whole);
   backend_.free(reinterpret_cast<void*>(s->addr));  // first: if it throws, nothing changed
   pool.find(s->stream)->erase(whole);
+  forget_segment(whole);
+}
+
+// The bookkeeping of a segment given back to the device, its whole block already out of its tree.
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::forget_segment(Block* whole) {
+  Segment* s = whole->segment;
+  Pool& pool = pool_of(whole);
   notify(TraceAction::segment_free, s->addr, s->size, s->stream, s->context);
   total_reserved_ -= s->size;
   stat_sub(stats_.segment, pool.stat_pool, 1);
@@ -404,22 +428,38 @@ bool CachingAllocator<Backend>::release_available_cached_blocks(Pool& pool, Stre
 }
 
 template <DeviceBackend Backend>
-void CachingAllocator<Backend>::release_cached_blocks() {
+void CachingAllocator<Backend>::release_cached_blocks(ExclusiveLock* lock) {
   synchronize_and_free_events();
-  release_pool(large_);
-  release_pool(small_);
+  release_pool(large_, lock);
+  release_pool(small_, lock);
   if (expandable_) release_expandable();
 }
 
 template <DeviceBackend Backend>
-void CachingAllocator<Backend>::release_pool(Pool& pool) {
+void CachingAllocator<Backend>::release_pool(Pool& pool, ExclusiveLock* lock) {
   std::vector<Block*> whole;
   pool.for_each_tree([&whole](Stream, Tree& tree) {
     for (Block* b = tree.first(); b != nullptr; b = tree.next(b)) {
       if (!b->is_split() && !b->segment->expandable) whole.push_back(b);
     }
   });
-  for (Block* b : whole) release_segment(b);
+  if (lock == nullptr) {
+    for (Block* b : whole) release_segment(b);
+    return;
+  }
+  // cudaFree synchronizes the device: each runs holding only the device mutex, so other threads'
+  // hot paths go on. The blocks leave their trees first, so that none is taken meanwhile; the
+  // backend's calls and the events and stats that follow each are as in release_segment.
+  for (Block* b : whole) pool.at(b->stream).erase(b);
+  for (std::size_t i = 0; i < whole.size(); ++i) {
+    try {
+      lock->released_during(true, nullptr, [&] { backend_.free(reinterpret_cast<void*>(whole[i]->segment->addr)); });
+    } catch (...) {  // the rest stay cached, as release_segment leaves them
+      for (std::size_t j = i; j < whole.size(); ++j) insert_free(pool, whole[j]);
+      throw;
+    }
+    forget_segment(whole[i]);
+  }
 }
 
 template <DeviceBackend Backend>

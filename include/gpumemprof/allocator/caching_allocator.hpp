@@ -32,10 +32,18 @@
 // stats lock, does one tree lookup and one hash-table operation each way, and never allocates heap
 // memory. Everything else -- new segments, the OOM sequence, cross-stream events, empty_cache,
 // expandable growth (which unmaps other streams' pages), introspection -- runs exclusively: the
-// device mutex, every shard and the stats lock (ExclusiveLock). The backend is called only there;
-// holding the locks across cudaMalloc keeps the single-threaded sequence (and so PyTorch parity)
-// exactly as before, and costs nothing once the cache is warm. The slow paths are in
-// caching_allocator-inl.hpp.
+// device mutex, every shard and the stats lock (ExclusiveLock). The backend is called only there.
+// A new segment's backend malloc (cudaMalloc: up to milliseconds) runs with less held
+// (ExclusiveLock::released_during), and every lock is back before the result is used, so the
+// single-threaded sequence (and so PyTorch parity) is unchanged: by default the device mutex and
+// the allocating stream's shard stay held -- no other slow path runs and that stream waits, as in
+// PyTorch -- while other streams' hot paths and stats readers go on; with
+// release_lock_on_cudamalloc:True nothing is held, as PyTorch's alloc_block does with that option
+// (then anything may change across the call; the memory fraction counts mallocs in flight).
+// PyTorch holds its lock across every cudaFree; here empty_cache and the OOM sequence free whole
+// segments holding only the device mutex (cudaFree synchronizes the device), having taken them out
+// of their streams' trees first. Expandable map/unmap calls run under the whole ExclusiveLock.
+// The slow paths are in caching_allocator-inl.hpp.
 #pragma once
 
 #include <atomic>
@@ -246,9 +254,7 @@ class CachingAllocator {
    public:
     // with_stats = false: for readers only (with_lock), which copy the stats under their lock.
     explicit ExclusiveLock(const CachingAllocator& a, bool with_stats = true) : a_(a), stats_(with_stats) {
-      a_.device_mutex_.lock();
-      for (const auto& sh : a_.shards_) sh->mutex.lock();
-      if (stats_) a_.stats_lock_.lock();
+      take(false, nullptr);
     }
     ~ExclusiveLock() { unlock(); }
     ExclusiveLock(const ExclusiveLock&) = delete;
@@ -256,12 +262,42 @@ class CachingAllocator {
     void unlock() noexcept {
       if (!held_) return;
       held_ = false;
-      if (stats_) a_.stats_lock_.unlock();
-      for (auto it = a_.shards_.rbegin(); it != a_.shards_.rend(); ++it) (*it)->mutex.unlock();
-      a_.device_mutex_.unlock();
+      give_back(false, nullptr);
+    }
+    // Runs f() -- one backend call that may wait -- holding only the device mutex (unless
+    // !keep_device) and `keep_shard`'s lock (if any), and takes the rest back before returning or
+    // throwing. With the device mutex kept, only the free trees of the shards let go, the pointer
+    // map and the stats may have moved meanwhile; without it, anything.
+    template <class F>
+    decltype(auto) released_during(bool keep_device, const Shard* keep_shard, F&& f) {
+      give_back(keep_device, keep_shard);
+      struct Retake {
+        ExclusiveLock& lock;
+        bool device;
+        const Shard* shard;
+        ~Retake() { lock.take(device, shard); }
+      } retake{*this, keep_device, keep_shard};
+      return std::forward<F>(f)();
     }
 
    private:
+    // Takes what give_back(device_held, kept) let go. With the device mutex held, the shards are
+    // taken in any order (only the device mutex's holder ever holds two), and the stats lock,
+    // innermost, last.
+    void take(bool device_held, const Shard* kept) {
+      if (!device_held) a_.device_mutex_.lock();
+      for (const auto& sh : a_.shards_) {
+        if (sh.get() != kept) sh->mutex.lock();
+      }
+      if (stats_) a_.stats_lock_.lock();
+    }
+    void give_back(bool keep_device, const Shard* kept) noexcept {
+      if (stats_) a_.stats_lock_.unlock();
+      for (auto it = a_.shards_.rbegin(); it != a_.shards_.rend(); ++it) {
+        if (it->get() != kept) (*it)->mutex.unlock();
+      }
+      if (!keep_device) a_.device_mutex_.unlock();
+    }
     const CachingAllocator& a_;
     bool stats_;
     bool held_ = true;
@@ -352,8 +388,9 @@ class CachingAllocator {
   GPUMEMPROF_NOINLINE Block* allocate_exclusive(Shard& shard, Pool& pool, Stream stream, std::size_t size,
                                                 std::size_t requested);
   GPUMEMPROF_NOINLINE void deallocate_exclusive(void* ptr);
-  Block* allocate_slow(Pool& pool, Stream stream, std::size_t size, std::size_t requested, ExclusiveLock& lock);
-  Block* new_segment(Pool& pool, Stream stream, std::size_t segment_bytes, bool is_retry);
+  Block* allocate_slow(Shard& shard, Pool& pool, Stream stream, std::size_t size, std::size_t requested,
+                       ExclusiveLock& lock);
+  Block* new_segment(Shard& shard, Pool& pool, std::size_t segment_bytes, bool is_retry, ExclusiveLock& lock);
   // Expandable segments (caching_allocator-inl.hpp).
   Block* grow_expandable(Pool& pool, Stream stream, std::size_t size, bool is_retry);
   Block* find_expandable_run(const Pool& pool, Stream stream, std::size_t size) const;
@@ -373,9 +410,11 @@ class CachingAllocator {
   template <class F>
   void for_each_view(const Segment& s, F&& f) const;
   void release_segment(Block* whole);
+  void forget_segment(Block* whole);
   bool release_available_cached_blocks(Pool& pool, Stream stream, std::size_t size);
-  void release_cached_blocks();
-  void release_pool(Pool& pool);
+  // With `lock`, cudaFree runs holding only the device mutex (release_pool).
+  void release_cached_blocks(ExclusiveLock* lock = nullptr);
+  void release_pool(Pool& pool, ExclusiveLock* lock);
   void garbage_collect_cached_blocks();
   void process_events();
   void insert_events(Block* b);
@@ -425,6 +464,7 @@ class CachingAllocator {
   std::vector<StreamEvents> events_;
   std::atomic<std::size_t> pending_events_{0};  // written exclusively; read by the hot path
   std::size_t total_reserved_ = 0;              // bytes held from the device
+  std::size_t reserving_ = 0;                   // bytes of new segments in backend mallocs now
   std::optional<std::size_t> allowed_max_;      // set_memory_fraction
   detail::EventSinks sinks_;
   std::vector<OomObserver> oom_observers_;

@@ -52,6 +52,27 @@ BENCHMARK_CAPTURE(BM_ReplayWarm, resnet50_train, std::string("resnet50_train.tra
 BENCHMARK_CAPTURE(BM_ReplayWarm, gpt2_train, std::string("gpt2_train.trace.gz"))->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_ReplayWarm, gpt2_generate, std::string("gpt2_generate.trace.gz"))->Unit(benchmark::kMillisecond);
 
+// The replay loop alone, through an allocator that does nothing: the share of BM_ReplayWarm's
+// (and gpumemprof replay's) ns per pair that is the harness's own (trace ops, handle table).
+struct NullAllocator {
+  std::uintptr_t next = 512;
+  void* allocate(std::size_t /*bytes*/, gmp::Stream /*stream*/) { return reinterpret_cast<void*>(next += 512); }
+  void deallocate(void* p) { benchmark::DoNotOptimize(p); }
+  [[nodiscard]] gmp::MemoryStats memory_stats() const { return {}; }
+};
+void BM_ReplayHarness(benchmark::State& state, const std::string& trace) {
+  const auto t = gmp::tools::load_trace(data_path(trace));
+  NullAllocator a;
+  for (auto _ : state) gmp::tools::replay(t, a);
+  state.counters["time_per_pair"] = benchmark::Counter(static_cast<double>(state.iterations() * t.allocs),
+                                                       benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK_CAPTURE(BM_ReplayHarness, resnet50_train, std::string("resnet50_train.trace.gz"))
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_ReplayHarness, gpt2_train, std::string("gpt2_train.trace.gz"))->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_ReplayHarness, gpt2_generate, std::string("gpt2_generate.trace.gz"))
+    ->Unit(benchmark::kMillisecond);
+
 // Several threads on one allocator: the cost of the shared lock under contention.
 void BM_ThreadedPairs(benchmark::State& state) {
   static SimAllocator* shared = nullptr;

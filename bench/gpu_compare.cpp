@@ -10,9 +10,10 @@
 // warm `repeat` times on the same allocator (best ns per pair), as in
 // ../shared/traces/anchor_bench_h200.txt. The results end in markdown tables for RESULTS.md.
 //
-// Contenders: gpumemprof with the default policy and with expandable_segments:True, c10 (with
-// whatever PYTORCH_CUDA_ALLOC_CONF says: c10 reads it once per process, so run_gpu.sh runs
-// `--c10-only` a second time with expandable_segments:True), cudaMallocAsync, cudaMalloc.
+// Contenders: gpumemprof with the default policy and with expandable_segments:True, c10 with
+// whatever PYTORCH_CUDA_ALLOC_CONF says and then (when it says nothing) with expandable_segments:True
+// set in this process, cudaMallocAsync, cudaMalloc. `--c10-only` runs c10 alone (to cross-check
+// the in-process switch: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True gpu_compare --c10-only).
 //
 //   gpu_compare [--repeat N] [--c10-only] [--commit SHA] TRACE...
 #include <cuda_runtime_api.h>
@@ -37,6 +38,7 @@
 #include "trace.hpp"
 
 #if GPUMEMPROF_HAVE_TORCH
+#include <c10/core/AllocatorConfig.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
 
@@ -63,10 +65,16 @@ struct Gpumemprof {
 #if GPUMEMPROF_HAVE_TORCH
 struct PytorchC10 {
   std::string name;
-  PytorchC10() {
+  // settings: PYTORCH_CUDA_ALLOC_CONF syntax applied in this process (c10 reads the variable once,
+  // at start; c10::CachingAllocator::setAllocatorSettings changes it later, for new segments).
+  explicit PytorchC10(const std::string& settings = "") {
     const char* conf = std::getenv("PYTORCH_CUDA_ALLOC_CONF");
     name = conf != nullptr && *conf != '\0' ? std::string("c10 ") + conf : "c10 default";
     c10::cuda::CUDACachingAllocator::init(1);
+    if (!settings.empty()) {
+      c10::CachingAllocator::setAllocatorSettings(settings);
+      name = settings == "expandable_segments:True" ? "c10 expandable" : "c10 " + settings;
+    }
   }
   void* alloc(std::size_t n, cudaStream_t s) { return c10::cuda::CUDACachingAllocator::raw_alloc_with_stream(n, s); }
   void free(void* p, cudaStream_t /*s*/) { c10::cuda::CUDACachingAllocator::raw_delete(p); }
@@ -76,6 +84,16 @@ struct PytorchC10 {
   }
   double peak_reserved_mib() {
     return static_cast<double>(c10::cuda::CUDACachingAllocator::getDeviceStats(0).reserved_bytes[0].peak) / 1048576.0;
+  }
+  // Whether a fresh 1 MiB block lands in an expandable segment (the setting took effect).
+  bool allocates_expandable() {
+    reset();
+    void* p = alloc(1 << 20, nullptr);
+    bool expandable = false;
+    for (const auto& seg : c10::cuda::CUDACachingAllocator::snapshot().segments) expandable |= seg.is_expandable;
+    free(p, nullptr);
+    reset();
+    return expandable;
   }
 };
 #endif
@@ -406,6 +424,17 @@ int main(int argc, char** argv) {
     PytorchC10 c;
     run_all(c, traces, repeat, false, res);
     c.reset();
+  }
+  if (const char* conf = std::getenv("PYTORCH_CUDA_ALLOC_CONF"); conf == nullptr || *conf == '\0') {
+    PytorchC10 c("expandable_segments:True");
+    if (c.allocates_expandable()) {
+      run_all(c, traces, repeat, false, res);
+      c.reset();
+    } else {
+      std::printf(
+          "c10: expandable_segments:True did not take effect in this process; run again with --c10-only "
+          "and PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n");
+    }
   }
 #else
   std::printf("(built without libtorch: no c10 contender)\n");

@@ -28,7 +28,8 @@ for t in resnet50_train gpt2_train gpt2_generate; do
   "$build/tools/gpumemprof" replay "tests/data/$t.trace.gz" --device cuda:0 --config expandable_segments:True \
     --repeat 5 --json
 done | tee "$out/replay_cuda_expandable.txt"
-# c10 reads PYTORCH_CUDA_ALLOC_CONF once per process: its expandable run is a second process.
+# gpu_compare switches c10 to expandable segments in-process; a second process configured by
+# PYTORCH_CUDA_ALLOC_CONF cross-checks that figure.
 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True timeout 300 "$build/bench/gpu_compare" --c10-only --repeat 5 \
   --commit "$commit" "${traces[@]}" | tee "$out/compare_c10_expandable.txt"
 "$build/tests/allocator/test_allocator" "expandable on held-out*" -s 2>&1 | grep -E "peak live|passed|failed" |

@@ -60,6 +60,8 @@ struct ReplayReport {
   double best_ns_per_pair = 0;    // meaningful only when warm_runs > 0
   double warm_device_allocs = 0;  // device allocations (maps) per warm replay, on average
   double warm_device_frees = 0;   // device frees (unmaps) per warm replay, on average
+  // The most reserved over the cold and every warm replay (a cache that creeps up shows here).
+  std::int64_t warm_peak_reserved = 0;
   // --snapshot: what the written snapshot holds.
   std::string snapshot_note;
   std::size_t snapshot_events = 0;   // trace entries in it
@@ -129,6 +131,7 @@ inline ReplayReport run_replay(const Trace& t, const Device& device, const Alloc
     const MemoryStats end = alloc.memory_stats();
     rep.warm_device_allocs = static_cast<double>(end.num_device_alloc - cold.num_device_alloc) / repeat;
     rep.warm_device_frees = static_cast<double>(end.num_device_free - cold.num_device_free) / repeat;
+    rep.warm_peak_reserved = end.reserved_bytes.all().peak;
   }
   alloc.validate();
   return rep;
@@ -153,6 +156,7 @@ inline void print_replay(const ReplayReport& rep, bool json) {
     if (rep.warm_runs > 0) {
       w.field("warm_num_device_alloc", rep.warm_device_allocs);
       w.field("warm_num_device_free", rep.warm_device_frees);
+      w.field("warm_peak_reserved_bytes", rep.warm_peak_reserved);
     }
     if (!rep.snapshot_note.empty()) {
       w.key("snapshot");

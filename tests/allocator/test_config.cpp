@@ -17,6 +17,7 @@ TEST_CASE("defaults") {
   CHECK(c.garbage_collection_threshold == 0.0);
   CHECK_FALSE(c.expandable_segments);
   CHECK_FALSE(c.per_process_memory_fraction.has_value());
+  CHECK_FALSE(c.release_lock_on_cudamalloc);
   for (auto d : c.roundup_power2_divisions) CHECK(d == 0);
   CHECK(AllocatorConfig("").max_split_size == AllocatorConfig::unlimited);
 }
@@ -35,6 +36,10 @@ TEST_CASE("every key, with whitespace ignored") {
   CHECK(c.per_process_memory_fraction.value() == Approx(0.5));
   CHECK(AllocatorConfig("expandable_segments:True").expandable_segments);
   CHECK(AllocatorConfig("roundup_power2_divisions:8").roundup_power2_divisions[15] == 8);
+  CHECK_FALSE(c.release_lock_on_cudamalloc);
+  CHECK(AllocatorConfig("release_lock_on_cudamalloc:True").release_lock_on_cudamalloc);
+  CHECK(AllocatorConfig("release_lock_on_hipmalloc:True").release_lock_on_cudamalloc);  // PyTorch's ROCm spelling
+  CHECK_FALSE(AllocatorConfig("release_lock_on_cudamalloc:False").release_lock_on_cudamalloc);
 }
 
 TEST_CASE("bad values and unknown keys are errors that name the key") {
@@ -47,6 +52,9 @@ TEST_CASE("bad values and unknown keys are errors that name the key") {
   CHECK_THROWS_WITH(AllocatorConfig("roundup_power2_divisions:[100:2]"), Contains("powers of 2"));
   CHECK_THROWS_WITH(AllocatorConfig("roundup_power2_divisions:[256:2"), Contains("']'"));
   CHECK_THROWS_WITH(AllocatorConfig("expandable_segments:yes"), Contains("'True' or 'False'"));
+  CHECK_THROWS_WITH(AllocatorConfig("release_lock_on_cudamalloc:1"),
+                    Contains("'release_lock_on_cudamalloc'") && Contains("'True' or 'False'"));
+  CHECK_THROWS_WITH(AllocatorConfig("release_lock_on_cudamalloc"), Contains("ended early"));
   CHECK_THROWS_WITH(AllocatorConfig("max_split_sise_mb:100"),
                     Contains("'max_split_sise_mb'") && Contains("not an allocator option"));
   CHECK_THROWS_WITH(AllocatorConfig("backend:cudaMallocAsync"), Contains("backend"));

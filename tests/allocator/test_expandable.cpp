@@ -121,21 +121,60 @@ TEST_CASE("expandable: a cached block is reused without mapping; small requests 
   void* q = e.a.allocate(6 * MiB);  // best fit in the 10 MiB free block
   e.check();
   CHECK(q == p);
+  void* r = e.a.allocate(4 * MiB);  // its 4 MiB tail
+  e.check();
+  CHECK(addr(r) == addr(q) + 6 * MiB);
   CHECK(e.stats().num_device_alloc == 1);
-  // Small pool: a second reservation and one page -- taken from the large pool's free 4 MiB tail.
+  // Small pool: a second reservation and one fresh page (no free page anywhere to recycle).
   void* s = e.a.allocate(1000);
   e.check();
   CHECK(e.sim().reservation_count() == 2);
   auto st = e.stats();
   CHECK(st.reserved_bytes[gmp::StatPool::small_pool].current == 2 * iMiB);
-  CHECK(st.reserved_bytes[gmp::StatPool::large_pool].current == 8 * iMiB);
-  CHECK(e.reserved() == 10 * iMiB);
-  CHECK(st.num_device_free == 1);
+  CHECK(st.reserved_bytes[gmp::StatPool::large_pool].current == 10 * iMiB);
+  CHECK(e.reserved() == 12 * iMiB);
+  CHECK(st.num_device_free == 0);
   void* t = e.a.allocate(1000);  // the same page, split
   CHECK(addr(t) == addr(s) + 1024);
   CHECK(e.stats().num_device_alloc == 2);
-  for (void* x : {q, s, t}) e.a.deallocate(x);
+  for (void* x : {q, r, s, t}) e.a.deallocate(x);
   e.check();
+}
+
+TEST_CASE("expandable: a small request that would move a page takes a free block of the large pool") {
+  Expandable e;
+  using C = Expandable::Calls;
+  void* w = e.a.allocate(6 * MiB);  // three pages of the large pool
+  e.check();
+  e.origin = addr(w);
+  e.a.deallocate(w);
+  // 6 MiB were live at most, so reserved may reach 6.15 MiB: a page of its own for the small pool
+  // would be one of w's, unmapped there (after a stream synchronization) and mapped here -- as
+  // before: C{2, 4, 1, 1, 1}, two reservations. The request takes the front of w's free block:
+  // no device call, one reservation, counted in the large pool.
+  void* s = e.step(1000, 0, C{1, 3, 0, 0, 0}, 6);
+  CHECK(e.sim().reservation_count() == 1);
+  auto st = e.stats();
+  CHECK(st.allocated_bytes[gmp::StatPool::large_pool].current == 1024);
+  CHECK(st.allocated_bytes[gmp::StatPool::small_pool].current == 0);
+  CHECK(st.reserved_bytes[gmp::StatPool::small_pool].current == 0);
+  void* t = e.step(1000, 1024, C{1, 3, 0, 0, 0}, 6);  // the small pool still has nothing: again
+  e.a.deallocate(s);
+  e.a.deallocate(t);
+  e.check();
+  REQUIRE(e.a.segments().size() == 1);
+  CHECK(e.a.segments()[0].blocks.size() == 1);  // merged back into one free 6 MiB block
+  // With no free large block, a small request gets its own reservation and page as before.
+  void* big = e.step(6 * MiB, 0, C{1, 3, 0, 0, 0}, 6);
+  void* u = e.a.allocate(1000);
+  e.check();
+  CHECK(e.calls() == C{2, 4, 0, 0, 0});
+  CHECK(e.sim().reservation_count() == 2);
+  CHECK(e.stats().reserved_bytes[gmp::StatPool::small_pool].current == 2 * iMiB);
+  for (void* x : {big, u}) e.a.deallocate(x);
+  e.a.empty_cache();
+  e.check();
+  CHECK(e.reserved() == 0);
 }
 
 TEST_CASE("expandable: OOM when the device is full; the allocator stays consistent and recovers") {
@@ -283,6 +322,37 @@ TEST_CASE("expandable: growth maps fresh pages while reserved stays within 2.5% 
   e.a.deallocate(w);
   void* d = e.step(198 * MiB, 204 * MiB, C{5, 201, 1, 96, 1}, 210);
   for (void* x : {b, c, d}) e.a.deallocate(x);
+  e.a.empty_cache();
+  e.check();
+  CHECK(e.reserved() == 0);
+}
+
+TEST_CASE("expandable: recycling takes the pages above the growth from the free block it ends in, last") {
+  Expandable e;
+  using C = Expandable::Calls;
+  void* a = e.a.allocate(18 * MiB);  // [0, 18) MiB
+  e.check();
+  e.origin = addr(a);
+  void* b = e.step(2 * MiB, 18 * MiB, C{2, 10, 0, 0, 0}, 20);
+  void* c = e.step(40 * MiB, 20 * MiB, C{3, 30, 0, 0, 0}, 60);
+  void* s = e.step(2 * MiB, 60 * MiB, C{4, 31, 0, 0, 0}, 62);
+  void* g = e.step(10 * MiB, 62 * MiB, C{5, 36, 0, 0, 0}, 72);
+  e.a.deallocate(a);
+  // 30 MiB at the top while 84 MiB are live: reserved may reach 86.1 MiB, so 16 of a's 18 MiB go.
+  void* d = e.step(30 * MiB, 72 * MiB, C{6, 51, 1, 8, 1}, 86);
+  for (void* x : {b, c, g}) e.a.deallocate(x);
+  // [free 0-2][hole 2-18][free 18-60][s][free 62-72][d 72-102]: 50 MiB go at 0, mapping the hole;
+  // at most 84 MiB were live, so 16 MiB must be recycled: g's five pages, then three of [50, 60)
+  // -- the pages above the growth in the block it ends in, taken last (a next growth there would
+  // want them back). Before, that block was left out whole: only g's pages went and reserved
+  // reached 92 MiB.
+  void* f = e.step(50 * MiB, 0, C{7, 59, 3, 16, 2}, 86);
+  const auto segs = e.a.segments();
+  REQUIRE(segs.size() == 3);
+  CHECK(segs[0].size == 54 * MiB);  // f and the free [50, 54)
+  CHECK(segs[1].address == e.origin + 60 * MiB);
+  CHECK(segs[2].address == e.origin + 72 * MiB);
+  for (void* x : {s, d, f}) e.a.deallocate(x);
   e.a.empty_cache();
   e.check();
   CHECK(e.reserved() == 0);

@@ -1,5 +1,6 @@
-// expandable_segments:True on a real GPU (driver VMM): growth, recycling, shrink, OOM and two
-// streams, with kernels writing every allocation and checking it after each remapping.
+// expandable_segments:True on a real GPU (driver VMM): growth, recycling, shrink, OOM, two
+// streams and small requests in large blocks, with kernels writing every allocation and checking
+// it after each remapping.
 #include <cuda_runtime_api.h>
 
 #include <vector>
@@ -58,6 +59,35 @@ TEST_CASE("expandable GPU: grows contiguously, recycles free pages, data intact,
   std::size_t free_after = 0;
   GPUMEMPROF_CUDA_CHECK(cudaMemGetInfo(&free_after, &total));
   CHECK(free_after >= free_before + 70 * MiB);  // the pages went back to the device
+}
+
+TEST_CASE("expandable GPU: small requests at the budget take a free large block, data intact") {
+  REQUIRE(page() == 2 * MiB);
+  CudaAllocator a(gmp::CudaBackend(0), gmp::AllocatorConfig("expandable_segments:True"));
+  const Buffer w{a.allocate(6 * MiB), 6 * MiB, 1};
+  fill(w);
+  CHECK(bad(w) == 0);
+  a.deallocate(w.p);
+  // A page of its own for the small pool would be one of w's, unmapped and mapped again: the
+  // requests take w's free block instead, and no device call is made.
+  const Buffer s{a.allocate(1024), 1024, 2};
+  const Buffer t{a.allocate(1024), 1024, 3};
+  const Buffer u{a.allocate(4 * MiB), 4 * MiB, 4};
+  a.validate();
+  CHECK(s.p == w.p);
+  CHECK(static_cast<char*>(t.p) == static_cast<char*>(w.p) + 1024);
+  CHECK(static_cast<char*>(u.p) == static_cast<char*>(w.p) + 2048);
+  const auto st = a.memory_stats();
+  CHECK(st.reserved_bytes.all().current == static_cast<std::int64_t>(6 * MiB));
+  CHECK(st.reserved_bytes[gmp::StatPool::small_pool].current == 0);
+  CHECK(st.num_device_alloc == 1);
+  CHECK(st.num_device_free == 0);
+  for (const Buffer& b : {s, t, u}) fill(b);
+  for (const Buffer& b : {s, t, u}) CHECK(bad(b) == 0);
+  for (const Buffer& b : {s, t, u}) a.deallocate(b.p);
+  a.empty_cache();
+  a.validate();
+  CHECK(reserved(a) == 0);
 }
 
 TEST_CASE("expandable GPU: OOM under a memory fraction, then recovery with intact data") {

@@ -70,7 +70,8 @@ unsigned run_rounds(gmp::DeviceAllocator& a, int iterations, bool record, unsign
 }  // namespace
 
 TEST_CASE("multi-stream stress: with record_stream no block is reused before its consumer stream is done") {
-  for (const char* conf : {"", "max_split_size_mb:20", "roundup_power2_divisions:4"}) {
+  for (const char* conf :
+       {"", "max_split_size_mb:20", "roundup_power2_divisions:4", "release_lock_on_cudamalloc:True"}) {
     INFO("config '" << conf << "'");
     gmp::DeviceAllocator a(gmp::AnyBackend::for_device(gmp::Device("cuda:0")), gmp::AllocatorConfig(conf));
     CHECK(run_rounds(a, 1500, /*record=*/true, 11) == 0);

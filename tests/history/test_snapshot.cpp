@@ -193,6 +193,10 @@ TEST_CASE("allocator_settings reflect the allocator's config") {
   CHECK(div[0] == std::pair<std::string, std::int64_t>{"1", 2});
   CHECK(div[8] == std::pair<std::string, std::int64_t>{"256", 2});
   CHECK(div[15] == std::pair<std::string, std::int64_t>{"32768", 8});
+  CHECK(s[5].first == "release_lock_on_cudamalloc");
+  CHECK(std::get<bool>(s[5].second) == false);
+  const auto on = gmp::allocator_settings(gmp::AllocatorConfig("release_lock_on_cudamalloc:True"));
+  CHECK(std::get<bool>(on[5].second) == true);
 }
 
 TEST_CASE("A snapshot without history has segments, empty traces and no frames") {

@@ -311,9 +311,10 @@ class ModelRun {
 /// Several threads on one allocator, each on its own streams, all against one interval map:
 /// a pointer handed to one thread never overlaps another thread's live block. At the end the
 /// stats equal the sum of what the threads still hold (nothing).
-void threaded_run(std::uint64_t seed, int threads, std::size_t ops_per_thread) {
+void threaded_run(std::uint64_t seed, int threads, std::size_t ops_per_thread, const char* conf) {
   gmp::CachingAllocator<gmp::SimulatedBackend> alloc(
-      gmp::SimulatedBackend(gmp::SimulatedOptions{4 * GiB, 0, 2 * MiB, true}), gmp::AllocatorConfig(""));
+      gmp::SimulatedBackend(gmp::SimulatedOptions{4 * GiB, 0, 2 * MiB, true}), gmp::AllocatorConfig(conf));
+  const std::string where = "seed " + std::to_string(seed) + ", threaded, config '" + conf + "'";
   std::mutex ranges_mutex;
   std::map<std::uintptr_t, std::uintptr_t> ranges;
   std::atomic<bool> failed{false};
@@ -381,7 +382,7 @@ void threaded_run(std::uint64_t seed, int threads, std::size_t ops_per_thread) {
     });
   }
   for (auto& th : pool) th.join();
-  if (failed) fail("seed " + std::to_string(seed) + ", threaded", failure);
+  if (failed) fail(where, failure);
   alloc.validate();
   // Blocks freed after record_stream count as requested until the allocator processes their
   // events (next allocate or empty_cache).
@@ -390,7 +391,7 @@ void threaded_run(std::uint64_t seed, int threads, std::size_t ops_per_thread) {
   const auto st = alloc.memory_stats();
   if (st.allocation.all().current != 0 || st.requested_bytes.all().current != 0 || requested != 0 ||
       st.active_bytes.all().current != 0) {
-    fail("seed " + std::to_string(seed) + ", threaded", "allocations left after every thread freed its blocks");
+    fail(where, "allocations left after every thread freed its blocks");
   }
 }
 
@@ -467,10 +468,12 @@ int main(int argc, char** argv) {
         ooms += ModelRun(v, seed).run(per_variant);
         total += per_variant;
       }
-      if (threads > 0) {
-        const std::size_t per_thread = ops / 10 / static_cast<std::size_t>(threads);
-        threaded_run(seed, threads, per_thread);
-        total += per_thread * static_cast<std::size_t>(threads);
+      if (threads > 0) {  // half with the lock held across the device's malloc, half without
+        const std::size_t per_thread = ops / 20 / static_cast<std::size_t>(threads);
+        for (const char* conf : {"", "release_lock_on_cudamalloc:True"}) {
+          threaded_run(seed, threads, per_thread, conf);
+          total += per_thread * static_cast<std::size_t>(threads);
+        }
       }
       if (!quiet) std::printf("seed %llu: ok\n", static_cast<unsigned long long>(seed));
     }

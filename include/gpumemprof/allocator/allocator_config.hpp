@@ -44,6 +44,10 @@ struct AllocatorConfig {
   double garbage_collection_threshold = 0.0;
   /// Segments grow by mapping pages into one reserved range instead of new cudaMallocs.
   bool expandable_segments = false;
+  /// PyTorch's option: a new segment's device malloc (cudaMalloc) runs with no allocator lock
+  /// held, so other threads -- on the same stream too -- allocate, free and create segments
+  /// meanwhile. Off, only the allocating stream and the other slow paths wait for it.
+  bool release_lock_on_cudamalloc = false;
   /// Fraction of the device this allocator may reserve (unset: no cap until set_memory_fraction).
   std::optional<double> per_process_memory_fraction;
   /// The string this config was parsed from (allocator_settings' PYTORCH_CUDA_ALLOC_CONF).
@@ -84,6 +88,8 @@ struct AllocatorConfig {
         i = c.parse_roundup(t, i);
       } else if (key == "expandable_segments") {
         c.expandable_segments = t.boolean(i, key);
+      } else if (key == "release_lock_on_cudamalloc" || key == "release_lock_on_hipmalloc") {
+        c.release_lock_on_cudamalloc = t.boolean(i, key);  // PyTorch accepts the ROCm spelling too
       } else if (key == "per_process_memory_fraction") {
         const double v = t.number(i, key);
         if (!(v >= 0.0 && v <= 1.0)) t.fail(key, "must be in [0.0, 1.0], got " + t.at(i, key));
@@ -92,15 +98,15 @@ struct AllocatorConfig {
         if (t.at(i, key) != "native") {
           t.fail(key, "gpumemprof is the native caching allocator; only backend:native is accepted");
         }
-      } else if (key == "release_lock_on_cudamalloc" || key == "pinned_use_cuda_host_register" ||
-                 key == "pinned_num_register_threads" || key == "pinned_use_background_threads" ||
-                 key == "pinned_reserve_segment_size_mb" || key == "graph_capture_record_stream_reuse") {
+      } else if (key == "pinned_use_cuda_host_register" || key == "pinned_num_register_threads" ||
+                 key == "pinned_use_background_threads" || key == "pinned_reserve_segment_size_mb" ||
+                 key == "graph_capture_record_stream_reuse") {
         t.fail(key, "is a PyTorch option that gpumemprof does not implement; remove it");
       } else {
         t.fail(key,
                "is not an allocator option; known: max_split_size_mb, max_non_split_rounding_mb, "
                "garbage_collection_threshold, roundup_power2_divisions, expandable_segments, "
-               "per_process_memory_fraction, backend");
+               "release_lock_on_cudamalloc, per_process_memory_fraction, backend");
       }
       if (i + 1 < t.size()) t.expect(++i, ",", key);
     }

@@ -120,8 +120,8 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::allocate_e
   ExclusiveLock lock(*this);
   if (pending_events_.load(std::memory_order_relaxed) != 0) process_events();
   Block* block = take_free_block(shard.trees[pool.small], pool, size);  // another thread may have freed one
-  if (block == nullptr) block = allocate_slow(pool, stream, size, requested, lock);
-  return hand_out(shard, pool, block, size, requested, /*journal_length=*/nullptr);
+  if (block == nullptr) block = allocate_slow(shard, pool, stream, size, requested, lock);
+  return hand_out(shard, pool_of(block), block, size, requested, /*journal_length=*/nullptr);
 }
 
 template <DeviceBackend Backend>
@@ -150,7 +150,7 @@ template <DeviceBackend Backend>
 void CachingAllocator<Backend>::empty_cache() {
   {
     ExclusiveLock lock(*this);
-    release_cached_blocks();
+    release_cached_blocks(&lock);
   }
   debug_validate();
 }
@@ -193,6 +193,7 @@ void CachingAllocator<Backend>::fold_locked(bool all_held) const {
     if (quiescent_.load(std::memory_order_acquire)) return;
   }
   for (const auto& sh : shards_) {
+    if (!all_held && sh->parked.load(std::memory_order_relaxed)) continue;  // nothing to take
     if (!all_held) sh->mutex.lock();
     sh->journal.take_all(sh->spare);
     if (!all_held) sh->mutex.unlock();
@@ -305,8 +306,8 @@ void CachingAllocator<Backend>::for_each_view(const Segment& s, F&& f) const {
 // Getting memory when no cached block fits: PyTorch's malloc sequence.
 
 template <DeviceBackend Backend>
-typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::allocate_slow(Pool& pool, Stream stream,
-                                                                                    std::size_t size,
+typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::allocate_slow(Shard& shard, Pool& pool,
+                                                                                    Stream stream, std::size_t size,
                                                                                     std::size_t requested,
                                                                                     ExclusiveLock& lock) {
   if (gc_active_) garbage_collect_cached_blocks();
@@ -319,39 +320,55 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::allocate_s
     if (b == nullptr) throw_oom(pool, stream, size, requested, lock);
     return b;
   }
+  // new_segment lets go of locks across the backend's malloc: each step below reads the state
+  // afresh, with every lock held again (PyTorch's malloc warns of the same around alloc_block).
   const std::size_t segment_bytes = segment_size_for(size);
-  Block* b = new_segment(pool, stream, segment_bytes, false);
+  Block* b = new_segment(shard, pool, segment_bytes, false, lock);
   // Free just enough oversize cached blocks, then try again.
   if (b == nullptr && release_available_cached_blocks(pool, stream, size)) {
-    b = new_segment(pool, stream, segment_bytes, false);
+    b = new_segment(shard, pool, segment_bytes, false, lock);
   }
   // Wait for every stream, return every fully free segment, and try one last time.
   if (b == nullptr) {
-    release_cached_blocks();
-    b = new_segment(pool, stream, segment_bytes, true);
+    release_cached_blocks(&lock);
+    b = new_segment(shard, pool, segment_bytes, true, lock);
   }
   if (b == nullptr) throw_oom(pool, stream, size, requested, lock);
   return b;
 }
 
+// PyTorch (c10/cuda/CUDACachingAllocator.cpp, DeviceCachingAllocator::alloc_block) unlocks its
+// one mutex around cudaMalloc only with CUDAAllocatorConfig::release_lock_on_cudamalloc() (default
+// false) and locks it again at scope exit; malloc() warns that state read before alloc_block may
+// change across it. Its memory-fraction check comes before the unlock, so two threads may both
+// pass it: here mallocs in flight count (reserving_). cudaFree (release_block: emptyCache, the OOM
+// sequence, garbage collection) and the expandable map/unmap calls always run under its mutex.
 template <DeviceBackend Backend>
-typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::new_segment(Pool& pool, Stream stream,
+typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::new_segment(Shard& shard, Pool& pool,
                                                                                   std::size_t segment_bytes,
-                                                                                  bool is_retry) {
+                                                                                  bool is_retry, ExclusiveLock& lock) {
+  const Stream stream = shard.stream;
   if (is_retry) ++stats_.num_alloc_retries;
-  if (allowed_max_ && total_reserved_ + segment_bytes > *allowed_max_) return nullptr;
+  // Mallocs in flight count: with release_lock_on_cudamalloc two threads may be in one at once.
+  if (allowed_max_ && total_reserved_ + reserving_ + segment_bytes > *allowed_max_) return nullptr;
   // Take the records first: once the device memory is ours, nothing may throw.
   Segment* s = segment_records_.get();
   Block* b = nullptr;
   void* p = nullptr;
+  reserving_ += segment_bytes;
   try {
     b = block_records_.get();
-    p = backend_.malloc(segment_bytes);
+    // The device's malloc may take milliseconds: other streams' hot paths go on meanwhile, and
+    // with release_lock_on_cudamalloc everything does (see the top of caching_allocator.hpp).
+    const bool keep = !cfg_.release_lock_on_cudamalloc;
+    p = lock.released_during(keep, keep ? &shard : nullptr, [&] { return backend_.malloc(segment_bytes); });
   } catch (...) {
+    reserving_ -= segment_bytes;
     if (b != nullptr) block_records_.put(b);
     segment_records_.put(s);
     throw;
   }
+  reserving_ -= segment_bytes;
   if (p == nullptr) {
     block_records_.put(b);
     segment_records_.put(s);
@@ -383,6 +400,14 @@ void CachingAllocator<Backend>::release_segment(Block* whole) {
   Pool& pool = pool_of(whole);
   backend_.free(reinterpret_cast<void*>(s->addr));  // first: if it throws, nothing changed
   pool.find(s->stream)->erase(whole);
+  forget_segment(whole);
+}
+
+// The bookkeeping of a segment given back to the device, its whole block already out of its tree.
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::forget_segment(Block* whole) {
+  Segment* s = whole->segment;
+  Pool& pool = pool_of(whole);
   notify(TraceAction::segment_free, s->addr, s->size, s->stream, s->context);
   total_reserved_ -= s->size;
   stat_sub(stats_.segment, pool.stat_pool, 1);
@@ -434,22 +459,38 @@ bool CachingAllocator<Backend>::release_available_cached_blocks(Pool& pool, Stre
 }
 
 template <DeviceBackend Backend>
-void CachingAllocator<Backend>::release_cached_blocks() {
+void CachingAllocator<Backend>::release_cached_blocks(ExclusiveLock* lock) {
   synchronize_and_free_events();
-  release_pool(large_);
-  release_pool(small_);
+  release_pool(large_, lock);
+  release_pool(small_, lock);
   if (expandable_) release_expandable();
 }
 
 template <DeviceBackend Backend>
-void CachingAllocator<Backend>::release_pool(Pool& pool) {
+void CachingAllocator<Backend>::release_pool(Pool& pool, ExclusiveLock* lock) {
   std::vector<Block*> whole;
   pool.for_each_tree([&whole](Stream, Tree& tree) {
     for (Block* b = tree.first(); b != nullptr; b = tree.next(b)) {
       if (!b->is_split() && !b->segment->expandable) whole.push_back(b);
     }
   });
-  for (Block* b : whole) release_segment(b);
+  if (lock == nullptr) {
+    for (Block* b : whole) release_segment(b);
+    return;
+  }
+  // cudaFree synchronizes the device: each runs holding only the device mutex, so other threads'
+  // hot paths go on. The blocks leave their trees first, so that none is taken meanwhile; the
+  // backend's calls and the events and stats that follow each are as in release_segment.
+  for (Block* b : whole) pool.at(b->stream).erase(b);
+  for (std::size_t i = 0; i < whole.size(); ++i) {
+    try {
+      lock->released_during(true, nullptr, [&] { backend_.free(reinterpret_cast<void*>(whole[i]->segment->addr)); });
+    } catch (...) {  // the rest stay cached, as release_segment leaves them
+      for (std::size_t j = i; j < whole.size(); ++j) insert_free(pool, whole[j]);
+      throw;
+    }
+    forget_segment(whole[i]);
+  }
 }
 
 template <DeviceBackend Backend>
@@ -496,6 +537,13 @@ template <DeviceBackend Backend>
 typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::grow_expandable(Pool& pool, Stream stream,
                                                                                       std::size_t size, bool is_retry) {
   if (is_retry) ++stats_.num_alloc_retries;
+  // A small request that would move a page (its one page) takes a free block of the large pool
+  // instead: the pools have reservations of their own, so the page would be unmapped there and
+  // mapped here, and moved back once the large pool wants it again (gpt2_generate's small and
+  // large requests take turns as its sequences grow: 49 pages moved per replay, none with this).
+  if (pool.small && pages_to_recycle(size, page_) != 0) {
+    if (Block* b = take_spill(stream, size); b != nullptr) return b;
+  }
   Block* start = find_expandable_run(pool, stream, size);
   if (start == nullptr) {
     start = new_reservation(pool, stream);
@@ -533,6 +581,19 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::grow_expan
   pool.find(stream)->erase(cur);
   if constexpr (VirtualMemoryBackend<Backend>) backend_.release_spare_pages();  // recycled pages were used
   return cur;
+}
+
+template <DeviceBackend Backend>
+typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::take_spill(Stream stream, std::size_t size) {
+  // Best fit among the stream's free large blocks; none with max_split_size set (its oversize
+  // blocks are never split for small requests).
+  if (cfg_.max_split_size != AllocatorConfig::unlimited) return nullptr;
+  Tree* tree = large_.find(stream);
+  if (tree == nullptr) return nullptr;
+  Block* b = tree->lower_bound(size);
+  if (b == nullptr) return nullptr;
+  tree->erase(b);
+  return b;
 }
 
 template <DeviceBackend Backend>
@@ -723,20 +784,30 @@ std::size_t CachingAllocator<Backend>::recycle_pages(std::size_t wanted, std::ui
   struct Candidate {
     Block* block;
     std::uintptr_t lo, hi;  // its whole pages
+    bool beside;            // the block the growth ends in: its pages are taken last
   };
   std::vector<Candidate> candidates;
   for (Segment* s = segments_head_; s != nullptr; s = s->list_next) {
     if (!s->expandable) continue;
     for (Block* b = s->head; b != nullptr; b = b->next) {
-      if (!b->mapped || !b->is_free() || (b->addr < keep_end && keep_begin < b->addr + b->size)) continue;
-      const std::uintptr_t lo = (b->addr + page_ - 1) & ~(page_ - 1);
+      if (!b->mapped || !b->is_free()) continue;
+      std::uintptr_t lo = (b->addr + page_ - 1) & ~(page_ - 1);
       const std::uintptr_t hi = (b->addr + b->size) & ~(page_ - 1);
-      if (hi > lo) candidates.push_back({b, lo, hi});
+      const bool beside = b->addr < keep_end && keep_begin < b->addr + b->size;
+      if (beside) {
+        // A free block the growth ends in: its pages above the growth can go too (kept whole, such
+        // a block let reserved pass the budget: gpt2_train 7864 -> 7876 MiB after 11 warm
+        // replays), last, as the next growth here would want them back.
+        if (b->addr < keep_begin) continue;
+        lo = std::max(lo, (keep_end + page_ - 1) & ~(page_ - 1));
+      }
+      if (hi > lo) candidates.push_back({b, lo, hi, beside});
     }
   }
   // Largest first: the fewest unmap calls.
-  std::sort(candidates.begin(), candidates.end(),
-            [](const Candidate& x, const Candidate& y) { return x.hi - x.lo > y.hi - y.lo; });
+  std::sort(candidates.begin(), candidates.end(), [](const Candidate& x, const Candidate& y) {
+    return x.beside != y.beside ? y.beside : x.hi - x.lo > y.hi - y.lo;
+  });
   std::vector<Stream> synced;
   std::size_t got = 0;
   for (const Candidate& c : candidates) {

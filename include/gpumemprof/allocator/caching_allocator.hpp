@@ -15,7 +15,8 @@
 // mapped bytes. When a request does not fit a free mapped block, the run of free and unmapped
 // blocks that holds it with the fewest pages to map is mapped; fresh pages are taken while
 // reserved stays within 2.5% above the most bytes ever live, and beyond that pages lying wholly
-// inside free blocks elsewhere are unmapped first (their stream synchronized) and reused.
+// inside free blocks elsewhere are unmapped first (their stream synchronized) and reused. A
+// small request that would move a page that way takes a free block of the large pool instead.
 // empty_cache() and the OOM sequence unmap every free page.
 //
 // Concurrency. Every block of a segment belongs to the segment's stream, so the free structures
@@ -35,14 +36,24 @@
 // order, pointer-map buckets, statistics.
 //
 // The hot path (allocate/deallocate of a cached size) takes its stream's shard and one bucket,
-// does one tree lookup and one hash-table operation each way, appends one journal record, and
-// allocates heap memory only when a journal outgrows its buffer. Everything else -- new segments,
-// the OOM sequence, cross-stream events, empty_cache, expandable growth (which unmaps other
-// streams' pages), introspection -- runs exclusively: the device mutex, the fold lock, every
-// shard and the stats lock (ExclusiveLock), with every journal folded first, so the slow paths
-// read and write exact stats directly. The backend is called only there; holding the locks
-// across cudaMalloc keeps the single-threaded sequence (and so PyTorch parity) exactly as before,
-// and costs nothing once the cache is warm. The slow paths are in caching_allocator-inl.hpp.
+// does one tree lookup and one hash-table operation each way, appends one journal record (with
+// more than one shard), and allocates heap memory only when a journal outgrows its buffer.
+// Everything else -- new segments, the OOM sequence, cross-stream events, empty_cache, expandable
+// growth (which unmaps other streams' pages), introspection -- runs exclusively: the device mutex,
+// the fold lock, every shard and the stats lock (ExclusiveLock), with every journal folded first,
+// so the slow paths read and write exact stats directly. The backend is called only there.
+// A new segment's backend malloc (cudaMalloc: up to milliseconds) runs with less held
+// (ExclusiveLock::released_during), and every lock is back (and every journal folded again)
+// before the result is used, so the single-threaded sequence (and so PyTorch parity) is
+// unchanged: by default the device mutex and the allocating stream's shard stay held -- no other
+// slow path runs and that stream waits, as in PyTorch -- while other streams' hot paths and stats
+// readers go on (folds skip the held shard: it has nothing to fold); with
+// release_lock_on_cudamalloc:True nothing is held, as PyTorch's alloc_block does with that option
+// (then anything may change across the call; the memory fraction counts mallocs in flight).
+// PyTorch holds its lock across every cudaFree; here empty_cache and the OOM sequence free whole
+// segments holding only the device mutex (cudaFree synchronizes the device), having taken them out
+// of their streams' trees first. Expandable map/unmap calls run under the whole ExclusiveLock.
+// The slow paths are in caching_allocator-inl.hpp.
 #pragma once
 
 #include <atomic>
@@ -244,6 +255,9 @@ class CachingAllocator {
     // the buffer that the journal's is swapped with.
     alignas(64) detail::StatRun folding;
     std::vector<detail::StatRecord> spare;
+    // Under fold_mutex_: held across a backend call by an exclusive section (released_during),
+    // with nothing to fold. Folds and read_stats skip it instead of waiting.
+    mutable std::atomic<bool> parked{false};
   };
   // Creation order; changed under device_mutex_ and fold_mutex_, so either lock suffices to read.
   using Shards = std::vector<std::unique_ptr<Shard>>;
@@ -276,9 +290,46 @@ class CachingAllocator {
     // They let the fold lock and the stats go: no journal grows while every shard is held, so
     // readers meanwhile fold nothing (quiescent_) and read the stats.
     explicit ExclusiveLock(const CachingAllocator& a, bool with_stats = true) : a_(a), stats_(with_stats) {
-      a_.device_mutex_.lock();
+      take(false, nullptr);
+    }
+    ~ExclusiveLock() { unlock(); }
+    ExclusiveLock(const ExclusiveLock&) = delete;
+    ExclusiveLock& operator=(const ExclusiveLock&) = delete;
+    void unlock() noexcept {
+      if (!held_) return;
+      held_ = false;
+      give_back(false, nullptr);
+    }
+    // Runs f() -- one backend call that may wait -- holding only the device mutex (unless
+    // !keep_device) and `keep_shard`'s lock (if any), and takes the rest back before returning or
+    // throwing. With the device mutex kept, only the free trees of the shards let go, the pointer
+    // map and the stats may have moved meanwhile; without it, anything.
+    template <class F>
+    decltype(auto) released_during(bool keep_device, const Shard* keep_shard, F&& f) {
+      give_back(keep_device, keep_shard);
+      struct Retake {
+        ExclusiveLock& lock;
+        bool device;
+        const Shard* shard;
+        ~Retake() { lock.take(device, shard); }
+      } retake{*this, keep_device, keep_shard};
+      return std::forward<F>(f)();
+    }
+
+   private:
+    // Takes what give_back(device_held, kept) let go. With the device mutex held, the shards are
+    // taken in any order (only the device mutex's holder ever holds two), and the stats lock,
+    // innermost, last.
+    // The fold lock comes after the device mutex; a kept shard stays "parked" meanwhile (folds
+    // and read_stats skip it, so none waits for it holding the fold lock), and every journal is
+    // folded again once all shards are back: other streams went on meanwhile.
+    void take(bool device_held, const Shard* kept) {
+      if (!device_held) a_.device_mutex_.lock();
       a_.fold_mutex_.lock();
-      for (const auto& sh : a_.shards_) sh->mutex.lock();
+      if (kept != nullptr) kept->parked.store(false, std::memory_order_relaxed);
+      for (const auto& sh : a_.shards_) {
+        if (sh.get() != kept) sh->mutex.lock();
+      }
       a_.fold_locked(/*all_held=*/true);
       if (stats_) {
         a_.stats_lock_.lock();
@@ -287,23 +338,21 @@ class CachingAllocator {
         a_.fold_mutex_.unlock();
       }
     }
-    ~ExclusiveLock() { unlock(); }
-    ExclusiveLock(const ExclusiveLock&) = delete;
-    ExclusiveLock& operator=(const ExclusiveLock&) = delete;
-    void unlock() noexcept {
-      if (!held_) return;
-      held_ = false;
+    void give_back(bool keep_device, const Shard* kept) noexcept {
       if (stats_) {
         a_.stats_lock_.unlock();
       } else {
         a_.quiescent_.store(false, std::memory_order_release);
       }
-      for (auto it = a_.shards_.rbegin(); it != a_.shards_.rend(); ++it) (*it)->mutex.unlock();
+      // Under the fold lock (held unless !stats_, and readers keep no shard): its journal is
+      // empty, all folded on entry, and stays so while it is held.
+      if (kept != nullptr) kept->parked.store(true, std::memory_order_relaxed);
+      for (auto it = a_.shards_.rbegin(); it != a_.shards_.rend(); ++it) {
+        if (it->get() != kept) (*it)->mutex.unlock();
+      }
       if (stats_) a_.fold_mutex_.unlock();
-      a_.device_mutex_.unlock();
+      if (!keep_device) a_.device_mutex_.unlock();
     }
-
-   private:
     const CachingAllocator& a_;
     bool stats_;
     bool held_ = true;
@@ -390,7 +439,8 @@ class CachingAllocator {
     Shard* held = nullptr;
     if (journaling_) {
       fold_locked(false);
-    } else if (!shards_.empty() && !quiescent_.load(std::memory_order_acquire)) {
+    } else if (!shards_.empty() && !quiescent_.load(std::memory_order_acquire) &&
+               !shards_.front()->parked.load(std::memory_order_relaxed)) {
       held = shards_.front().get();
       held->mutex.lock();
     }
@@ -449,11 +499,13 @@ class CachingAllocator {
   GPUMEMPROF_NOINLINE Block* allocate_exclusive(Shard& shard, Pool& pool, Stream stream, std::size_t size,
                                                 std::size_t requested);
   GPUMEMPROF_NOINLINE void deallocate_exclusive(void* ptr);
-  Block* allocate_slow(Pool& pool, Stream stream, std::size_t size, std::size_t requested, ExclusiveLock& lock);
-  Block* new_segment(Pool& pool, Stream stream, std::size_t segment_bytes, bool is_retry);
+  Block* allocate_slow(Shard& shard, Pool& pool, Stream stream, std::size_t size, std::size_t requested,
+                       ExclusiveLock& lock);
+  Block* new_segment(Shard& shard, Pool& pool, std::size_t segment_bytes, bool is_retry, ExclusiveLock& lock);
   // Expandable segments (caching_allocator-inl.hpp).
   Block* grow_expandable(Pool& pool, Stream stream, std::size_t size, bool is_retry);
   Block* find_expandable_run(const Pool& pool, Stream stream, std::size_t size) const;
+  Block* take_spill(Stream stream, std::size_t size);  // a free large block for a small request
   Block* new_reservation(Pool& pool, Stream stream);
   Block* map_block(Block* unmapped, std::size_t bytes);
   void unmap_pages(Block* free_block, std::uintptr_t addr, std::size_t bytes);
@@ -469,9 +521,11 @@ class CachingAllocator {
   template <class F>
   void for_each_view(const Segment& s, F&& f) const;
   void release_segment(Block* whole);
+  void forget_segment(Block* whole);
   bool release_available_cached_blocks(Pool& pool, Stream stream, std::size_t size);
-  void release_cached_blocks();
-  void release_pool(Pool& pool);
+  // With `lock`, cudaFree runs holding only the device mutex (release_pool).
+  void release_cached_blocks(ExclusiveLock* lock = nullptr);
+  void release_pool(Pool& pool, ExclusiveLock* lock);
   void garbage_collect_cached_blocks();
   void process_events();
   void insert_events(Block* b);
@@ -525,6 +579,7 @@ class CachingAllocator {
   std::vector<StreamEvents> events_;
   std::atomic<std::size_t> pending_events_{0};  // written exclusively; read by the hot path
   std::size_t total_reserved_ = 0;              // bytes held from the device
+  std::size_t reserving_ = 0;                   // bytes of new segments in backend mallocs now
   std::optional<std::size_t> allowed_max_;      // set_memory_fraction
   detail::EventSinks sinks_;
   std::vector<OomObserver> oom_observers_;

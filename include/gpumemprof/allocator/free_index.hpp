@@ -30,6 +30,7 @@ class HierarchicalBitmap {
       : l0_((bits + 63) / 64), l1_((l0_.size() + 63) / 64), l2_((l1_.size() + 63) / 64) {
     if (l2_.size() > 64) throw std::invalid_argument("HierarchicalBitmap: too many bits");
   }
+  [[nodiscard]] bool test(std::size_t i) const noexcept { return (l0_[i >> 6] & bit(i)) != 0; }
   void set(std::size_t i) noexcept {
     l0_[i >> 6] |= bit(i);
     l1_[i >> 12] |= bit(i >> 6);
@@ -124,8 +125,14 @@ class FreeIndex {
       auto& chunk = chunks_[b / chunk_bins];
       if (!chunk) chunk = std::make_unique<Bin[]>(chunk_bins);  // first block of these sizes
       Bin& bin = chunk[b % chunk_bins];
-      if (bin.empty()) bitmap_.set(b);
-      bin.insert(n);
+      // Most bins hold one block or none. The bitmap (one line per 512 bins) says which, so an
+      // empty bin is only written: its line (one per 4 bins) is not loaded on this path.
+      if (bitmap_.test(b)) {
+        bin.insert(n);
+      } else {
+        bin.assign_sole(n);
+        bitmap_.set(b);
+      }
     } else {
       big_.insert(n);
     }
@@ -135,8 +142,12 @@ class FreeIndex {
   void erase(Node* n) noexcept {
     if (const std::size_t b = bin_of(n->size); b < nbins_) {
       Bin& bin = this->bin(b);
-      bin.erase(n);
-      if (bin.empty()) bitmap_.clear(b);
+      if (Bin::is_sole(n)) {  // the bin empties: written, not loaded
+        bin.clear_sole();
+        bitmap_.clear(b);
+      } else {
+        bin.erase(n);  // the bin had two blocks or more: it keeps one
+      }
     } else {
       big_.erase(n);
     }

@@ -76,6 +76,24 @@ class FreeTree {
     ++count_;
   }
 
+  /// Makes `z` the only node of this tree, which the caller knows to be empty: stores only,
+  /// the tree's own fields are not read.
+  void assign_sole(Node* z) noexcept {
+    z->tree_left = z->tree_right = z->tree_parent = nullptr;
+    z->tree_red = false;
+    root_ = z;
+    count_ = 1;
+  }
+  /// Whether `z`, a node of some tree, is its only node (a root without children).
+  [[nodiscard]] static bool is_sole(const Node* z) noexcept {
+    return z->tree_parent == nullptr && z->tree_left == nullptr && z->tree_right == nullptr;
+  }
+  /// Removes the only node (is_sole() held for it): stores only.
+  void clear_sole() noexcept {
+    root_ = nullptr;
+    count_ = 0;
+  }
+
   void erase(Node* z) noexcept {
     Node* y = z;
     bool y_was_red = y->tree_red;

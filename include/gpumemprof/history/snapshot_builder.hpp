@@ -41,7 +41,7 @@ GPUMEMPROF_NAMESPACE_BEGIN
   s.emplace_back("expandable_segments", config.expandable_segments);
   // PyTorch's pinned-memory and capture options, which gpumemprof has not: their defaults.
   s.emplace_back("pinned_num_register_threads", std::int64_t{1});
-  s.emplace_back("release_lock_on_cudamalloc", false);
+  s.emplace_back("release_lock_on_cudamalloc", config.release_lock_on_cudamalloc);
   s.emplace_back("pinned_use_cuda_host_register", false);
   s.emplace_back("graph_capture_record_stream_reuse", false);
   s.emplace_back("roundup_power2_divisions", std::move(divisions));

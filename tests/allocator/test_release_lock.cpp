@@ -103,6 +103,15 @@ void hold_first_free(HookedAllocator& a, Gate& gate, std::atomic<bool>& opened, 
   };
 }
 
+// A thread that allocates a new 64 MiB segment on `stream` (into `big`), held in the device's
+// malloc at `gate`; returns once it is there.
+std::thread held_in_malloc(HookedAllocator& a, gmp::Stream stream, Gate& gate, std::atomic<bool>& opened, void*& big) {
+  hold_mallocs(a, gate, 1, opened);
+  std::thread slow([&a, stream, &big] { big = a.allocate(64 * MiB, stream); });
+  REQUIRE(gate.wait_for_inside(1));
+  return slow;
+}
+
 // A cached 1 MiB block on `stream`: allocated once and freed.
 void warm(HookedAllocator& a, gmp::Stream stream) { a.deallocate(a.allocate(MiB, stream)); }
 
@@ -117,10 +126,8 @@ TEST_CASE("while a thread waits in the device's malloc, other streams allocate a
     warm(a, other);
     Gate gate;
     std::atomic<bool> opened{false};
-    hold_mallocs(a, gate, 1, opened);
     void* big = nullptr;
-    std::thread slow([&] { big = a.allocate(64 * MiB, mine); });  // a new 64 MiB segment
-    REQUIRE(gate.wait_for_inside(1));
+    std::thread slow = held_in_malloc(a, mine, gate, opened, big);
     std::thread fast([&] {
       void* p = a.allocate(100 * KiB, other);  // from the cached block: no device call
       a.deallocate(p);
@@ -150,10 +157,8 @@ TEST_CASE("while the only stream's thread waits in the device's malloc, stats re
   warm(a, mine);
   Gate gate;
   std::atomic<bool> opened{false};
-  hold_mallocs(a, gate, 1, opened);
   void* big = nullptr;
-  std::thread slow([&] { big = a.allocate(64 * MiB, mine); });  // a new 64 MiB segment
-  REQUIRE(gate.wait_for_inside(1));
+  std::thread slow = held_in_malloc(a, mine, gate, opened, big);
   std::thread reader([&] {
     const auto st = a.memory_stats();
     CHECK(st.allocation.all().current == 0);  // the allocation in flight is not counted yet

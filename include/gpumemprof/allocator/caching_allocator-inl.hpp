@@ -194,7 +194,7 @@ void CachingAllocator<Backend>::fold_locked(bool all_held) const {
   }
   for (const auto& sh : shards_) {
     if (!all_held && sh->parked.load(std::memory_order_relaxed)) continue;  // nothing to take
-    if (!all_held) sh->mutex.lock();
+    if (!all_held) sh->lock_for_fold();
     sh->journal.take_all(sh->spare);
     if (!all_held) sh->mutex.unlock();
     sh->folding.add(sh->spare);  // after the records carried from the last fold

@@ -65,6 +65,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -247,6 +248,25 @@ class CachingAllocator {
     // host's 16 cores, bench/RESULTS.md). Slow paths may hold it across a device call; waiters
     // then yield.
     detail::SpinLock mutex;
+    // A fold waits for `mutex` (on the same line): the hot path lets it go first, else the
+    // owner, relocking within nanoseconds of each unlock, starves the folder's spin.
+    std::atomic<bool> fold_waiting{false};
+    // The hot path's entry: waits while a fold wants this shard (no lock held).
+    void yield_to_fold() const noexcept {
+      for (int spins = 0; GPUMEMPROF_UNLIKELY(fold_waiting.load(std::memory_order_relaxed)); ++spins) {
+        if (spins < 64) {
+          detail::SpinLock::pause();
+        } else {
+          std::this_thread::yield();
+        }
+      }
+    }
+    // A folder's lock (fold_mutex_ held: one folder at a time).
+    void lock_for_fold() noexcept {
+      fold_waiting.store(true, std::memory_order_relaxed);
+      mutex.lock();
+      fold_waiting.store(false, std::memory_order_relaxed);
+    }
     Stream stream;
     Tree trees[2];                             // [0] large pool, [1] small pool
     Records records;                           // block records split off and merged away under `mutex`
@@ -442,7 +462,7 @@ class CachingAllocator {
     } else if (!shards_.empty() && !quiescent_.load(std::memory_order_acquire) &&
                !shards_.front()->parked.load(std::memory_order_relaxed)) {
       held = shards_.front().get();
-      held->mutex.lock();
+      held->lock_for_fold();
     }
     struct Release {
       Shard* shard;
@@ -612,6 +632,7 @@ void* CachingAllocator<Backend>::allocate(std::size_t bytes, Stream stream) {
   Block* block = nullptr;
   std::size_t journal_length = 0;
   {
+    shard.yield_to_fold();
     std::lock_guard lock(shard.mutex);
     if (GPUMEMPROF_LIKELY(pending_events_.load(std::memory_order_relaxed) == 0)) {
       block = take_free_block(shard.trees[pool.small], pool, size);
@@ -654,6 +675,7 @@ void CachingAllocator<Backend>::deallocate(void* ptr) {
       if (fast == nullptr || !fast->mutex.try_lock()) {
         bucket.lock.unlock();  // never wait (nor take the device mutex) holding a bucket
         shard = fast != nullptr ? fast : &shard_slow(stream);
+        shard->yield_to_fold();
         shard->mutex.lock();
         continue;  // look again: another thread may have freed (and reused) the address
       }

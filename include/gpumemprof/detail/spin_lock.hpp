@@ -39,7 +39,7 @@ class SpinLock {
   }
   void unlock() noexcept { locked_.store(false, std::memory_order_release); }
 
- private:
+  /// The CPU's spin-wait hint (for other spin loops).
   static void pause() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
     _mm_pause();
@@ -47,6 +47,8 @@ class SpinLock {
     asm volatile("yield");
 #endif
   }
+
+ private:
   std::atomic<bool> locked_{false};
 };
 

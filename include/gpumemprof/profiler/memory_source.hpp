@@ -4,7 +4,8 @@
 //
 // Type-erased so that one profiler type serves the per-device default allocators and any
 // CachingAllocator<Backend> (tests use their own simulated allocators). Every reading here is
-// safe from any thread; gauges() is lock-free, so a sampler never blocks allocation.
+// safe from any thread; gauges() takes no allocator-wide lock (with several streams it folds their
+// stat journals, holding each stream's lock for a moment), so a sampler never stalls allocation.
 #pragma once
 
 #include <chrono>
@@ -47,7 +48,7 @@ class MemorySource {
   /// True when synchronize() waits for device work (CUDA devices).
   [[nodiscard]] bool can_synchronize() const noexcept { return can_synchronize_; }
 
-  /// The allocator's lock-free gauges (all zero at device level).
+  /// The allocator's gauges, one consistent instant (all zero at device level).
   [[nodiscard]] virtual AllocatorGauges gauges() const noexcept = 0;
   /// Opens an allocator peak window (allocator level only); see CachingAllocator.
   [[nodiscard]] virtual std::uint64_t open_peak_window() = 0;

@@ -3,6 +3,7 @@
 #if __has_include(<catch2/catch_test_macros.hpp>)
 #include <catch2/catch_approx.hpp>
 #include <catch2/catch_test_macros.hpp>
+#include <catch2/generators/catch_generators.hpp>
 #include <catch2/matchers/catch_matchers_all.hpp>
 using Catch::Approx;
 // v2's string matcher Contains is ContainsSubstring in v3 (v3's Contains matches ranges). The

@@ -118,3 +118,21 @@ BENCHMARK(BM_StreamPairs)->ArgName("own_stream")->Arg(1)->Arg(0)->ThreadRange(1,
 }  // namespace
 
 BENCHMARK_MAIN();
+// The same pairs with every thread on an allocator of its own: what BM_StreamPairs/own_stream:1
+// would be if threads on different streams shared no line at all (the scaling ceiling).
+void BM_StreamPairsSeparateAllocators(benchmark::State& state) {
+  SimAllocator a(gmp::SimulatedBackend{}, gmp::AllocatorConfig{});
+  const gmp::Stream stream(static_cast<std::uintptr_t>(state.thread_index()) + 1);
+  for (auto _ : state) {
+    void* large = a.allocate(std::size_t{1} << 20, stream);
+    void* small = a.allocate(std::size_t{64} << 10, stream);
+    benchmark::DoNotOptimize(large);
+    benchmark::DoNotOptimize(small);
+    a.deallocate(small);
+    a.deallocate(large);
+  }
+  state.counters["pair_ns_per_thread"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * 2),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert | benchmark::Counter::kAvgThreads);
+}
+BENCHMARK(BM_StreamPairsSeparateAllocators)->ThreadRange(1, 16)->UseRealTime();

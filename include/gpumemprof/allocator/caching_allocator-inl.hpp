@@ -107,6 +107,7 @@ typename CachingAllocator<Backend>::Shard& CachingAllocator<Backend>::shard_slow
   auto& sh = shards_.emplace_back(std::make_unique<Shard>(s));
   if (const std::size_t n = fast_count_.load(std::memory_order_relaxed); n < kFastShards) {
     fast_shards_[n].store(sh.get(), std::memory_order_relaxed);
+    fast_streams_[n].store(s.id, std::memory_order_relaxed);
     fast_count_.store(n + 1, std::memory_order_release);
   }
   return *sh;

@@ -403,8 +403,8 @@ class CachingAllocator {
   Shard* find_fast_shard(Stream s) const noexcept {
     const std::size_t n = fast_count_.load(std::memory_order_acquire);
     for (std::size_t i = 0; i < n; ++i) {
-      Shard* sh = fast_shards_[i].load(std::memory_order_relaxed);
-      if (sh->stream == s) return sh;
+      if (fast_streams_[i].load(std::memory_order_relaxed) == s.id)
+        return fast_shards_[i].load(std::memory_order_relaxed);
     }
     return nullptr;
   }
@@ -587,6 +587,10 @@ class CachingAllocator {
   Shards shards_;
   static constexpr std::size_t kFastShards = 16;
   std::array<std::atomic<Shard*>, kFastShards> fast_shards_{};  // the first shards, published lock-free
+  // Their streams, scanned by the lookup: read-only lines. (Comparing sh->stream instead reads
+  // each earlier shard's first line, which its owner writes on every operation -- its lock --
+  // and cost 8 threads on their own streams ~0.9 us per pair on the H100 host.)
+  std::array<std::atomic<std::uintptr_t>, kFastShards> fast_streams_{};
   std::atomic<std::size_t> fast_count_{0};
   Pool small_;
   Pool large_;

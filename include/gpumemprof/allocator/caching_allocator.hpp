@@ -65,7 +65,6 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -253,12 +252,8 @@ class CachingAllocator {
     std::atomic<bool> fold_waiting{false};
     // The hot path's entry: waits while a fold wants this shard (no lock held).
     void yield_to_fold() const noexcept {
-      for (int spins = 0; GPUMEMPROF_UNLIKELY(fold_waiting.load(std::memory_order_relaxed)); ++spins) {
-        if (spins < 64) {
-          detail::SpinLock::pause();
-        } else {
-          std::this_thread::yield();
-        }
+      if (GPUMEMPROF_UNLIKELY(fold_waiting.load(std::memory_order_relaxed))) {
+        detail::spin_while([this] { return fold_waiting.load(std::memory_order_relaxed); });
       }
     }
     // A folder's lock (fold_mutex_ held: one folder at a time).

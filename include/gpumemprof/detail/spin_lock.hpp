@@ -17,6 +17,23 @@
 GPUMEMPROF_NAMESPACE_BEGIN
 namespace detail {
 
+/// Waits while `busy()` is true: a short spin on the CPU's spin-wait hint, then yielding (the
+/// thread that ends the wait may be descheduled). Every spin-wait of the project uses this policy.
+template <class Busy>
+void spin_while(Busy&& busy) noexcept {
+  for (int spins = 0; busy(); ++spins) {
+    if (spins < 64) {
+#if defined(__x86_64__) || defined(__i386__)
+      _mm_pause();
+#elif defined(__aarch64__)
+      asm volatile("yield");
+#endif
+    } else {
+      std::this_thread::yield();
+    }
+  }
+}
+
 class SpinLock {
  public:
   SpinLock() = default;
@@ -25,28 +42,13 @@ class SpinLock {
 
   void lock() noexcept {
     while (locked_.exchange(true, std::memory_order_acquire)) {
-      for (int spins = 0; locked_.load(std::memory_order_relaxed); ++spins) {
-        if (spins < 64) {
-          pause();
-        } else {
-          std::this_thread::yield();
-        }
-      }
+      spin_while([this] { return locked_.load(std::memory_order_relaxed); });
     }
   }
   [[nodiscard]] bool try_lock() noexcept {
     return !locked_.load(std::memory_order_relaxed) && !locked_.exchange(true, std::memory_order_acquire);
   }
   void unlock() noexcept { locked_.store(false, std::memory_order_release); }
-
-  /// The CPU's spin-wait hint (for other spin loops).
-  static void pause() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-    _mm_pause();
-#elif defined(__aarch64__)
-    asm volatile("yield");
-#endif
-  }
 
  private:
   std::atomic<bool> locked_{false};

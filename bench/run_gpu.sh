@@ -19,13 +19,10 @@ done | tee "$out/replay_cuda.txt"
 # gpu_compare ends in markdown tables (device, date, commit, command) for bench/RESULTS.md: single
 # thread (fixed sizes, traces on the streams they record) and the thread runs (1-16 threads).
 commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-traces=(tests/data/resnet50_train.trace.gz tests/data/gpt2_train.trace.gz tests/data/gpt2_generate.trace.gz)
-for extra in /work/shared/traces/two_stream_resnet18.trace.gz tests/data/two_stream_resnet18.trace.gz; do
-  [ -f "$extra" ] && traces+=("$extra")
-done
+traces=(tests/data/*.trace.gz)  # PyTorch's recorded workloads, held-out kinds (two streams, variable lengths) too
 timeout 400 "$build/bench/gpu_compare" --repeat 5 --commit "$commit" "${traces[@]}" | tee "$out/compare.txt"
-for t in resnet50_train gpt2_train gpt2_generate; do
-  "$build/tools/gpumemprof" replay "tests/data/$t.trace.gz" --device cuda:0 --config expandable_segments:True \
+for t in "${traces[@]}"; do
+  "$build/tools/gpumemprof" replay "$t" --device cuda:0 --config expandable_segments:True \
     --repeat 5 --json
 done | tee "$out/replay_cuda_expandable.txt"
 # gpu_compare switches c10 to expandable segments in-process; a second process configured by

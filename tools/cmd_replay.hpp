@@ -83,8 +83,9 @@ inline std::string replay_snapshot_note(const std::string& trace, int repeat, st
 
 /// Cold replay (peaks; recorded into `snapshot_path` when given), then `repeat` warm replays
 /// (timing) on one allocator.
-inline ReplayReport run_replay(const Trace& t, const Device& device, const AllocatorConfig& config, int repeat,
+inline ReplayReport run_replay(Trace& t, const Device& device, const AllocatorConfig& config, int repeat,
                                bool progress, const std::string& snapshot_path = {}, std::size_t max_entries = 0) {
+  const ReplayStreams streams(device, t);  // outlives the allocator, whose cache refers to them
   DeviceAllocator alloc(AnyBackend::for_device(device), config);
   HistoryRecorder history(HistoryOptions{.enabled = HistoryEnabled::all,
                                          .context = HistoryContext::none,
@@ -211,7 +212,7 @@ inline int cmd_replay(int argc, char** argv) {
   const Device device(args.get("--device", "sim:0"));
   const AllocatorConfig config = args.has("--config") ? AllocatorConfig(args.get("--config")) : AllocatorConfig{};
   const int repeat = static_cast<int>(args.count("--repeat", 3, 1000));
-  const Trace t = parse_trace(bytes, args.positional()[0]);
+  Trace t = parse_trace(bytes, args.positional()[0]);
   const ReplayReport rep = run_replay(t, device, config, repeat, ::isatty(2) != 0 && !args.has("--json"),
                                       args.get("--snapshot"), args.count("--max-entries", 0));
   print_replay(rep, args.has("--json"));

@@ -1,11 +1,14 @@
 // Replaying a trace through an allocator: the request stream PyTorch's allocator saw, timed.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "gpumemprof/allocator/memory_stats.hpp"
+#include "gpumemprof/device/any_backend.hpp"
 #include "gpumemprof/device/backend.hpp"
 #include "trace.hpp"
 
@@ -21,6 +24,43 @@ struct ReplayResult {
   double seconds = 0;      // the replay loop alone
   double ns_per_pair = 0;  // seconds / allocs
   MemoryStats stats;       // at the end
+};
+
+/// The streams of a trace on the replaying device. A recorded stream value is a handle of the
+/// process that recorded it -- on a GPU, using it would touch freed or foreign memory -- so every
+/// nonzero one is rewritten to a stream created here (0 stays the default stream), in `t` itself.
+/// Create it before the allocator that replays `t` and let it go after: the allocator's cached
+/// memory refers to the streams until it is destroyed.
+class ReplayStreams {
+ public:
+  ReplayStreams(const Device& device, Trace& t) : backend_(AnyBackend::for_device(device)) {
+    std::vector<std::pair<std::uint64_t, Stream>> made;  // recorded value -> stream (a trace has few)
+    for (TraceOp& op : t.ops) {
+      if (!op.is_alloc || op.stream == 0) continue;
+      auto it = std::find_if(made.begin(), made.end(), [&](const auto& m) { return m.first == op.stream; });
+      if (it == made.end()) {
+        made.emplace_back(op.stream, backend_.create_stream());
+        streams_.push_back(made.back().second);
+        it = made.end() - 1;
+      }
+      op.stream = it->second.id;
+    }
+  }
+  ~ReplayStreams() {
+    for (Stream s : streams_) {
+      try {
+        backend_.destroy_stream(s);
+      } catch (...) {  // a failing device at exit: nothing left to protect
+      }
+    }
+  }
+  ReplayStreams(const ReplayStreams&) = delete;
+  ReplayStreams& operator=(const ReplayStreams&) = delete;
+  [[nodiscard]] std::size_t count() const noexcept { return streams_.size(); }
+
+ private:
+  AnyBackend backend_;
+  std::vector<Stream> streams_;
 };
 
 /// Runs every op of `t` through `alloc` (anything with allocate(bytes, Stream),

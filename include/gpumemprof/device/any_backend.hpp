@@ -98,6 +98,10 @@ class AnyBackend {
   void unmap(Reservation r, std::size_t off, std::size_t n) { impl_->unmap(r, off, n); }
   void synchronize_stream(Stream s) { impl_->synchronize_stream(s); }
   void release_spare_pages() { impl_->release_spare_pages(); }
+  /// A new stream of the device: a CUDA stream on cuda:N; elsewhere (no queued work) a fresh
+  /// stream number. Pass it to destroy_stream when done.
+  [[nodiscard]] Stream create_stream() { return impl_->create_stream(); }
+  void destroy_stream(Stream s) { impl_->destroy_stream(s); }
 
   /// The wrapped backend when it is a `B`, else nullptr (like std::function::target).
   template <class B>
@@ -126,6 +130,8 @@ class AnyBackend {
     virtual void unmap(Reservation, std::size_t, std::size_t) = 0;
     virtual void synchronize_stream(Stream) = 0;
     virtual void release_spare_pages() = 0;
+    virtual Stream create_stream() = 0;
+    virtual void destroy_stream(Stream) = 0;
   };
 
   template <class B>
@@ -180,10 +186,18 @@ class AnyBackend {
     void release_spare_pages() override {
       if constexpr (VirtualMemoryBackend<B>) backend.release_spare_pages();
     }
+    Stream create_stream() override {
+      if constexpr (requires { backend.create_stream(); }) return backend.create_stream();
+      return Stream(++streams_made);  // a device without stream objects: numbers name streams
+    }
+    void destroy_stream(Stream s) override {
+      if constexpr (requires { backend.destroy_stream(s); }) backend.destroy_stream(s);
+    }
     [[noreturn]] void unsupported() const {
       throw DeviceRuntimeError(backend.name() + " does not support virtual memory mapping");
     }
     B backend;
+    std::uintptr_t streams_made = 0;
   };
 
   std::unique_ptr<Concept> impl_;

@@ -341,6 +341,20 @@ class CudaBackend {
     GPUMEMPROF_CUDA_CHECK(cudaStreamSynchronize(stream.as<CUstream_st>()));
   }
 
+  /// A new non-blocking stream on this device (replaying a recorded trace on its streams).
+  [[nodiscard]] Stream create_stream() {
+    CudaDeviceGuard guard(device_);
+    cudaStream_t s = nullptr;
+    GPUMEMPROF_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    return Stream(s);
+  }
+  /// Destroys a stream of create_stream(); memory of an allocator that still refers to it must
+  /// be released first.
+  void destroy_stream(Stream stream) {
+    CudaDeviceGuard guard(device_);
+    GPUMEMPROF_CUDA_CHECK(cudaStreamDestroy(stream.as<CUstream_st>()));
+  }
+
  private:
   static cudaEvent_t to_cuda(Event e) noexcept { return reinterpret_cast<cudaEvent_t>(e.id); }
 

@@ -22,10 +22,7 @@
 #define MPICH_SKIP_MPICXX 1
 #endif
 #include <mpi.h>
-#include <unistd.h>
 
-#include <array>
-#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -34,22 +31,19 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
-#include <string_view>
-#include <system_error>
+#include <utility>
 #include <type_traits>
 #include <vector>
 
 #include "gpumemprof/allocator/default_allocator.hpp"
 #include "gpumemprof/allocator/memory_stats.hpp"
-#include "gpumemprof/analysis/oom_report.hpp"
 #include "gpumemprof/analysis/rank_budget.hpp"
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/device/device.hpp"
 #include "gpumemprof/error.hpp"
 #include "gpumemprof/export/formats/atomic_file.hpp"
 #include "gpumemprof/export/formats/json_writer.hpp"
-#include "gpumemprof/export/formats/snapshot_writer.hpp"
-#include "gpumemprof/history/snapshot_builder.hpp"
+#include "gpumemprof/export/formats/rank_dump.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
 namespace mpi {
@@ -73,37 +67,6 @@ inline int comm_size(MPI_Comm comm) {
   int n = 0;
   check(MPI_Comm_size(comm, &n), "MPI_Comm_size");
   return n;
-}
-
-inline std::string host_name() {
-  std::array<char, 256> buf{};
-  if (::gethostname(buf.data(), buf.size() - 1) != 0) return "?";
-  return buf.data();
-}
-
-/// The snapshot of `device`'s default allocator, marked with this rank.
-inline Snapshot rank_snapshot(const Device& device, int rank, int world) {
-  DeviceAllocator& alloc = default_allocator(device);
-  Snapshot snap = alloc.snapshot();
-  const MemoryStats stats = alloc.memory_stats();
-  snap.rank_info.rank = rank;
-  snap.rank_info.world_size = world;
-  snap.rank_info.host = host_name();
-  snap.rank_info.device = device.str();
-  snap.rank_info.peak_allocated_bytes = stats.allocated_bytes.all().peak;
-  snap.rank_info.peak_reserved_bytes = stats.reserved_bytes.all().peak;
-  snap.rank_info.num_ooms = stats.num_ooms;
-  return snap;
-}
-
-inline std::string rank_file(const std::string& dir, int rank, const char* suffix) {
-  return (std::filesystem::path(dir) / ("rank-" + std::to_string(rank) + suffix)).string();
-}
-
-inline void make_dir(const std::string& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) throw IoError("cannot create the dump folder " + dir + ": " + ec.message());
 }
 
 // What each rank tells rank 0 for ranks.json: fixed-size, so one MPI_Gather carries it.
@@ -144,15 +107,13 @@ inline void dump_snapshots(const std::string& dir, const Device& device, MPI_Com
   detail::RankRecord mine;
   std::string failure;
   try {
-    detail::make_dir(dir);
-    const Snapshot snap = detail::rank_snapshot(device, rank, world);
-    write_snapshot_file(snap, detail::rank_file(dir, rank, ".pickle"));
-    mine.peak_allocated = snap.rank_info.peak_allocated_bytes;
-    mine.peak_reserved = snap.rank_info.peak_reserved_bytes;
-    mine.num_ooms = snap.rank_info.num_ooms;
+    const RankInfo info = dump_rank_snapshot(default_allocator(device), dir, rank, world);
+    mine.peak_allocated = info.peak_allocated_bytes;
+    mine.peak_reserved = info.peak_reserved_bytes;
+    mine.num_ooms = info.num_ooms;
     mine.written = 1;
-    std::strncpy(mine.host, snap.rank_info.host.c_str(), sizeof mine.host - 1);
-    std::strncpy(mine.device, snap.rank_info.device.c_str(), sizeof mine.device - 1);
+    std::strncpy(mine.host, info.host.c_str(), sizeof mine.host - 1);
+    std::strncpy(mine.device, info.device.c_str(), sizeof mine.device - 1);
   } catch (const std::exception& e) {
     failure = e.what();
     std::strncpy(mine.error, e.what(), sizeof mine.error - 1);
@@ -205,22 +166,8 @@ inline void dump_snapshots(const std::string& dir, const Device& device, MPI_Com
 /// No collective: other ranks may be blocked in one. Call after MPI_Init; `comm` gives the rank.
 /// Returns the reporter (analysis/oom_report.hpp) for the reports themselves.
 inline std::shared_ptr<OomReporter> dump_on_oom(std::string dir, const Device& device, MPI_Comm comm = MPI_COMM_WORLD) {
-  const int rank = detail::comm_rank(comm);
-  const int world = detail::comm_size(comm);
-  OomReportOptions options;
-  options.on_report = [dir = std::move(dir), device, rank, world](const OomReport& report) {
-    try {
-      detail::make_dir(dir);
-      const std::string text = "rank " + std::to_string(rank) + " of " + std::to_string(world) + " on " +
-                               detail::host_name() + "\n" + report.to_string();
-      write_file_atomically(detail::rank_file(dir, rank, ".oom.txt"), std::string_view(text));
-      write_snapshot_file(detail::rank_snapshot(device, rank, world), detail::rank_file(dir, rank, ".pickle"));
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "gpumemprof: rank %d could not write its OOM dump into %s: %s\n", rank, dir.c_str(),
-                   e.what());
-    }
-  };
-  return attach_oom_reporter(default_allocator(device), std::move(options));
+  return attach_rank_oom_dump(default_allocator(device), std::move(dir), detail::comm_rank(comm),
+                              detail::comm_size(comm));
 }
 
 }  // namespace mpi

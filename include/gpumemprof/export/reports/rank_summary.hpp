@@ -1,4 +1,5 @@
-// Layer 5: the cross-rank report (analysis/cross_rank.hpp) as text and as JSON. Backs
+// Layer 5: the cross-rank report (analysis/cross_rank.hpp) read from a dump folder or from several
+// snapshot files, one at a time, and written as text and as JSON. Backs
 // `gpumemprof summary DIR` (a folder of rank-<R>.pickle files) and `gpumemprof summary A B ...`.
 //
 // Text: a row per rank (host, device, peak allocated and reserved, fragmentation, OOMs, top site),
@@ -10,19 +11,89 @@
 // "min_bytes", "min_rank", "max_bytes", "max_rank"}, ...], "problems": [...]}.
 #pragma once
 
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <regex>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "gpumemprof/allocator/format_size.hpp"
 #include "gpumemprof/analysis/cross_rank.hpp"
 #include "gpumemprof/analysis/memory_facts.hpp"
 #include "gpumemprof/config.hpp"
+#include "gpumemprof/error.hpp"
 #include "gpumemprof/export/formats/json_writer.hpp"
+#include "gpumemprof/export/formats/snapshot_reader.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
+
+/// True when `path` names a folder.
+[[nodiscard]] inline bool is_directory(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/// The rank a file name gives ("rank-3.pickle" -> 3), or -1.
+[[nodiscard]] inline int rank_from_file_name(const std::string& path) {
+  static const std::regex pattern(R"(rank-([0-9]{1,6})\.(pickle|json)$)");
+  std::smatch m;
+  const std::string name = std::filesystem::path(path).filename().string();
+  return std::regex_match(name, m, pattern) ? std::stoi(m[1].str()) : -1;
+}
+
+/// The rank files of folder `dir`, in rank order; a UsageError when it holds none.
+[[nodiscard]] inline std::vector<std::string> rank_files(const std::string& dir) {
+  std::vector<std::pair<int, std::string>> found;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string p = entry.path().string();
+    if (const int r = rank_from_file_name(p); r >= 0) found.emplace_back(r, p);
+  }
+  if (ec) throw IoError(dir + ": cannot list the folder (" + ec.message() + ")");
+  if (found.empty()) {
+    throw IoError(dir + ": no rank-<R>.pickle files in this folder (write them with gpumemprof::mpi::dump_snapshots or "
+                           "gpumemprof_torch.dump_snapshots, or name the snapshot files)");
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> out;
+  for (auto& [r, p] : found) out.push_back(std::move(p));
+  return out;
+}
+
+/// The cross-rank report of a folder or of several snapshot files. A file without rank keys takes
+/// its rank from its name (rank-<R>.pickle), else from its place on the command line.
+[[nodiscard]] inline CrossRankReport load_cross_rank(const std::vector<std::string>& positional, std::size_t top_sites = 20) {
+  std::vector<std::string> files;
+  for (const std::string& p : positional) {
+    if (is_directory(p)) {
+      for (std::string& f : rank_files(p)) files.push_back(std::move(f));
+    } else {
+      files.push_back(p);
+    }
+  }
+  CrossRankReport report;
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    const int by_name = rank_from_file_name(files[i]);
+    try {
+      report.add(rank_facts(load_compact_snapshot(files[i]), files[i], by_name >= 0 ? by_name : static_cast<int>(i)));
+    } catch (const std::exception& e) {
+      // Reader errors name the file already; others get its name here.
+      const std::string what = e.what();
+      report.add_problem(what.rfind(files[i], 0) == 0 ? what : files[i] + ": " + what);
+    }
+  }
+  report.finish(top_sites);
+  return report;
+}
+
 
 /// The report as text, with at most `top` differing sites.
 [[nodiscard]] inline std::string format_cross_rank(const CrossRankReport& report, std::size_t top = 10) {

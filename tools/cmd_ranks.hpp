@@ -29,4 +29,20 @@ inline int print_cross_rank(const std::vector<std::string>& positional, bool jso
   return report.problems().empty() ? 0 : 2;
 }
 
+/// `path` itself, or for a folder of rank files the file of its rank with the largest peak
+/// allocated bytes (what `tune` and `diff` answer for), saying which on stdout.
+inline std::string worst_rank_file(const std::string& path) {
+  if (!is_directory(path)) return path;
+  const CrossRankReport report = load_cross_rank({path});
+  if (report.max_peak_rank() < 0) {
+    throw UsageError(path + ": no readable rank file" +
+                     (report.problems().empty() ? std::string() : " (" + report.problems().front() + ")"));
+  }
+  const RankFacts& worst = report.rank(report.max_peak_rank());
+  std::printf("%s: rank %d of %zu has the largest peak allocated (%s): %s\n", path.c_str(), worst.rank,
+              report.ranks().size(), format_size(static_cast<std::uint64_t>(worst.peak_allocated_bytes)).c_str(),
+              worst.file.c_str());
+  return worst.file;
+}
+
 }  // namespace gpumemprof::tools

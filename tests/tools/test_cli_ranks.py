@@ -82,6 +82,13 @@ def main():
               f"text imbalance: {p.stdout}")
         check("forward at train.py:20" in p.stdout and "node1" in p.stdout, f"text rows: {p.stdout}")
 
+        # tune and diff answer for the folder's worst rank.
+        worst = "%s: rank 2 of 3 has the largest peak allocated (112.00 MiB): %s" % (good, os.path.join(good, "rank-2.pickle"))
+        p = run(gmp, "tune", good)
+        check(p.stdout.startswith(worst + "\n") and "PYTORCH_CUDA_ALLOC_CONF=" in p.stdout, f"tune DIR: {p.stdout}")
+        p = run(gmp, "diff", good, os.path.join(good, "rank-0.pickle"))
+        check(p.stdout.startswith(worst + "\n") and "forward at train.py:20" in p.stdout, f"diff DIR A: {p.stdout}")
+
         # Several files, without rank keys: ranks by file name, else by position.
         plain_a = os.path.join(tmp, "a.pickle")
         plain_b = os.path.join(tmp, "b.pickle")

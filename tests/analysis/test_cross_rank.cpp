@@ -178,6 +178,13 @@ TEST_CASE("the cross-rank report names duplicate, missing and foreign ranks, and
   CHECK(p[1] == "a/rank-3.pickle: not a snapshot");
   CHECK_THAT(p[2], Catch::Matchers::Contains("c/rank-2.pickle: world size 8, but 2 file(s) say 4"));
   CHECK(p[3] == "missing rank(s) 3 of world size 4: no readable file for them");
+
+  gmp::CrossRankReport sparse;  // runs of missing ranks read as ranges
+  sparse.add(gmp::rank_facts(round_trip(rank_snapshot(2, 7, kMiB, kMiB)), "rank-2.pickle"));
+  sparse.add(gmp::rank_facts(round_trip(rank_snapshot(4, 7, kMiB, kMiB)), "rank-4.pickle"));
+  sparse.finish();
+  REQUIRE(sparse.problems().size() == 1);
+  CHECK(sparse.problems()[0] == "missing rank(s) 0-1, 3, 5-6 of world size 7: no readable file for them");
 }
 
 TEST_CASE("budget helpers over per-rank stats") {

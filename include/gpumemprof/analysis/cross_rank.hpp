@@ -183,9 +183,13 @@ class CrossRankReport {
     }
     std::set<int> present;
     for (const RankFacts& r : ranks_) present.insert(r.rank);
-    std::string missing;
+    std::string missing;  // runs of missing ranks as ranges: "1, 3-63"
     for (std::int64_t r = 0; r < world_size_; ++r) {
-      if (present.count(static_cast<int>(r)) == 0) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      if (present.count(static_cast<int>(r)) != 0) continue;
+      std::int64_t last = r;
+      while (last + 1 < world_size_ && present.count(static_cast<int>(last + 1)) == 0) ++last;
+      missing += (missing.empty() ? "" : ", ") + std::to_string(r) + (last > r ? "-" + std::to_string(last) : "");
+      r = last;
     }
     if (!missing.empty()) {
       add_problem("missing rank(s) " + missing + " of world size " + std::to_string(world_size_) +

@@ -14,14 +14,17 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <optional>
 #include <regex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -69,8 +72,10 @@ GPUMEMPROF_NAMESPACE_BEGIN
 }
 
 /// The cross-rank report of a folder or of several snapshot files. A file without rank keys takes
-/// its rank from its name (rank-<R>.pickle), else from its place on the command line.
-[[nodiscard]] inline CrossRankReport load_cross_rank(const std::vector<std::string>& positional, std::size_t top_sites = 20) {
+/// its rank from its name (rank-<R>.pickle), else from its place on the command line. Files are
+/// read by `jobs` threads (0: one per core, at most 4), each holding one snapshot at a time.
+[[nodiscard]] inline CrossRankReport load_cross_rank(const std::vector<std::string>& positional,
+                                                     std::size_t top_sites = 20, unsigned jobs = 0) {
   std::vector<std::string> files;
   for (const std::string& p : positional) {
     if (is_directory(p)) {
@@ -79,21 +84,41 @@ GPUMEMPROF_NAMESPACE_BEGIN
       files.push_back(p);
     }
   }
+  struct Outcome {
+    std::optional<RankFacts> facts;
+    std::string problem;
+  };
+  std::vector<Outcome> outcomes(files.size());
+  std::atomic<std::size_t> next{0};
+  const auto work = [&] {
+    for (std::size_t i = next++; i < files.size(); i = next++) {
+      const int by_name = rank_from_file_name(files[i]);
+      try {
+        outcomes[i].facts =
+            rank_facts(load_compact_snapshot(files[i]), files[i], by_name >= 0 ? by_name : static_cast<int>(i));
+      } catch (const std::exception& e) {
+        // Reader errors name the file already; others get its name here.
+        const std::string what = e.what();
+        outcomes[i].problem = what.rfind(files[i], 0) == 0 ? what : files[i] + ": " + what;
+      }
+    }
+  };
+  if (jobs == 0) jobs = std::clamp(std::thread::hardware_concurrency(), 1U, 4U);
+  std::vector<std::thread> workers;
+  for (unsigned t = 1; t < jobs && t < files.size(); ++t) workers.emplace_back(work);
+  work();
+  for (std::thread& w : workers) w.join();
   CrossRankReport report;
-  for (std::size_t i = 0; i < files.size(); ++i) {
-    const int by_name = rank_from_file_name(files[i]);
-    try {
-      report.add(rank_facts(load_compact_snapshot(files[i]), files[i], by_name >= 0 ? by_name : static_cast<int>(i)));
-    } catch (const std::exception& e) {
-      // Reader errors name the file already; others get its name here.
-      const std::string what = e.what();
-      report.add_problem(what.rfind(files[i], 0) == 0 ? what : files[i] + ": " + what);
+  for (Outcome& o : outcomes) {  // in file order, whichever thread read them
+    if (o.facts) {
+      report.add(std::move(*o.facts));
+    } else {
+      report.add_problem(std::move(o.problem));
     }
   }
   report.finish(top_sites);
   return report;
 }
-
 
 /// The report as text, with at most `top` differing sites.
 [[nodiscard]] inline std::string format_cross_rank(const CrossRankReport& report, std::size_t top = 10) {

@@ -46,20 +46,21 @@ inline int cmd_html(int argc, char** argv) {
                   {{"-o", "--output"}});
   if (args.has("--help")) {
     std::fputs(
-        "usage: gpumemprof html SNAPSHOT -o REPORT.html [--title T] [--max-entries N]\n"
+        "usage: gpumemprof html SNAPSHOT|RANK_DIR -o REPORT.html [--title T] [--max-entries N]\n"
         "                       [--page-states N] [--page-allocations N]\n"
         "  Writes one self-contained HTML page (no network needed): memory timeline, peak,\n"
         "  segments and fragmentation, top allocation sites. --max-entries keeps the newest N\n"
         "  trace entries per device. Level of detail, so long traces open fast: past\n"
         "  --page-states (default 262144) the timeline shows the most active state of each run\n"
         "  of events, past --page-allocations (default 200000) the others are summed; peaks and\n"
-        "  per-site figures stay exact (0 = no limit).\n",
+        "  per-site figures stay exact (0 = no limit). A folder of rank files: the page of its rank with\n"
+        "  the largest peak allocated bytes.\n",
         stdout);
     return 0;
   }
-  args.expect_positional(1, "one SNAPSHOT file");
+  args.expect_positional(1, "one SNAPSHOT file or rank folder");
   if (!args.has("--output")) throw UsageError("name the report file with -o REPORT.html");
-  const CompactSnapshot snap = load_compact_snapshot(args.positional()[0]);
+  const CompactSnapshot snap = load_compact_snapshot(worst_rank_file(args.positional()[0]));  // a folder: its worst rank
   HtmlReportOptions opt;
   opt.title = args.get("--title", opt.title);
   opt.max_trace_entries = args.count("--max-entries", 0);

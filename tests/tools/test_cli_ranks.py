@@ -86,6 +86,9 @@ def main():
         worst = "%s: rank 2 of 3 has the largest peak allocated (112.00 MiB): %s" % (good, os.path.join(good, "rank-2.pickle"))
         p = run(gmp, "tune", good)
         check(p.stdout.startswith(worst + "\n") and "PYTORCH_CUDA_ALLOC_CONF=" in p.stdout, f"tune DIR: {p.stdout}")
+        page = os.path.join(tmp, "worst.html")
+        p = run(gmp, "html", good, "-o", page)
+        check(p.stdout.startswith(worst + "\n") and os.path.getsize(page) > 0, f"html DIR: {p.stdout}")
         p = run(gmp, "diff", good, os.path.join(good, "rank-0.pickle"))
         check(p.stdout.startswith(worst + "\n") and "forward at train.py:20" in p.stdout, f"diff DIR A: {p.stdout}")
 

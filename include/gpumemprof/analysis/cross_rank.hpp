@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <limits>
 #include <map>
 #include <optional>
@@ -35,7 +36,8 @@
 
 GPUMEMPROF_NAMESPACE_BEGIN
 
-/// What one rank's snapshot says (bytes unless noted).
+/// What one rank's snapshot says (bytes unless noted). Without recorded peaks and with a trace the
+/// replay refuses, the peaks are the bytes at the end (a lower bound).
 struct RankFacts {
   int rank = -1;
   std::int64_t world_size = 0;  ///< 0: the file does not say
@@ -82,9 +84,13 @@ template <SnapshotLike S>
     f.peak_reserved_bytes = static_cast<std::int64_t>(end.reserved);
     f.peak_allocated_bytes = static_cast<std::int64_t>(end.allocated);
     for (const int d : traced_devices(snap)) {  // a dump per rank: one device, as a rule
-      const SnapshotReplayResult r = replay_snapshot(snap, d);
-      f.peak_allocated_bytes = std::max(f.peak_allocated_bytes, r.peak_allocated);
-      f.peak_reserved_bytes = std::max(f.peak_reserved_bytes, static_cast<std::int64_t>(r.recorded_peak_reserved));
+      try {
+        const SnapshotReplayResult r = replay_snapshot(snap, d);
+        f.peak_allocated_bytes = std::max(f.peak_allocated_bytes, r.peak_allocated);
+        f.peak_reserved_bytes = std::max(f.peak_reserved_bytes, static_cast<std::int64_t>(r.recorded_peak_reserved));
+      } catch (const std::exception&) {
+        // A trace the replay refuses (see snapshot_replay.hpp): the end state's bytes stand.
+      }
     }
   }
   if (info.num_ooms >= 0) {

@@ -36,9 +36,10 @@ def fail(message):
 # ---------------------------------------------------------------------------------------------
 # The child: one workload on one allocator.
 
-def make_resnet50(torch):
+def make_resnet50(torch, wrap=lambda model: model):
+    """A training step; `wrap` wraps the model (e.g. in DistributedDataParallel)."""
     import torchvision
-    model = torchvision.models.resnet50(weights=None).cuda()
+    model = wrap(torchvision.models.resnet50(weights=None).cuda())
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     loss_fn = torch.nn.CrossEntropyLoss()
     gen = torch.Generator(device="cuda").manual_seed(0)
@@ -55,10 +56,10 @@ def make_resnet50(torch):
     return step
 
 
-def make_gpt2(torch):
+def make_gpt2(torch, wrap=lambda model: model):
     from transformers import GPT2Config, GPT2LMHeadModel
     config = GPT2Config()
-    model = GPT2LMHeadModel(config).cuda()
+    model = wrap(GPT2LMHeadModel(config).cuda())
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     gen = torch.Generator(device="cuda").manual_seed(0)

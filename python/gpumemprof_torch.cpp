@@ -7,11 +7,14 @@
 #include <cstring>
 #include <exception>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 
 #include "gpumemprof/allocator/default_allocator.hpp"
 #include "gpumemprof/export/formats/dump_snapshot.hpp"
 #include "gpumemprof/export/formats/json_writer.hpp"
+#include "gpumemprof/export/formats/rank_dump.hpp"
+#include "gpumemprof/export/reports/rank_summary.hpp"
 #include "gpumemprof/history/history_recorder.hpp"
 
 namespace gmp = gpumemprof;
@@ -35,6 +38,16 @@ R guarded(const char* what, bool print, R fail, F&& f) noexcept {
   }
   if (print) std::fprintf(stderr, "gpumemprof_torch: %s\n", last_error.c_str());
   return fail;
+}
+
+/// Copies `text` into `buf` (at most `capacity` bytes with the NUL); returns its full length.
+ssize_t copy_out(const std::string& text, char* buf, size_t capacity) {
+  if (buf != nullptr && capacity > 0) {
+    const std::size_t n = std::min(text.size(), capacity - 1);
+    std::memcpy(buf, text.data(), n);
+    buf[n] = '\0';
+  }
+  return static_cast<ssize_t>(text.size());
 }
 
 }  // namespace
@@ -77,13 +90,30 @@ ssize_t gpumemprof_memory_stats_json(int device, char* buf, size_t capacity) {
       json.end_dict();
       json.finish();
     }
-    const std::string text = out.str();
-    if (buf != nullptr && capacity > 0) {
-      const std::size_t n = std::min(text.size(), capacity - 1);
-      std::memcpy(buf, text.data(), n);
-      buf[n] = '\0';
-    }
-    return static_cast<ssize_t>(text.size());
+    return copy_out(out.str(), buf, capacity);
+  });
+}
+
+int gpumemprof_dump_rank_snapshot(int device, const char* dir, int rank, int world_size) {
+  return guarded("gpumemprof_dump_rank_snapshot", false, -1, [&] {
+    if (dir == nullptr) throw std::invalid_argument("no folder");
+    (void)gmp::dump_rank_snapshot(allocator_of(device), dir, rank, world_size);
+    return 0;
+  });
+}
+
+int gpumemprof_dump_on_oom(int device, const char* dir, int rank, int world_size) {
+  return guarded("gpumemprof_dump_on_oom", false, -1, [&] {
+    if (dir == nullptr) throw std::invalid_argument("no folder");
+    (void)gmp::attach_rank_oom_dump(allocator_of(device), dir, rank, world_size);
+    return 0;
+  });
+}
+
+ssize_t gpumemprof_rank_summary(const char* dir, char* buf, size_t capacity) {
+  return guarded("gpumemprof_rank_summary", false, static_cast<ssize_t>(-1), [&] {
+    if (dir == nullptr) throw std::invalid_argument("no folder");
+    return copy_out(gmp::format_cross_rank(gmp::load_cross_rank({dir})), buf, capacity);
   });
 }
 

@@ -38,6 +38,15 @@ GPUMEMPROF_TORCH_API int gpumemprof_record_stream(void* ptr, int device, cudaStr
 GPUMEMPROF_TORCH_API ssize_t gpumemprof_memory_stats_json(int device, char* buf, size_t capacity);
 /* Writes the snapshot of `device` (a pickle for pytorch.org/memory_viz) to `path`; 0 or -1. */
 GPUMEMPROF_TORCH_API int gpumemprof_dump_snapshot(int device, const char* path);
+/* Writes `dir`/rank-<rank>.pickle (creating `dir`): the snapshot of `device` with top-level keys
+ * rank, world_size, host, device and the peaks of memory_stats; 0 or -1. */
+GPUMEMPROF_TORCH_API int gpumemprof_dump_rank_snapshot(int device, const char* dir, int rank, int world_size);
+/* From now on, an OOM on `device` writes `dir`/rank-<rank>.pickle and `dir`/rank-<rank>.oom.txt
+ * (the OOM report) before the allocation fails; talks to no other rank. 0 or -1. */
+GPUMEMPROF_TORCH_API int gpumemprof_dump_on_oom(int device, const char* dir, int rank, int world_size);
+/* The cross-rank report of the rank files in `dir` as text (what `gpumemprof summary DIR` prints),
+ * written to buf like gpumemprof_memory_stats_json; the length of the full text, or -1. */
+GPUMEMPROF_TORCH_API ssize_t gpumemprof_rank_summary(const char* dir, char* buf, size_t capacity);
 /* record_memory_history on `device`: enabled 0 = off, 1 = state, 2 = all; max_entries 0 =
  * unbounded. 0 or -1. */
 GPUMEMPROF_TORCH_API int gpumemprof_record_memory_history(int device, int enabled, size_t max_entries);

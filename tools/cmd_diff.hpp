@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "cli_args.hpp"
+#include "cmd_ranks.hpp"
 #include "cmd_replay_snapshot.hpp"
 #include "gpumemprof/analysis/memory_diff.hpp"
 #include "gpumemprof/export/formats/json_reader.hpp"
@@ -89,7 +90,7 @@ inline int cmd_diff(int argc, char** argv) {
         "  Compares two snapshots (PyTorch's or ours) or two profile JSONs (export_profile) by allocation\n"
         "  site (the user's frame of each stack) and by profiled scope: peak, live at the end, allocations,\n"
         "  new and vanished sites. With --budget (e.g. 64MiB or 5%), exits 1 when B's peak exceeds A's by\n"
-        "  more than the budget.\n",
+        "  more than the budget. A folder of rank files stands for its rank with the largest peak allocated.\n",
         stdout);
     return 0;
   }
@@ -116,8 +117,8 @@ inline int cmd_diff(int argc, char** argv) {
       }
     }
   }
-  const std::string& pa = args.positional()[0];
-  const std::string& pb = args.positional()[1];
+  const std::string pa = worst_rank_file(args.positional()[0]);  // a rank folder: its worst rank
+  const std::string pb = worst_rank_file(args.positional()[1]);
   const MemoryUsage a = load_usage(pa);
   const MemoryUsage b = load_usage(pb);
   std::printf("A: %s\nB: %s\n", pa.c_str(), pb.c_str());

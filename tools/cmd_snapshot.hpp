@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cli_args.hpp"
+#include "cmd_ranks.hpp"
 #include "gpumemprof/analysis/snapshot_replay.hpp"
 #include "gpumemprof/export/formats/snapshot_reader.hpp"
 #include "gpumemprof/export/reports/html_report.hpp"
@@ -15,15 +16,22 @@
 namespace gpumemprof::tools {
 
 inline int cmd_summary(int argc, char** argv) {
-  const Args args(argc, argv, 2, {"--help"}, {"--top"});
+  const Args args(argc, argv, 2, {"--help", "--json"}, {"--top"});
   if (args.has("--help")) {
     std::fputs(
         "usage: gpumemprof summary SNAPSHOT [--top N]\n"
+        "       gpumemprof summary DIR | SNAPSHOT SNAPSHOT... [--json] [--top N]\n"
         "  Segments, fragmentation, the trace's events, the top allocation sites and the run's peak of a\n"
-        "  snapshot (ours or PyTorch's .pickle, or our .json).\n",
+        "  snapshot (ours or PyTorch's .pickle, or our .json).\n"
+        "  Across ranks (a folder of rank-<R>.pickle files, or several snapshots): a row per rank (host,\n"
+        "  device, peak allocated and reserved, fragmentation, OOMs, top site), the imbalance and the sites\n"
+        "  whose peak differs across ranks; --json prints it as one JSON object. A missing, duplicate or\n"
+        "  unreadable rank file is named on stderr (exit 2); the others are still reported.\n",
         stdout);
     return 0;
   }
+  if (names_ranks(args.positional())) return print_cross_rank(args.positional(), args.has("--json"), args.count("--top", 10));
+  if (args.has("--json")) throw UsageError("--json reports several ranks: name a folder of rank files or several snapshots");
   args.expect_positional(1, "one SNAPSHOT file");
   const std::string& path = args.positional()[0];
   const CompactSnapshot snap = load_compact_snapshot(path);
@@ -38,20 +46,21 @@ inline int cmd_html(int argc, char** argv) {
                   {{"-o", "--output"}});
   if (args.has("--help")) {
     std::fputs(
-        "usage: gpumemprof html SNAPSHOT -o REPORT.html [--title T] [--max-entries N]\n"
+        "usage: gpumemprof html SNAPSHOT|RANK_DIR -o REPORT.html [--title T] [--max-entries N]\n"
         "                       [--page-states N] [--page-allocations N]\n"
         "  Writes one self-contained HTML page (no network needed): memory timeline, peak,\n"
         "  segments and fragmentation, top allocation sites. --max-entries keeps the newest N\n"
         "  trace entries per device. Level of detail, so long traces open fast: past\n"
         "  --page-states (default 262144) the timeline shows the most active state of each run\n"
         "  of events, past --page-allocations (default 200000) the others are summed; peaks and\n"
-        "  per-site figures stay exact (0 = no limit).\n",
+        "  per-site figures stay exact (0 = no limit). A folder of rank files: the page of its rank with\n"
+        "  the largest peak allocated bytes.\n",
         stdout);
     return 0;
   }
-  args.expect_positional(1, "one SNAPSHOT file");
+  args.expect_positional(1, "one SNAPSHOT file or rank folder");
   if (!args.has("--output")) throw UsageError("name the report file with -o REPORT.html");
-  const CompactSnapshot snap = load_compact_snapshot(args.positional()[0]);
+  const CompactSnapshot snap = load_compact_snapshot(worst_rank_file(args.positional()[0]));  // a folder: its worst rank
   HtmlReportOptions opt;
   opt.title = args.get("--title", opt.title);
   opt.max_trace_entries = args.count("--max-entries", 0);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli_args.hpp"
+#include "cmd_ranks.hpp"
 #include "cmd_replay_snapshot.hpp"
 #include "gpumemprof/analysis/snapshot_replay.hpp"
 #include "gpumemprof/export/formats/atomic_file.hpp"
@@ -71,16 +72,17 @@ inline int cmd_tune(int argc, char** argv) {
   const Args args(argc, argv, 2, {"--help"}, {"--capacity"});
   if (args.has("--help")) {
     std::fputs(
-        "usage: gpumemprof tune SNAPSHOT [--capacity BYTES]\n"
+        "usage: gpumemprof tune SNAPSHOT|RANK_DIR [--capacity BYTES]\n"
         "  Replays the snapshot's history (PyTorch's or ours) under a grid of PYTORCH_CUDA_ALLOC_CONF\n"
         "  settings on the simulated device and ranks them: configs that avoid the recorded OOM first,\n"
         "  then by peak reserved bytes. The last line is the setting to use. --capacity sets the device\n"
-        "  size (default: inferred from a recorded OOM, else 80GiB).\n",
+        "  size (default: inferred from a recorded OOM, else 80GiB). A folder of rank files: the rank with\n"
+        "  the largest peak allocated bytes.\n",
         stdout);
     return 0;
   }
-  args.expect_positional(1, "one SNAPSHOT file");
-  const std::string& path = args.positional()[0];
+  args.expect_positional(1, "one SNAPSHOT file or rank folder");
+  const std::string path = worst_rank_file(args.positional()[0]);  // a rank folder: its worst rank
   const std::size_t capacity = capacity_option(args);
   const CompactSnapshot snap = load_compact_snapshot(path);
   const std::vector<int> devices = traced_devices(snap);

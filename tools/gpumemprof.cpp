@@ -49,6 +49,7 @@ const char* usage() {
          "  tune SNAPSHOT    rank allocator configs for a snapshot's history; print the one to use\n"
          "  diff A B         compare two snapshots or profiles by allocation site and scope (--budget for CI)\n"
          "  summary SNAPSHOT segments, fragmentation and top allocation sites of a snapshot\n"
+         "  summary DIR      one report across ranks (a folder of rank-<R>.pickle files)\n"
          "  html SNAPSHOT -o REPORT.html   an offline HTML report of a snapshot\n"
          "  perfetto SNAPSHOT -o TRACE.json  counter tracks for ui.perfetto.dev\n"
          "  demo             a profiled training loop (GPU with cuBLAS, else the simulated device)\n"

@@ -35,6 +35,7 @@
 #include "gpumemprof/history/user_metadata.hpp"
 
 // analysis (between history and the profiler)
+#include "gpumemprof/analysis/rank_budget.hpp"
 
 // 4 profiler
 #include "gpumemprof/profiler/leak_detector.hpp"
@@ -50,6 +51,7 @@
 #include "gpumemprof/export/reports/memory_summary.hpp"
 #include "gpumemprof/export/reports/perfetto.hpp"
 #include "gpumemprof/export/formats/profile_export.hpp"
+#include "gpumemprof/export/formats/rank_dump.hpp"
 #include "gpumemprof/export/formats/snapshot_reader.hpp"
 #include "gpumemprof/export/reports/snapshot_summary.hpp"
 #include "gpumemprof/export/formats/snapshot_writer.hpp"

@@ -8,6 +8,10 @@
     print(r.peak_bytes, r.allocated_bytes, r.allocations, r.seconds)
     print(gpumemprof_torch.memory_stats()["reserved_bytes.all.peak"])
     gpumemprof_torch.dump_snapshot("snapshot.pickle")   # pytorch.org/memory_viz
+    gpumemprof_torch.dump_snapshots("mem-dump")         # every rank: rank-<R>.pickle; rank 0: ranks.json
+
+Without a code change: `python -m gpumemprof_torch.run [--out DIR] [--history] SCRIPT [ARGS]`, also
+as `torchrun --nproc_per_node N -m gpumemprof_torch.run ... SCRIPT` (see gpumemprof_torch/run.py).
 
 The allocator lives in libgpumemprof_torch.so (built with gpumemprof when CUDA is found). It is
 found through $GPUMEMPROF_TORCH_LIB, next to this package, or in a Meson build folder of the
@@ -19,10 +23,11 @@ import ctypes
 import glob
 import json
 import os
+import socket
 import time
 
-__all__ = ["library_path", "install", "installed", "memory_stats", "dump_snapshot",
-           "record_memory_history", "empty_cache", "profile", "ProfileResult"]
+__all__ = ["library_path", "install", "installed", "memory_stats", "dump_snapshot", "dump_snapshots",
+           "dump_on_oom", "rank_summary", "record_memory_history", "empty_cache", "profile", "ProfileResult"]
 
 _LIB_NAME = "libgpumemprof_torch.so"
 _lib = None
@@ -65,6 +70,10 @@ def _load():
         lib.gpumemprof_open_peak_window.argtypes = [ctypes.c_int]
         lib.gpumemprof_close_peak_window.restype = ctypes.c_int64
         lib.gpumemprof_close_peak_window.argtypes = [ctypes.c_int, ctypes.c_uint64]
+        lib.gpumemprof_dump_rank_snapshot.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
+        lib.gpumemprof_dump_on_oom.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
+        lib.gpumemprof_rank_summary.restype = ctypes.c_ssize_t
+        lib.gpumemprof_rank_summary.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
         lib.gpumemprof_last_error.restype = ctypes.c_char_p
         _lib = lib
     return _lib
@@ -102,8 +111,15 @@ def install():
         allocator = torch.cuda.memory.CUDAPluggableAllocator(path, "gpumemprof_malloc", "gpumemprof_free")
         torch.cuda.memory.change_current_allocator(allocator)
     except RuntimeError as e:
-        raise RuntimeError("gpumemprof_torch.install(): PyTorch refused the allocator (%s). Call install() before "
-                           "anything allocates CUDA memory in this process." % e) from e
+        # torch.cuda.set_device(), a CUDA tensor or any CUDA call initializes PyTorch's own allocator,
+        # which PyTorch then refuses to swap: the usual first line of a DDP script does that.
+        when = (" CUDA is already initialized in this process (torch.cuda.set_device(), a CUDA tensor or another "
+                "CUDA call came first)." if torch.cuda.is_initialized() else "")
+        raise RuntimeError(
+            "gpumemprof_torch.install(): PyTorch refused the allocator (%s).%s Call install() before "
+            "torch.cuda.set_device() and before anything touches CUDA, or run the script unchanged through the "
+            "launcher, which installs first: python -m gpumemprof_torch.run SCRIPT (under torchrun: "
+            "torchrun --nproc_per_node N -m gpumemprof_torch.run SCRIPT)." % (e, when)) from e
     _installed = True
 
 
@@ -136,6 +152,63 @@ def dump_snapshot(path, device=None):
     """Writes the device's snapshot (segments, blocks, history) as a pickle that
     pytorch.org/memory_viz and `python -m torch.cuda._memory_viz` read."""
     _check(_load().gpumemprof_dump_snapshot(_device_index(device), os.fsencode(path)), "dump_snapshot")
+
+
+def _rank_and_world():
+    """(rank, world size, process group up): torch.distributed's when initialized, else torchrun's
+    RANK and WORLD_SIZE, else (0, 1)."""
+    try:
+        import torch.distributed as dist
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size(), True
+    except ImportError:
+        pass
+    return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1")), False
+
+
+def dump_snapshots(directory, device=None, collective=True):
+    """Every rank writes directory/rank-<R>.pickle (its snapshot, marked with rank, world size, host,
+    device and its peaks; pytorch.org/memory_viz opens it). When a torch.distributed process group
+    is up this is collective, and rank 0 also writes directory/ranks.json (rank, host, device,
+    peaks, file per rank). collective=False writes this rank's file only (after an error, when other
+    ranks may never join). Then `gpumemprof summary DIRECTORY` reports across ranks."""
+    rank, world, group = _rank_and_world()
+    group = group and collective
+    index = _device_index(device)
+    _check(_load().gpumemprof_dump_rank_snapshot(index, os.fsencode(directory), rank, world), "dump_snapshots")
+    stats = memory_stats(index)
+    entry = {"rank": rank, "host": socket.gethostname(), "device": "cuda:%d" % index,
+             "peak_allocated_bytes": stats["allocated_bytes.all.peak"],
+             "peak_reserved_bytes": stats["reserved_bytes.all.peak"], "num_ooms": stats["num_ooms"],
+             "file": "rank-%d.pickle" % rank}
+    entries = [entry]
+    if group:
+        import torch.distributed as dist
+        entries = [None] * world
+        dist.all_gather_object(entries, entry)
+    if rank == 0 and (group or world == 1):
+        tmp = os.path.join(directory, ".ranks.json.tmp")
+        with open(tmp, "w") as f:
+            json.dump({"world_size": world, "ranks": entries}, f, indent=1)
+        os.replace(tmp, os.path.join(directory, "ranks.json"))
+
+
+def dump_on_oom(directory, device=None):
+    """From now on, an out-of-memory error on the device writes this rank's directory/rank-<R>.pickle
+    and rank-<R>.oom.txt (the OOM report: cause, largest free block, top allocation sites) before
+    PyTorch sees the failure. No collective: the other ranks may be waiting in one."""
+    rank, world, _ = _rank_and_world()
+    _check(_load().gpumemprof_dump_on_oom(_device_index(device), os.fsencode(directory), rank, world), "dump_on_oom")
+
+
+def rank_summary(directory):
+    """The cross-rank report of the rank files in `directory` (what `gpumemprof summary DIR` prints)."""
+    lib = _load()
+    path = os.fsencode(directory)
+    n = _check(lib.gpumemprof_rank_summary(path, None, 0), "rank_summary")
+    buf = ctypes.create_string_buffer(n + 1)
+    _check(lib.gpumemprof_rank_summary(path, buf, n + 1), "rank_summary")
+    return buf.value.decode(errors="replace")
 
 
 def empty_cache(device=None):

@@ -77,12 +77,27 @@ struct Annotation {
 using SettingValue = std::variant<std::int64_t, double, bool, std::string,
                                   std::vector<std::pair<std::string, std::int64_t>>>;
 
+/// Which process of a multi-process run (MPI, torch.distributed) wrote a snapshot. Written as
+/// top-level keys that PyTorch's viewers ignore (rank, world_size, host, device and the peaks of
+/// the allocator's memory_stats) only when `rank` is set.
+struct RankInfo {
+  std::int64_t rank = -1;  ///< -1: not part of a multi-process run (the keys are not written)
+  std::int64_t world_size = 0;
+  std::string host;
+  std::string device;                       ///< "cuda:1", "sim:0"
+  std::int64_t peak_allocated_bytes = -1;   ///< allocated_bytes.all.peak; -1: unknown
+  std::int64_t peak_reserved_bytes = -1;    ///< reserved_bytes.all.peak; -1: unknown
+  std::int64_t num_ooms = -1;               ///< -1: unknown
+  [[nodiscard]] bool known() const noexcept { return rank >= 0; }
+};
+
 /// The whole snapshot (torch.cuda.memory._snapshot()).
 struct Snapshot {
   std::vector<SnapshotSegment> segments;
   std::vector<std::vector<TraceEntry>> device_traces;  ///< index = device, oldest entry first
   std::vector<std::pair<std::string, SettingValue>> allocator_settings;
   std::vector<Annotation> external_annotations;
+  RankInfo rank_info;  ///< set by per-rank dumps (integrations/mpi.hpp, gpumemprof_torch)
 };
 
 GPUMEMPROF_NAMESPACE_END

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -122,6 +123,31 @@ Snapshot CachingAllocator<Backend>::snapshot() const {
 /// torch.cuda.memory._snapshot(device) for the default allocator of `device`.
 [[nodiscard]] inline Snapshot snapshot(const Device& device = Device()) {
   return gpumemprof::snapshot(default_allocator(device));
+}
+
+/// One snapshot of several devices' default allocators, as PyTorch writes a process with several
+/// GPUs: the segments of every device (each names its device) and one device_traces list per
+/// device index. The devices must have distinct indices (cuda:0 and sim:0 cannot share a file);
+/// the allocator settings are the first device's.
+[[nodiscard]] inline Snapshot snapshot_devices(const std::vector<Device>& devices) {
+  Snapshot all;
+  std::vector<bool> seen;
+  for (const Device& d : devices) {
+    const auto index = static_cast<std::size_t>(d.index());
+    if (index < seen.size() && seen[index]) {
+      throw std::invalid_argument("snapshot_devices: two devices with index " + std::to_string(index) + " (" + d.str() +
+                                  "): one file holds one trace per device index");
+    }
+    if (seen.size() <= index) seen.resize(index + 1);
+    seen[index] = true;
+    Snapshot one = gpumemprof::snapshot(d);
+    for (SnapshotSegment& seg : one.segments) all.segments.push_back(std::move(seg));
+    if (all.device_traces.size() <= index) all.device_traces.resize(index + 1);
+    all.device_traces[index] = std::move(one.device_traces[index]);
+    for (Annotation& a : one.external_annotations) all.external_annotations.push_back(std::move(a));
+    if (all.allocator_settings.empty()) all.allocator_settings = std::move(one.allocator_settings);
+  }
+  return all;
 }
 
 GPUMEMPROF_NAMESPACE_END

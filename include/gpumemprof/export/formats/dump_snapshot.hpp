@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "gpumemprof/allocator/caching_allocator.hpp"
 #include "gpumemprof/allocator/default_allocator.hpp"
@@ -30,6 +31,12 @@ void dump_snapshot(const CachingAllocator<B>& allocator, const std::string& path
 /// Writes the snapshot of the default allocator of `device` to `path`.
 inline void dump_snapshot(const std::string& path, const Device& device = Device()) {
   dump_snapshot(default_allocator(device), path);
+}
+
+/// Writes one snapshot of every device in `devices` to `path` (snapshot_devices: one
+/// device_traces list per device, the segments of all), as PyTorch dumps a multi-GPU process.
+inline void dump_snapshot_devices(const std::string& path, const std::vector<Device>& devices) {
+  write_snapshot_file(snapshot_devices(devices), path);
 }
 
 /// At every OOM of `allocator`, writes its snapshot to `path` (replacing the previous one)

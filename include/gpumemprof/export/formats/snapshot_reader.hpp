@@ -118,6 +118,7 @@ class SnapshotDecoder {
       for (std::size_t i = 0; i < notes->size(); ++i)
         snap.external_annotations.push_back(annotation(notes->items()[i], wa.at(i)));
     }
+    if (root.find("rank") != nullptr) snap.rank_info = rank_info(root, top);
     return snap;
   }
 
@@ -285,6 +286,24 @@ class SnapshotDecoder {
     a.device = device_field(d, w);
     a.time_us = time_field(d, w);
     return a;
+  }
+
+  // The keys of a per-rank dump (RankInfo); a rank file that has "rank" must have them right.
+  RankInfo rank_info(const DataValue& root, const Where& top) const {
+    RankInfo r;
+    r.rank = int_field(root, "rank", top, -1);
+    if (r.rank < 0) fail(top.at("rank"), "negative rank " + std::to_string(r.rank));
+    r.world_size = int_field(root, "world_size", top, 0);
+    if (r.world_size <= r.rank) {
+      fail(top.at("world_size"), "world size " + std::to_string(r.world_size) + " does not include rank " +
+                                     std::to_string(r.rank));
+    }
+    r.host = str_field(root, "host", top, "");
+    r.device = str_field(root, "device", top, "");
+    r.peak_allocated_bytes = int_field(root, "peak_allocated_bytes", top, -1);
+    r.peak_reserved_bytes = int_field(root, "peak_reserved_bytes", top, -1);
+    r.num_ooms = int_field(root, "num_ooms", top, -1);
+    return r;
   }
 
   void add_setting(CompactSnapshot& snap, std::string name, const DataValue& v) const {

@@ -157,6 +157,17 @@ inline void write_setting(ValueWriter& w, const SettingValue& v) {
       v);
 }
 
+// Keys PyTorch's viewers ignore: which rank of a multi-process run wrote the snapshot.
+inline void write_rank_info(ValueWriter& w, const RankInfo& r) {
+  w.field("rank", r.rank);
+  w.field("world_size", r.world_size);
+  w.field("host", r.host);
+  w.field("device", r.device);
+  w.field("peak_allocated_bytes", r.peak_allocated_bytes);
+  w.field("peak_reserved_bytes", r.peak_reserved_bytes);
+  w.field("num_ooms", r.num_ooms);
+}
+
 }  // namespace detail
 
 /// Writes `snap` as one value (a dict in PyTorch's schema) through any ValueWriter; the
@@ -199,6 +210,7 @@ inline void write_snapshot(const Snapshot& snap, ValueWriter& w) {
     w.end_dict();
   }
   w.end_list();
+  if (snap.rank_info.known()) detail::write_rank_info(w, snap.rank_info);
   w.end_dict();
 }
 

@@ -1,0 +1,96 @@
+// Layer 5: one rank's files in the dump folder of a multi-process run -- `DIR/rank-<R>.pickle` (the
+// snapshot, marked with rank, world size, host, device and the peaks of memory_stats in top-level
+// keys PyTorch's viewers ignore) and, at an OOM, `DIR/rank-<R>.oom.txt` (the OOM report). Shared by
+// integrations/mpi.hpp and the PyTorch bridge; nothing here talks to other ranks.
+#pragma once
+
+#include <unistd.h>
+
+#include <array>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+
+#include "gpumemprof/allocator/caching_allocator.hpp"
+#include "gpumemprof/analysis/oom_report.hpp"
+#include "gpumemprof/config.hpp"
+#include "gpumemprof/error.hpp"
+#include "gpumemprof/export/formats/atomic_file.hpp"
+#include "gpumemprof/export/formats/snapshot_writer.hpp"
+#include "gpumemprof/history/snapshot_builder.hpp"
+
+GPUMEMPROF_NAMESPACE_BEGIN
+
+/// This machine's host name ("?" when it cannot be read).
+[[nodiscard]] inline std::string host_name() {
+  std::array<char, 256> buf{};
+  if (::gethostname(buf.data(), buf.size() - 1) != 0) return "?";
+  return buf.data();
+}
+
+/// `dir/rank-<rank><suffix>` (suffix ".pickle", ".oom.txt").
+[[nodiscard]] inline std::string rank_file_path(const std::string& dir, std::int64_t rank, std::string_view suffix) {
+  return (std::filesystem::path(dir) / ("rank-" + std::to_string(rank) + std::string(suffix))).string();
+}
+
+/// Creates `dir` and its parents; IoError naming it on failure.
+inline void create_dump_folder(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw IoError("cannot create the dump folder " + dir + ": " + ec.message());
+}
+
+/// `allocator`'s snapshot marked as rank `rank` of `world_size` on this host, with its peaks.
+template <DeviceBackend B>
+[[nodiscard]] Snapshot rank_snapshot(const CachingAllocator<B>& allocator, std::int64_t rank, std::int64_t world_size) {
+  Snapshot snap = allocator.snapshot();
+  const MemoryStats stats = allocator.memory_stats();
+  snap.rank_info.rank = rank;
+  snap.rank_info.world_size = world_size;
+  snap.rank_info.host = host_name();
+  snap.rank_info.device = allocator.device_name();
+  snap.rank_info.peak_allocated_bytes = stats.allocated_bytes.all().peak;
+  snap.rank_info.peak_reserved_bytes = stats.reserved_bytes.all().peak;
+  snap.rank_info.num_ooms = stats.num_ooms;
+  return snap;
+}
+
+/// Writes `dir/rank-<rank>.pickle` (creating `dir`) and returns the snapshot's rank keys.
+template <DeviceBackend B>
+RankInfo dump_rank_snapshot(const CachingAllocator<B>& allocator, const std::string& dir, std::int64_t rank,
+                            std::int64_t world_size) {
+  create_dump_folder(dir);
+  const Snapshot snap = rank_snapshot(allocator, rank, world_size);
+  write_snapshot_file(snap, rank_file_path(dir, rank, ".pickle"));
+  return snap.rank_info;
+}
+
+/// At every OOM of `allocator`, writes `dir/rank-<rank>.pickle` (the state at the OOM) and
+/// `dir/rank-<rank>.oom.txt` (the OOM report) before OutOfMemoryError reaches the caller; a failed
+/// write is reported on stderr. Talks to no other rank. Returns the reporter holding the reports.
+template <DeviceBackend B>
+std::shared_ptr<OomReporter> attach_rank_oom_dump(CachingAllocator<B>& allocator, std::string dir, std::int64_t rank,
+                                                  std::int64_t world_size) {
+  OomReportOptions options;
+  options.on_report = [&allocator, dir = std::move(dir), rank, world_size](const OomReport& report) {
+    try {
+      create_dump_folder(dir);
+      const std::string text = "rank " + std::to_string(rank) + " of " + std::to_string(world_size) + " on " +
+                               host_name() + "\n" + report.to_string();
+      write_file_atomically(rank_file_path(dir, rank, ".oom.txt"), std::string_view(text));
+      write_snapshot_file(rank_snapshot(allocator, rank, world_size), rank_file_path(dir, rank, ".pickle"));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "gpumemprof: rank %lld could not write its OOM dump into %s: %s\n",
+                   static_cast<long long>(rank), dir.c_str(), e.what());
+    }
+  };
+  return attach_oom_reporter(allocator, std::move(options));
+}
+
+GPUMEMPROF_NAMESPACE_END

@@ -1,0 +1,68 @@
+"""The launcher python -m gpumemprof_torch.run where it cannot run a script: no PyTorch, no GPU, no
+script. Each case is one clear line on stderr and exit 2, and the script never runs. A stand-in
+`torch` module (a folder put first on PYTHONPATH) plays PyTorch without a GPU, so the test needs no
+torch; with a real torch and a GPU visible, that case is left to bench/gpu_ranks.sh.
+
+    test_torch_launcher.py SOURCE_DIR
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cli_checks import check, finish  # noqa: E402
+
+FAKE_TORCH_NO_GPU = """
+class _Cuda:
+    @staticmethod
+    def is_available():
+        return False
+cuda = _Cuda()
+"""
+
+
+def launch(source, pythonpath, *args):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(pythonpath + [os.path.join(source, "python")]))
+    return subprocess.run([sys.executable, "-m", "gpumemprof_torch.run", *args], capture_output=True, text=True,
+                          env=env, timeout=120)
+
+
+def main():
+    source = sys.argv[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        script = os.path.join(tmp, "train.py")
+        marker = os.path.join(tmp, "ran")
+        with open(script, "w") as f:
+            f.write("open(%r, 'w').close()\n" % marker)
+
+        p = launch(source, [], "--out", os.path.join(tmp, "out"), os.path.join(tmp, "missing.py"))
+        check(p.returncode == 2 and p.stderr.strip() == "gpumemprof_torch.run: %s: no such script"
+              % os.path.join(tmp, "missing.py"), f"missing script: {p.returncode} {p.stderr!r}")
+
+        try:
+            import torch  # noqa: F401
+            has_torch = True
+        except ImportError:
+            has_torch = False
+        if not has_torch:
+            p = launch(source, [], "--out", os.path.join(tmp, "out"), script)
+            check(p.returncode == 2, f"without torch: exit {p.returncode}")
+            check(p.stderr.count("\n") == 1 and "PyTorch is not installed" in p.stderr,
+                  f"without torch: one line naming the problem, got {p.stderr!r}")
+
+        fake = os.path.join(tmp, "fake")
+        os.makedirs(os.path.join(fake, "torch"))
+        with open(os.path.join(fake, "torch", "__init__.py"), "w") as f:
+            f.write(FAKE_TORCH_NO_GPU)
+        p = launch(source, [fake], "--history", "--out", os.path.join(tmp, "out"), script, "--epochs", "1")
+        check(p.returncode == 2, f"without a GPU: exit {p.returncode}")
+        check(p.stderr.count("\n") == 1 and "no CUDA GPU is visible" in p.stderr,
+              f"without a GPU: one line naming the problem, got {p.stderr!r}")
+        check(not os.path.exists(marker), "the script ran although the launcher refused")
+        check(not os.path.exists(os.path.join(tmp, "out")), "the launcher wrote a dump folder without running")
+    finish("launcher checks")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+// `gpumemprof summary DIR` and `summary A B ...`: the cross-rank report of a folder of rank files or
+// of several snapshots (export/reports/rank_summary.hpp reads them).
+#pragma once
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cli_args.hpp"
+#include "gpumemprof/export/reports/rank_summary.hpp"
+
+namespace gpumemprof::tools {
+
+/// True when the arguments name a multi-process run (one folder, or several files).
+inline bool names_ranks(const std::vector<std::string>& positional) {
+  return positional.size() > 1 || (positional.size() == 1 && is_directory(positional[0]));
+}
+
+/// `summary DIR` / `summary A B ...`: prints the report (text or JSON); problems go to stderr too,
+/// one line each, and make the exit status 2.
+inline int print_cross_rank(const std::vector<std::string>& positional, bool json, std::size_t top) {
+  const CrossRankReport report = load_cross_rank(positional);
+  if (json) {
+    std::printf("%s\n", cross_rank_json(report).c_str());
+  } else {
+    std::fputs(format_cross_rank(report, top).c_str(), stdout);
+  }
+  for (const std::string& p : report.problems()) std::fprintf(stderr, "gpumemprof summary: %s\n", p.c_str());
+  return report.problems().empty() ? 0 : 2;
+}
+
+/// `path` itself, or for a folder of rank files the file of its rank with the largest peak
+/// allocated bytes (what `tune` and `diff` answer for), saying which on stdout.
+inline std::string worst_rank_file(const std::string& path) {
+  if (!is_directory(path)) return path;
+  const CrossRankReport report = load_cross_rank({path});
+  if (report.max_peak_rank() < 0) {
+    throw UsageError(path + ": no readable rank file" +
+                     (report.problems().empty() ? std::string() : " (" + report.problems().front() + ")"));
+  }
+  const RankFacts& worst = report.rank(report.max_peak_rank());
+  std::printf("%s: rank %d of %zu has the largest peak allocated (%s): %s\n", path.c_str(), worst.rank,
+              report.ranks().size(), format_size(static_cast<std::uint64_t>(worst.peak_allocated_bytes)).c_str(),
+              worst.file.c_str());
+  return worst.file;
+}
+
+}  // namespace gpumemprof::tools

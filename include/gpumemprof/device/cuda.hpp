@@ -22,6 +22,7 @@
 
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/device/backend.hpp"
+#include "gpumemprof/device/external_memory.hpp"
 #include "gpumemprof/error.hpp"
 
 #if GPUMEMPROF_WITH_CUDA
@@ -185,6 +186,7 @@ class CudaBackend {
 
   [[nodiscard]] void* malloc(std::size_t bytes) {
     CudaDeviceGuard guard(device_);
+    const OwnDeviceCalls own;  // the external-memory capture skips these calls
     void* p = nullptr;
     const cudaError_t err = cudaMalloc(&p, bytes);
     if (err == cudaErrorMemoryAllocation) {
@@ -197,6 +199,7 @@ class CudaBackend {
 
   void free(void* ptr) {
     CudaDeviceGuard guard(device_);
+    const OwnDeviceCalls own;
     GPUMEMPROF_CUDA_CHECK(cudaFree(ptr));
   }
 
@@ -292,6 +295,7 @@ class CudaBackend {
     const auto& api = detail::CudaVmmApi::get();
     const std::size_t g = granularity();
     CudaDeviceGuard guard(device_);
+    const OwnDeviceCalls own;
     const CUmemAllocationProp prop = allocation_prop();
     CUmemAccessDesc access{};
     access.location = prop.location;
@@ -323,6 +327,7 @@ class CudaBackend {
 
   void release_spare_pages() {
     CudaDeviceGuard guard(device_);
+    const OwnDeviceCalls own;
     std::lock_guard lock(mutex_);
     while (!spare_.empty()) {
       GPUMEMPROF_CU_CHECK(detail::CudaVmmApi::get().release(spare_.back()));
@@ -332,6 +337,7 @@ class CudaBackend {
 
   void unmap(Reservation r, std::size_t offset, std::size_t bytes) {
     CudaDeviceGuard guard(device_);
+    const OwnDeviceCalls own;
     std::lock_guard lock(mutex_);
     unmap_locked(r, offset, bytes);
   }
@@ -339,6 +345,13 @@ class CudaBackend {
   void synchronize_stream(Stream stream) {
     CudaDeviceGuard guard(device_);
     GPUMEMPROF_CUDA_CHECK(cudaStreamSynchronize(stream.as<CUstream_st>()));
+  }
+
+  /// Memory outside gpumemprof's allocators on this device, as the external-memory capture
+  /// (track_external_memory) recorded it; empty while it is off.
+  [[nodiscard]] ExternalMemory external_memory() const {
+    if (auto refresh = detail::cuda_ledger_refresh.load(std::memory_order_acquire)) refresh(device_);
+    return detail::cuda_ledger(device_).view();
   }
 
  private:

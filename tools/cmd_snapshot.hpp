@@ -20,7 +20,8 @@ inline int cmd_summary(int argc, char** argv) {
     std::fputs(
         "usage: gpumemprof summary SNAPSHOT [--top N]\n"
         "  Segments, fragmentation, the trace's events, the top allocation sites and the run's peak of a\n"
-        "  snapshot (ours or PyTorch's .pickle, or our .json).\n",
+        "  snapshot (ours or PyTorch's .pickle, or our .json); for our snapshots also the whole device:\n"
+        "  used memory beside the allocator's, external allocations by owner, context, unattributed.\n",
         stdout);
     return 0;
   }
@@ -29,6 +30,7 @@ inline int cmd_summary(int argc, char** argv) {
   const CompactSnapshot snap = load_compact_snapshot(path);
   std::printf("snapshot %s\n%s%s", path.c_str(), format_summary(summarize(snap), args.count("--top", 10)).c_str(),
               format_replayed_peaks(snap).c_str());
+  for (const DeviceMemory& m : snap.device_memory) std::fputs(format_device_memory(m).c_str(), stdout);
   return 0;
 }
 

@@ -153,6 +153,7 @@ struct CompactSnapshot {
   std::vector<CompactTrace> device_traces;  ///< index = device, oldest entry first
   std::vector<std::pair<std::string, SettingValue>> allocator_settings;
   std::vector<Annotation> external_annotations;
+  std::vector<DeviceMemory> device_memory;
 
   /// The same snapshot with its traces expanded into TraceEntry values.
   [[nodiscard]] Snapshot expand() && {
@@ -164,6 +165,7 @@ struct CompactSnapshot {
     }
     s.allocator_settings = std::move(allocator_settings);
     s.external_annotations = std::move(external_annotations);
+    s.device_memory = std::move(device_memory);
     return s;
   }
 };

@@ -4,6 +4,7 @@
 
 #include "catch.hpp"
 #include "gpumemprof/allocator/device_memory.hpp"
+#include "gpumemprof/device/cuda.hpp"
 #include "sim_allocator.hpp"
 
 using Catch::Matchers::Contains;
@@ -154,4 +155,18 @@ TEST_CASE("a device without a ledger reports everything it does not reserve as u
   CHECK(m.external == 0);
   CHECK(m.unattributed == static_cast<std::int64_t>(6 * MiB));
   CHECK(gmp::describe_outside_allocator(m) == "6.00 MiB unattributed");
+}
+
+TEST_CASE("tracking memory outside the allocator says in one line why it cannot start, and changes nothing else") {
+  const bool can = GPUMEMPROF_WITH_CUDA && GPUMEMPROF_WITH_CUPTI && gmp::cuda_device_count() > 0;
+  if (can) {
+    WARN("a CUDA device is visible: tests/gpu/test_external_memory checks the capture");
+    return;
+  }
+  CHECK_FALSE(gmp::track_external_memory());
+  CHECK_FALSE(gmp::track_external_memory());  // asked again: the same answer, said once
+  SimAllocator a = make_device(GiB, 0);
+  void* p = a.allocate(MiB);
+  CHECK(gmp::device_memory(a).reserved == 2 * MiB);
+  a.deallocate(p);
 }

@@ -52,6 +52,25 @@ namespace detail {
 
 namespace detail {
 
+/// Driver function `name` (as of the CUDA 12.0 ABI) through the runtime, into `f`; false when the
+/// driver lacks it. Nothing links libcuda: the library runs on any driver.
+template <class F>
+bool driver_entry(F& f, const char* name) {
+  void* p = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+#if CUDART_VERSION >= 12050
+  const cudaError_t err = cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &found);
+#else
+  const cudaError_t err = cudaGetDriverEntryPoint(name, &p, cudaEnableDefault, &found);
+#endif
+  if (err != cudaSuccess || found != cudaDriverEntryPointSuccess || p == nullptr) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  f = reinterpret_cast<F>(p);
+  return true;
+}
+
 /// The driver's virtual memory functions, looked up once through the runtime.
 struct CudaVmmApi {
   CUresult (*address_reserve)(CUdeviceptr*, std::size_t, std::size_t, CUdeviceptr, unsigned long long) = nullptr;
@@ -77,19 +96,7 @@ struct CudaVmmApi {
  private:
   template <class F>
   static bool entry(F& f, const char* name) {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-#if CUDART_VERSION >= 12050
-    const cudaError_t err = cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &found);
-#else
-    const cudaError_t err = cudaGetDriverEntryPoint(name, &p, cudaEnableDefault, &found);
-#endif
-    if (err != cudaSuccess || found != cudaDriverEntryPointSuccess || p == nullptr) {
-      (void)cudaGetLastError();
-      return false;
-    }
-    f = reinterpret_cast<F>(p);
-    return true;
+    return driver_entry(f, name);
   }
   static CudaVmmApi load() {
     CudaVmmApi a;

@@ -58,12 +58,7 @@ inline DefaultAllocatorSlot& default_allocator_slot(const Device& device) {
 /// the first CUDA default allocator is made. device_memory() shows the result. Returns whether
 /// tracking is on; when it cannot be (no CUPTI, another profiler subscribed, no GPU) it says why
 /// in one line on stderr, and everything else works as before. Off, it costs nothing.
-inline bool track_external_memory() {
-  return detail::start_external_capture([](int index) -> std::size_t {
-    const DeviceAllocator* a = detail::default_allocator_slot(Device::cuda(index)).allocator.load(std::memory_order_acquire);
-    return a != nullptr ? static_cast<std::size_t>(a->gauges().reserved_bytes) : 0;
-  });
-}
+inline bool track_external_memory() { return detail::start_external_capture(); }
 
 /// The process-wide allocator of `device`, created on first use with $GPUMEMPROF_ALLOC_CONF
 /// (and, for CUDA devices, tracking of memory outside it with $GPUMEMPROF_TRACK_EXTERNAL=1).

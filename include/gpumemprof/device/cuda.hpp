@@ -18,6 +18,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "gpumemprof/config.hpp"
@@ -180,6 +181,7 @@ class CudaBackend {
   CudaBackend(CudaBackend&& other) noexcept
       : device_(other.device_),
         free_events_(std::move(other.free_events_)),
+        sizes_(std::move(other.sizes_)),
         page_(other.page_),
         pages_(std::move(other.pages_)),
         spare_(std::move(other.spare_)) {}
@@ -188,7 +190,10 @@ class CudaBackend {
   CudaBackend& operator=(const CudaBackend&) = delete;
   ~CudaBackend() {
     for (auto* e : free_events_) (void)cudaEventDestroy(e);
-    for (auto h : spare_) (void)detail::CudaVmmApi::get().release(h);
+    for (auto h : spare_) {
+      (void)detail::CudaVmmApi::get().release(h);
+      detail::cuda_own_bytes(device_) -= page_;
+    }
   }
 
   [[nodiscard]] void* malloc(std::size_t bytes) {
@@ -201,6 +206,11 @@ class CudaBackend {
       return nullptr;
     }
     GPUMEMPROF_CUDA_CHECK(err);
+    {
+      std::lock_guard lock(mutex_);
+      sizes_.emplace(p, bytes);
+    }
+    detail::cuda_own_bytes(device_) += bytes;
     return p;
   }
 
@@ -208,6 +218,11 @@ class CudaBackend {
     CudaDeviceGuard guard(device_);
     const OwnDeviceCalls own;
     GPUMEMPROF_CUDA_CHECK(cudaFree(ptr));
+    std::lock_guard lock(mutex_);
+    if (auto it = sizes_.find(ptr); it != sizes_.end()) {
+      detail::cuda_own_bytes(device_) -= it->second;
+      sizes_.erase(it);
+    }
   }
 
   [[nodiscard]] MemInfo mem_get_info() const {
@@ -320,6 +335,8 @@ class CudaBackend {
         if (err != CUDA_ERROR_OUT_OF_MEMORY) GPUMEMPROF_CU_CHECK(err);
         unmap_locked(r, offset, done);  // all or nothing
         return false;
+      } else {
+        detail::cuda_own_bytes(device_) += g;
       }
       if (const CUresult e = api.map(at, g, 0, h, 0); e != CUDA_SUCCESS) {
         spare_.push_back(h);
@@ -339,6 +356,7 @@ class CudaBackend {
     while (!spare_.empty()) {
       GPUMEMPROF_CU_CHECK(detail::CudaVmmApi::get().release(spare_.back()));
       spare_.pop_back();
+      detail::cuda_own_bytes(device_) -= page_;
     }
   }
 
@@ -386,6 +404,7 @@ class CudaBackend {
   int device_;
   mutable std::mutex mutex_;
   std::vector<cudaEvent_t> free_events_;
+  std::unordered_map<void*, std::size_t> sizes_;  // cudaMalloc'd segment -> bytes (for cuda_own_bytes)
   mutable std::size_t page_ = 0;                                               // the mapping granularity, once asked
   std::map<std::uintptr_t, std::vector<CUmemGenericAllocationHandle>> pages_;  // reservation -> page handles
   std::vector<CUmemGenericAllocationHandle> spare_;  // unmapped physical pages, for the next map

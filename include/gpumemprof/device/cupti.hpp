@@ -2,8 +2,9 @@
 // outside gpumemprof's allocators, on every CUDA device, into the devices' ledgers
 // (device/external_memory.hpp):
 //   - allocations: callbacks on the runtime and driver memory APIs (cudaMalloc, cudaMallocPitch,
-//     cudaMalloc3D, cuMemAlloc, cuMemAllocPitch, cuMemCreate and their frees). cuMemMap/cuMemUnmap
-//     take no memory (cuMemCreate does), so they are not counted. A call made inside another
+//     cudaMalloc3D, cuMemAlloc, cuMemAllocPitch, cuMemCreate and their frees). cuMemCreate takes
+//     the memory; cuMemMap/cuMemUnmap only tell when a released handle's memory really goes (at
+//     its last unmap). A call made inside another
 //     tracked call (the runtime's cudaMalloc calling the driver's cuMemAlloc) counts once, at the
 //     outer call; calls made by gpumemprof's own backends (OwnDeviceCalls) not at all.
 //   - memory pools (cudaMallocAsync, cudaMallocFromPoolAsync, cuMemAllocAsync): the pool's reserved
@@ -19,6 +20,7 @@
 // prints one line and stays off; everything else works as before.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -38,6 +40,7 @@
 #include <execinfo.h>
 
 #include <array>
+#include <cerrno>
 #include <cstdlib>
 #include <map>
 #include <unordered_map>
@@ -46,9 +49,6 @@
 
 GPUMEMPROF_NAMESPACE_BEGIN
 namespace detail {
-
-/// Bytes gpumemprof's own allocators hold on CUDA device `index` (for measuring context and code).
-using OwnBytesFn = std::size_t (*)(int index);
 
 #if GPUMEMPROF_WITH_CUDA && GPUMEMPROF_WITH_CUPTI
 
@@ -130,15 +130,24 @@ struct Capture {
   CUresult (*mem_get_info)(std::size_t*, std::size_t*) = nullptr;
   CUresult (*device_get_mem_pool)(CUmemoryPool*, CUdevice) = nullptr;
   CUresult (*pool_get_attribute)(CUmemoryPool, CUmemPool_attribute, void*) = nullptr;
+  CUresult (*primary_state)(CUdevice, unsigned*, int*) = nullptr;
+  CUresult (*primary_retain)(CUcontext*, CUdevice) = nullptr;
+  CUresult (*primary_release)(CUdevice) = nullptr;
 
-  OwnBytesFn own_bytes = nullptr;
   CUpti_SubscriberHandle subscriber = nullptr;
   std::atomic<bool> on{false};
   bool failed = false;  // the reason was printed once
 
-  std::mutex mutex;  // guards what follows
+  // Guards what follows. Lock order: this, then a ledger's lock; never held across a driver call.
+  std::mutex mutex;
   std::unordered_map<std::uint64_t, int> device_of;  // ledger id -> device
   std::map<std::uint64_t, Pool> pools;               // pool id -> where and whose
+  // Physical allocations stay while mapped, even once their handle is released (cuMemRelease
+  // right after cuMemMap is common): mapping start -> handle id, live mappings per handle id, and
+  // the handles released while still mapped.
+  std::map<std::uint64_t, std::uint64_t> mapped_at;
+  std::unordered_map<std::uint64_t, int> mappings;
+  std::unordered_map<std::uint64_t, bool> released;
   std::array<std::int64_t, max_ledger_devices> mark{};        // unattributed at the last measurement
   std::array<bool, max_ledger_devices> context_known{};       // the device's context was measured
   std::array<std::vector<std::pair<std::uint32_t, Caller>>, max_ledger_devices> early;  // modules before it
@@ -173,7 +182,7 @@ inline bool measure(CUcontext ctx, int& device, std::size_t& used) {
 
 inline std::int64_t unattributed(int device, std::size_t used) {
   const ExternalMemory x = cuda_ledger(device).view();
-  const std::size_t own = capture().own_bytes != nullptr ? capture().own_bytes(device) : 0;
+  const std::size_t own = cuda_own_bytes(device).load(std::memory_order_relaxed);
   return static_cast<std::int64_t>(used) - static_cast<std::int64_t>(own + x.allocations + x.code + x.context);
 }
 
@@ -189,13 +198,46 @@ inline void on_alloc(int device, std::uint64_t id, std::size_t bytes) {
   capture().device_of[id] = device;
 }
 
-inline void on_free(std::uint64_t id) {
-  Capture& c = capture();
-  std::lock_guard lock(c.mutex);
+inline void free_locked(Capture& c, std::uint64_t id) {
   auto it = c.device_of.find(id);
   if (it == c.device_of.end()) return;  // allocated before tracking started, or by gpumemprof
   cuda_ledger(it->second).record_free(id);
   c.device_of.erase(it);
+}
+
+inline void on_free(std::uint64_t id) {
+  std::lock_guard lock(capture().mutex);
+  free_locked(capture(), id);
+}
+
+inline void on_map(std::uint64_t va, std::uint64_t handle) {
+  Capture& c = capture();
+  std::lock_guard lock(c.mutex);
+  if (c.device_of.count(handle) == 0) return;
+  c.mapped_at[va] = handle;
+  ++c.mappings[handle];
+}
+
+inline void on_unmap(std::uint64_t va, std::size_t size) {
+  Capture& c = capture();
+  std::lock_guard lock(c.mutex);
+  for (auto it = c.mapped_at.lower_bound(va); it != c.mapped_at.end() && it->first < va + size;) {
+    const std::uint64_t handle = it->second;
+    it = c.mapped_at.erase(it);
+    if (--c.mappings[handle] > 0) continue;
+    c.mappings.erase(handle);
+    if (c.released.erase(handle) != 0) free_locked(c, handle);  // its memory goes now
+  }
+}
+
+inline void on_release(std::uint64_t handle) {
+  Capture& c = capture();
+  std::lock_guard lock(c.mutex);
+  if (auto m = c.mappings.find(handle); m != c.mappings.end() && m->second > 0) {
+    c.released[handle] = true;  // still mapped: freed at its last unmap
+    return;
+  }
+  free_locked(c, handle);
 }
 
 inline void on_pool(int device, CUmemoryPool pool) {
@@ -214,9 +256,14 @@ inline void on_pool(int device, CUmemoryPool pool) {
 /// Brings the pools' reserved bytes of `device` into its ledger (cuda_ledger_refresh).
 inline void refresh_pools(int device) {
   Capture& c = capture();
-  std::lock_guard lock(c.mutex);
-  for (const auto& [id, pool] : c.pools) {
-    if (pool.device != device) continue;
+  std::vector<std::pair<std::uint64_t, Pool>> pools;
+  {
+    std::lock_guard lock(c.mutex);  // not held across driver calls: a callback may wait for it
+    for (const auto& [id, pool] : c.pools) {
+      if (pool.device == device) pools.emplace_back(id, pool);
+    }
+  }
+  for (const auto& [id, pool] : pools) {
     std::uint64_t reserved = 0;
     auto* handle = reinterpret_cast<CUmemoryPool>(static_cast<std::uintptr_t>(id & ~(std::uint64_t{1} << 62)));
     if (c.pool_get_attribute(handle, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) != CUDA_SUCCESS) continue;
@@ -337,7 +384,17 @@ inline void on_driver(CUpti_CallbackId id, const CUpti_CallbackData* cb) {
       if (on_device) on_alloc(index_of(p.prop->location.id), handle_id(*p.handle), p.size);
       break;
     }
-    case CUPTI_DRIVER_TRACE_CBID_cuMemRelease: on_free(handle_id(params<cuMemRelease_params>(cb).handle)); break;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemRelease: on_release(handle_id(params<cuMemRelease_params>(cb).handle)); break;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemMap: {
+      const auto& p = params<cuMemMap_params>(cb);
+      on_map(p.ptr, handle_id(p.handle));
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemUnmap: {
+      const auto& p = params<cuMemUnmap_params>(cb);
+      on_unmap(p.ptr, p.size);
+      break;
+    }
     case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync:
     case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz: on_pool(current_device(), nullptr); break;
     case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync:
@@ -385,7 +442,7 @@ bool symbol(void* lib, F& f, const char* name) {
   return f != nullptr;
 }
 
-inline bool start(OwnBytesFn own_bytes) {
+inline bool start() {
   Capture& c = capture();
   if (const std::string why = cuda_unavailable_reason(); !why.empty()) return fail(why);
   void* lib = nullptr;
@@ -405,7 +462,10 @@ inline bool start(OwnBytesFn own_bytes) {
   if (!driver_entry(c.ctx_get_device, "cuCtxGetDevice") || !driver_entry(c.ctx_get_current, "cuCtxGetCurrent") ||
       !driver_entry(c.ctx_push, "cuCtxPushCurrent") || !driver_entry(c.ctx_pop, "cuCtxPopCurrent") ||
       !driver_entry(c.mem_get_info, "cuMemGetInfo") || !driver_entry(c.device_get_mem_pool, "cuDeviceGetMemPool") ||
-      !driver_entry(c.pool_get_attribute, "cuMemPoolGetAttribute")) {
+      !driver_entry(c.pool_get_attribute, "cuMemPoolGetAttribute") ||
+      !driver_entry(c.primary_state, "cuDevicePrimaryCtxGetState") ||
+      !driver_entry(c.primary_retain, "cuDevicePrimaryCtxRetain") ||
+      !driver_entry(c.primary_release, "cuDevicePrimaryCtxRelease")) {
     return fail("the CUDA driver lacks functions the capture needs (cuMemGetInfo, cuDeviceGetMemPool, ...)");
   }
   void* warm[4];
@@ -421,23 +481,23 @@ inline bool start(OwnBytesFn own_bytes) {
     (void)c.result_string(r, &text);
     return fail(std::string("CUPTI refused to subscribe: ") + text);
   }
-  c.own_bytes = own_bytes;
-  // Contexts already active: measured now (they then also hold whatever was allocated before).
+  // Contexts already active: measured now (they then also hold whatever was allocated before);
+  // through the driver's primary context, so that no device gets a context it did not have.
   for (int d = 0; d < std::min(cuda_device_count(), max_ledger_devices); ++d) {
     cuda_ledger(d).set_tracking(true);
     unsigned flags = 0;
     int active = 0;
-    CUresult (*state)(CUdevice, unsigned*, int*) = nullptr;
-    if (driver_entry(state, "cuDevicePrimaryCtxGetState") && state(d, &flags, &active) == CUDA_SUCCESS &&
-        active != 0) {
-      const CudaDeviceGuard guard(d);
+    CUcontext ctx = nullptr;
+    if (c.primary_state(d, &flags, &active) == CUDA_SUCCESS && active != 0 &&
+        c.primary_retain(&ctx, d) == CUDA_SUCCESS) {
       std::size_t used = 0;
       int device = d;
-      if (measure(nullptr, device, used)) {
+      if (measure(ctx, device, used)) {
         cuda_ledger(d).set_context(static_cast<std::size_t>(std::max<std::int64_t>(unattributed(d, used), 0)));
         std::lock_guard lock(c.mutex);
         c.context_known[static_cast<std::size_t>(d)] = true;
       }
+      (void)c.primary_release(d);
     }
   }
   const CUpti_CallbackId runtime[] = {
@@ -449,7 +509,8 @@ inline bool start(OwnBytesFn own_bytes) {
   const CUpti_CallbackId driver[] = {
       CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2,       CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2,
       CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2,        CUPTI_DRIVER_TRACE_CBID_cuMemCreate,
-      CUPTI_DRIVER_TRACE_CBID_cuMemRelease,        CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync,
+      CUPTI_DRIVER_TRACE_CBID_cuMemRelease,        CUPTI_DRIVER_TRACE_CBID_cuMemMap,
+      CUPTI_DRIVER_TRACE_CBID_cuMemUnmap,          CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync,
       CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz, CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync,
       CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz};
   const CUpti_CallbackId resource[] = {CUPTI_CBID_RESOURCE_CONTEXT_CREATED, CUPTI_CBID_RESOURCE_MODULE_LOADED,
@@ -468,17 +529,17 @@ inline bool start(OwnBytesFn own_bytes) {
 
 /// Starts the capture on every CUDA device (once; later calls return the first outcome).
 /// False, with one line on stderr the first time, when it cannot run.
-inline bool start_external_capture(OwnBytesFn own_bytes) {
+inline bool start_external_capture() {
   static std::mutex mutex;
   std::lock_guard lock(mutex);
   cupti::Capture& c = cupti::capture();
   if (c.on.load(std::memory_order_acquire)) return true;
-  return !c.failed && cupti::start(own_bytes);
+  return !c.failed && cupti::start();
 }
 
 #else  // no CUPTI in this build
 
-inline bool start_external_capture(OwnBytesFn /*own_bytes*/) {
+inline bool start_external_capture() {
   static const bool said = [] {
     std::fprintf(stderr,
                  "gpumemprof: memory outside the allocator is not tracked: this build has no %s (configure with "

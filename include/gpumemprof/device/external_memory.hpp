@@ -52,12 +52,7 @@ class ExternalLedger {
   /// A second record under a live id replaces the first.
   void record_alloc(std::uint64_t id, std::size_t bytes, std::string_view owner, std::string_view site = {}) {
     std::lock_guard lock(mutex_);
-    erase_locked(id);
-    Owner& o = owners_[std::string(owner)];
-    o.bytes += bytes;
-    ++o.count;
-    o.sites[std::string(site)] += bytes;
-    live_.emplace(id, Live{bytes, std::string(owner), std::string(site)});
+    add(live_, owners_, id, Live{bytes, std::string(owner), std::string(site)});
   }
 
   /// The free of allocation `id`; false (nothing changes) when the ledger never saw it.
@@ -77,11 +72,7 @@ class ExternalLedger {
   /// the same module replaces the first.
   void record_code(std::uint64_t module, std::size_t bytes, std::string_view owner) {
     std::lock_guard lock(mutex_);
-    erase_code_locked(module);
-    Owner& o = code_[std::string(owner)];
-    o.bytes += bytes;
-    ++o.count;
-    modules_.emplace(module, Live{bytes, std::string(owner), {}});
+    add(modules_, code_, module, Live{bytes, std::string(owner), {}});
   }
   /// Module `module` unloaded; false when the ledger never saw it load.
   bool record_code_unload(std::uint64_t module) {
@@ -155,20 +146,23 @@ class ExternalLedger {
     if (auto s = o.sites.find(l.site); s != o.sites.end() && (s->second -= l.bytes) == 0) o.sites.erase(s);
     if (o.count == 0) owners.erase(it);
   }
-  bool erase_locked(std::uint64_t id) {
-    auto it = live_.find(id);
-    if (it == live_.end()) return false;
-    take(owners_, it->second);
-    live_.erase(it);
+  static void add(std::map<std::uint64_t, Live>& live, std::map<std::string, Owner>& owners, std::uint64_t id, Live l) {
+    erase(live, owners, id);
+    Owner& o = owners[l.owner];
+    o.bytes += l.bytes;
+    ++o.count;
+    o.sites[l.site] += l.bytes;
+    live.emplace(id, std::move(l));
+  }
+  static bool erase(std::map<std::uint64_t, Live>& live, std::map<std::string, Owner>& owners, std::uint64_t id) {
+    auto it = live.find(id);
+    if (it == live.end()) return false;
+    take(owners, it->second);
+    live.erase(it);
     return true;
   }
-  bool erase_code_locked(std::uint64_t module) {
-    auto it = modules_.find(module);
-    if (it == modules_.end()) return false;
-    take(code_, it->second);
-    modules_.erase(it);
-    return true;
-  }
+  bool erase_locked(std::uint64_t id) { return erase(live_, owners_, id); }
+  bool erase_code_locked(std::uint64_t module) { return erase(modules_, code_, module); }
 
   mutable std::mutex mutex_;
   std::map<std::uint64_t, Live> live_;     // id -> allocation
@@ -188,6 +182,14 @@ inline constexpr int max_ledger_devices = 64;
 [[nodiscard]] inline ExternalLedger& cuda_ledger(int index) {
   static auto* ledgers = new std::array<ExternalLedger, max_ledger_devices>();
   return (*ledgers)[static_cast<std::size_t>(std::clamp(index, 0, max_ledger_devices - 1))];
+}
+
+/// Device memory gpumemprof's CUDA backends hold on CUDA device `index` (segments and physical
+/// pages), kept by the backends themselves: the capture reads it inside CUDA calls, where asking an
+/// allocator (and its locks) could deadlock.
+[[nodiscard]] inline std::atomic<std::size_t>& cuda_own_bytes(int index) {
+  static auto* own = new std::array<std::atomic<std::size_t>, max_ledger_devices>();
+  return (*own)[static_cast<std::size_t>(std::clamp(index, 0, max_ledger_devices - 1))];
 }
 
 /// Set by the capture: brings figures read from the device at read time (memory pools'

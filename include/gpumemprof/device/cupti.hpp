@@ -34,7 +34,15 @@
 #include "gpumemprof/device/external_memory.hpp"
 
 #if GPUMEMPROF_WITH_CUDA && GPUMEMPROF_WITH_CUPTI
+#if defined(__clang__)  // cupti_callbacks.h nests anonymous structs in a union (fine for its compilers)
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wnested-anon-types"
+#pragma clang diagnostic ignored "-Wgnu-anonymous-struct"
+#endif
 #include <cupti.h>
+#if defined(__clang__)
+#pragma clang diagnostic pop
+#endif
 #include <cxxabi.h>
 #include <dlfcn.h>
 #include <execinfo.h>
@@ -180,7 +188,11 @@ inline bool measure(CUcontext ctx, int& device, std::size_t& used) {
   return ok;
 }
 
+inline void refresh_pools(int device);
+
+/// Device memory nothing known explains: used less gpumemprof's own, external, code and context.
 inline std::int64_t unattributed(int device, std::size_t used) {
+  refresh_pools(device);  // pools grow without a call we see
   const ExternalMemory x = cuda_ledger(device).view();
   const std::size_t own = cuda_own_bytes(device).load(std::memory_order_relaxed);
   return static_cast<std::int64_t>(used) - static_cast<std::int64_t>(own + x.allocations + x.code + x.context);

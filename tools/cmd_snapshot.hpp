@@ -22,7 +22,8 @@ inline int cmd_summary(int argc, char** argv) {
         "usage: gpumemprof summary SNAPSHOT [--top N]\n"
         "       gpumemprof summary DIR | SNAPSHOT SNAPSHOT... [--json] [--top N]\n"
         "  Segments, fragmentation, the trace's events, the top allocation sites and the run's peak of a\n"
-        "  snapshot (ours or PyTorch's .pickle, or our .json).\n"
+        "  snapshot (ours or PyTorch's .pickle, or our .json); for our snapshots also the whole device:\n"
+        "  used memory beside the allocator's, external allocations by owner, context, unattributed.\n"
         "  Across ranks (a folder of rank-<R>.pickle files, or several snapshots): a row per rank (host,\n"
         "  device, peak allocated and reserved, fragmentation, OOMs, top site), the imbalance and the sites\n"
         "  whose peak differs across ranks; --json prints it as one JSON object. A missing, duplicate or\n"
@@ -37,6 +38,7 @@ inline int cmd_summary(int argc, char** argv) {
   const CompactSnapshot snap = load_compact_snapshot(path);
   std::printf("snapshot %s\n%s%s", path.c_str(), format_summary(summarize(snap), args.count("--top", 10)).c_str(),
               format_replayed_peaks(snap).c_str());
+  for (const DeviceMemory& m : snap.device_memory) std::fputs(format_device_memory(m).c_str(), stdout);
   return 0;
 }
 

@@ -26,6 +26,12 @@
 #define GPUMEMPROF_WITH_STACKTRACE 0
 #endif
 
+// 1 when CUPTI's headers are available (with CUDA): memory outside the allocator can be
+// tracked (track_external_memory); libcupti itself is opened at run time.
+#ifndef GPUMEMPROF_WITH_CUPTI
+#define GPUMEMPROF_WITH_CUPTI 0
+#endif
+
 // 1 when NVTX3 headers are available: profiled scopes open NVTX ranges.
 #ifndef GPUMEMPROF_WITH_NVTX
 #define GPUMEMPROF_WITH_NVTX 0

@@ -9,7 +9,9 @@
 #include "gpumemprof/device/any_backend.hpp"
 #include "gpumemprof/device/backend.hpp"
 #include "gpumemprof/device/cuda.hpp"
+#include "gpumemprof/device/cupti.hpp"
 #include "gpumemprof/device/device.hpp"
+#include "gpumemprof/device/external_memory.hpp"
 #include "gpumemprof/device/host.hpp"
 #include "gpumemprof/device/simulated.hpp"
 
@@ -17,6 +19,7 @@
 #include "gpumemprof/allocator/allocator_config.hpp"
 #include "gpumemprof/allocator/caching_allocator.hpp"
 #include "gpumemprof/allocator/default_allocator.hpp"
+#include "gpumemprof/allocator/device_memory.hpp"
 #include "gpumemprof/allocator/format_size.hpp"
 #include "gpumemprof/allocator/introspection.hpp"
 #include "gpumemprof/allocator/memory_resource.hpp"

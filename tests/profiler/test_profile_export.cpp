@@ -55,7 +55,7 @@ TEST_CASE("export: a snapshot as exact JSON, with unavailable values as null") {
   CHECK(written([&](std::ostream& os) { gmp::write_snapshots_json(os, one); }) ==
         R"([{"timestamp":1.5,"operation":"op","device_id":1,"allocator_level":true,"allocated_memory":1,)"
         R"("reserved_memory":2,"active_memory":3,"inactive_memory":4,"cpu_memory":5,"device_used_memory":null,)"
-        R"("device_total_memory":null,"stack_trace":null}])");
+        R"("device_total_memory":null,"external_memory":null,"stack_trace":null}])");
 
   gmp::MemorySnapshot device_level = fixed_snapshot();
   device_level.allocator_level = false;
@@ -108,8 +108,8 @@ TEST_CASE("export: CSV of samples leaves unavailable values empty") {
   const std::string csv = written([&](std::ostream& os) { gmp::write_snapshots_csv(os, {s}); });
   CHECK(csv ==
         "timestamp,operation,device_id,allocator_level,allocated_memory,reserved_memory,active_memory,"
-        "inactive_memory,cpu_memory,device_used_memory,device_total_memory,stack_trace\r\n"
-        "1.5,op,1,false,,,,,5,123,,\r\n");
+        "inactive_memory,cpu_memory,device_used_memory,device_total_memory,external_memory,stack_trace\r\n"
+        "1.5,op,1,false,,,,,5,123,,,\r\n");
 }
 
 TEST_CASE("export: tracker events and the summary") {

@@ -311,6 +311,23 @@ TEST_CASE("profiler: the result buffer is bounded, the summary still counts ever
   CHECK(gmp::format_summary(s).find("2 oldest results dropped") != std::string::npos);
 }
 
+TEST_CASE("profiler: readings of the device's memory carry the bytes held outside the allocator") {
+  SimDevice d;
+  gmp::GPUMemoryProfiler profiler(d.allocator, {.level = gmp::ProfileLevel::device});
+  auto scope = profiler.profile_context("communicator");
+  void* buffers = d.sim().external_malloc(300 * MiB, "libnccl.so", "ncclCommInitRank");
+  void* workspace = d.alloc(20 * MiB);
+  const gmp::ProfileResult r = scope.stop();
+  CHECK(r.memory_before.external_memory == 0);
+  CHECK(r.memory_after.external_memory == 300 * iMiB);
+  CHECK(r.memory_after.device_used_memory == 320 * iMiB);
+  CHECK(r.memory_diff() == 320 * iMiB);
+  d.sim().external_free(buffers);
+  d.free(workspace);
+  CHECK(gmp::read_memory(*gmp::make_memory_source(d.allocator), "now", {.device_memory = true}).external_memory == 0);
+  CHECK_FALSE(gmp::read_memory(*gmp::make_memory_source(d.allocator), "now").external_memory.has_value());
+}
+
 TEST_CASE("profiler: device level reports the device's memory and no allocator fields") {
   SimDevice d;
   d.sim().set_external_usage(100 * MiB);

@@ -80,6 +80,9 @@ for name, mib in PYTORCH_RESERVED_MIB.items():
     # One peak: the summary of the replay's snapshot states the replay's own peak allocated bytes.
     check(f"= {r['peak_allocated_bytes']} bytes (the trace replayed" in s.stdout,
           f"{name}: summary's peak differs from replay's {r['peak_allocated_bytes']}: {s.stdout[-300:]!r}")
+    # The whole device: our snapshots carry it, the summary ends with it (a replay holds nothing else).
+    check("\ndevice sim:0: " in s.stdout and "\n  external allocations    0 bytes\n" in s.stdout
+          and s.stdout.endswith("\n  unattributed            0 bytes\n"), f"{name}: summary lacks the device section")
     # Frames: every alloc/free entry and live block names its line of the trace.
     with open(snap, "rb") as f:
         d = pickle.load(f)
@@ -137,6 +140,7 @@ check(json.loads(p.stdout)["peak_reserved_bytes"] != 3684696064, "--config did n
 # summary and html on PyTorch's own snapshot.
 p = run("summary", os.path.join(DATA, "resnet50_train.snapshot.pickle"))
 check("segments: 109" in p.stdout, "summary of PyTorch's snapshot")
+check("\ndevice " not in p.stdout, "PyTorch's snapshot has no device section")
 report = os.path.join(TMP, "report.html")
 run("html", os.path.join(DATA, "resnet50_train.snapshot.pickle"), "-o", report)
 with open(report, encoding="utf-8") as f:

@@ -6,6 +6,8 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
+#include <string_view>
 #include <memory>
 #include <mutex>
 
@@ -13,6 +15,7 @@
 #include "gpumemprof/allocator/memory_stats.hpp"
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/device/any_backend.hpp"
+#include "gpumemprof/device/cupti.hpp"
 #include "gpumemprof/device/device.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
@@ -48,10 +51,27 @@ inline DefaultAllocatorSlot& default_allocator_slot(const Device& device) {
 }
 }  // namespace detail
 
-/// The process-wide allocator of `device`, created on first use with $GPUMEMPROF_ALLOC_CONF.
+/// Starts tracking device memory taken outside gpumemprof's allocators on every CUDA device:
+/// libraries' own cudaMalloc and cuMemCreate (NCCL, cuBLAS, cuDNN, the program itself), memory
+/// pools, module code and the CUDA context, each under its owner (device/cupti.hpp). Call it early
+/// in main, before libraries make their buffers; $GPUMEMPROF_TRACK_EXTERNAL=1 does the same when
+/// the first CUDA default allocator is made. device_memory() shows the result. Returns whether
+/// tracking is on; when it cannot be (no CUPTI, another profiler subscribed, no GPU) it says why
+/// in one line on stderr, and everything else works as before. Off, it costs nothing.
+inline bool track_external_memory() { return detail::start_external_capture(); }
+
+/// The process-wide allocator of `device`, created on first use with $GPUMEMPROF_ALLOC_CONF
+/// (and, for CUDA devices, tracking of memory outside it with $GPUMEMPROF_TRACK_EXTERNAL=1).
 [[nodiscard]] inline DeviceAllocator& default_allocator(const Device& device = Device()) {
   auto& slot = detail::default_allocator_slot(device);
   if (DeviceAllocator* a = slot.allocator.load(std::memory_order_acquire)) return *a;
+  if (device.kind() == DeviceKind::cuda) {
+    static const bool tracking = [] {
+      const char* v = std::getenv("GPUMEMPROF_TRACK_EXTERNAL");
+      return v != nullptr && std::string_view(v) == "1" && track_external_memory();
+    }();
+    (void)tracking;
+  }
   std::lock_guard lock(slot.mutex);
   if (slot.allocator.load(std::memory_order_relaxed) == nullptr) {
     slot.allocator.store(new DeviceAllocator(AnyBackend::for_device(device), AllocatorConfig::from_env()),

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "gpumemprof/allocator/caching_allocator.hpp"
+#include "gpumemprof/allocator/device_memory.hpp"
 #include "gpumemprof/allocator/format_size.hpp"
 #include "gpumemprof/allocator/introspection.hpp"
 #include "gpumemprof/allocator/size_policy.hpp"
@@ -82,6 +83,7 @@ struct OomReport {
   bool stacks_recorded = false;
   std::vector<SegmentUsage> segments;     ///< most free bytes first
   std::vector<AllocationSite> top_sites;  ///< most bytes first
+  DeviceMemory device;                    ///< the whole device at the OOM: who else holds it
 
   /// The report as text, one finding a line.
   [[nodiscard]] std::string to_string(std::size_t max_segments = 10, std::size_t max_frames = 6) const {
@@ -91,6 +93,10 @@ struct OomReport {
          format_size(block_bytes) + " block, " + (small_pool ? "small" : "large") + " pool) needed a new " +
          format_size(info.allocation_bytes) + " segment; the device has " + format_size(info.device_free) +
          " free of " + format_size(info.device_total) + ".");
+    if (const std::string others = describe_outside_allocator(device); !others.empty()) {
+      line("Out of memory with " + format_size(info.reserved_bytes) + " reserved of " + format_size(device.total) +
+           ": " + others + ".");
+    }
     std::string why;
     switch (cause) {
       case OomCause::fragmentation:
@@ -163,6 +169,7 @@ template <DeviceBackend B>
   const bool capped = info.device_total < real_total;
   const std::uint64_t device_used = real_total - std::min<std::uint64_t>(real_total, info.device_free);
   r.not_ours_bytes = device_used - std::min<std::uint64_t>(device_used, info.reserved_bytes);
+  r.device = device_memory(allocator);
 
   std::map<std::uint64_t, AllocationSite> sites;  // by context handle (one per stack)
   allocator.visit_segments([&](const SegmentView& v) {

@@ -14,6 +14,7 @@
 #include "gpumemprof/device/backend.hpp"
 #include "gpumemprof/device/cuda.hpp"
 #include "gpumemprof/device/device.hpp"
+#include "gpumemprof/device/external_memory.hpp"
 #include "gpumemprof/device/host.hpp"
 #include "gpumemprof/device/simulated.hpp"
 #include "gpumemprof/error.hpp"
@@ -53,19 +54,21 @@ class AnyBackend {
   explicit AnyBackend(B backend) : impl_(std::make_unique<Model<B>>(std::move(backend))) {}
 
   /// The backend of `device`. Simulated devices take their capacity from
-  /// $GPUMEMPROF_SIM_CAPACITY (e.g. "16GiB"; default 80 GiB).
+  /// $GPUMEMPROF_SIM_CAPACITY (e.g. "16GiB"; default 80 GiB) and the size of their CUDA context
+  /// from $GPUMEMPROF_SIM_CONTEXT (e.g. "512MiB"; default 0).
   static AnyBackend for_device(const Device& device) {
     switch (device.kind()) {
       case DeviceKind::host: return AnyBackend(HostBackend{});
       case DeviceKind::sim: {
         SimulatedOptions opt;
         opt.index = device.index();
-        if (const char* cap = std::getenv("GPUMEMPROF_SIM_CAPACITY"); cap != nullptr && *cap != '\0') {
-          try {
-            opt.capacity = detail::parse_bytes(cap, "a simulated device's capacity");
-          } catch (const std::invalid_argument& e) {
-            throw ConfigError(environment_error("GPUMEMPROF_SIM_CAPACITY", cap, e.what()));
-          }
+        env_bytes("GPUMEMPROF_SIM_CAPACITY", "a simulated device's capacity", opt.capacity);
+        env_bytes("GPUMEMPROF_SIM_CONTEXT", "a simulated device's context size", opt.context_bytes);
+        if (opt.context_bytes > opt.capacity) {
+          throw ConfigError(environment_error("GPUMEMPROF_SIM_CONTEXT", std::getenv("GPUMEMPROF_SIM_CONTEXT"),
+                                              "the context is larger than the device (" +
+                                                  std::to_string(opt.capacity) +
+                                                  " bytes); give a smaller size or raise GPUMEMPROF_SIM_CAPACITY"));
         }
         return AnyBackend(SimulatedBackend(opt));
       }
@@ -89,6 +92,10 @@ class AnyBackend {
   [[nodiscard]] int index() const { return impl_->index(); }
   [[nodiscard]] std::string name() const { return impl_->name(); }
 
+  /// The device's memory outside the allocator, as far as its ledger knows (empty for backends
+  /// without one).
+  [[nodiscard]] ExternalMemory external_memory() const { return impl_->external_memory(); }
+
   /// Whether the wrapped backend offers virtual-memory mapping (expandable segments).
   [[nodiscard]] bool supports_virtual_memory() const { return impl_->supports_vm(); }
   [[nodiscard]] std::size_t granularity() const { return impl_->granularity(); }
@@ -111,6 +118,16 @@ class AnyBackend {
   }
 
  private:
+  static void env_bytes(const char* name, std::string_view what, std::size_t& out) {
+    const char* text = std::getenv(name);
+    if (text == nullptr || *text == '\0') return;
+    try {
+      out = detail::parse_bytes(text, what);
+    } catch (const std::invalid_argument& e) {
+      throw ConfigError(environment_error(name, text, e.what()));
+    }
+  }
+
   struct Concept {
     virtual ~Concept() = default;
     virtual void* malloc(std::size_t) = 0;
@@ -122,6 +139,7 @@ class AnyBackend {
     virtual void release_event(Event) = 0;
     [[nodiscard]] virtual int index() const = 0;
     [[nodiscard]] virtual std::string name() const = 0;
+    [[nodiscard]] virtual ExternalMemory external_memory() const = 0;
     [[nodiscard]] virtual bool supports_vm() const = 0;
     [[nodiscard]] virtual std::size_t granularity() const = 0;
     virtual Reservation reserve(std::size_t) = 0;
@@ -146,6 +164,10 @@ class AnyBackend {
     void release_event(Event e) override { backend.release_event(e); }
     [[nodiscard]] int index() const override { return backend.index(); }
     [[nodiscard]] std::string name() const override { return backend.name(); }
+    [[nodiscard]] ExternalMemory external_memory() const override {
+      if constexpr (requires { backend.external_memory(); }) return backend.external_memory();
+      return {};
+    }
     [[nodiscard]] bool supports_vm() const override {
       if constexpr (VirtualMemoryBackend<B>) {
         if constexpr (requires { backend.supports_virtual_memory(); }) return backend.supports_virtual_memory();

@@ -18,10 +18,12 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/device/backend.hpp"
+#include "gpumemprof/device/external_memory.hpp"
 #include "gpumemprof/error.hpp"
 
 #if GPUMEMPROF_WITH_CUDA
@@ -51,6 +53,25 @@ namespace detail {
 
 namespace detail {
 
+/// Driver function `name` (as of the CUDA 12.0 ABI) through the runtime, into `f`; false when the
+/// driver lacks it. Nothing links libcuda: the library runs on any driver.
+template <class F>
+bool driver_entry(F& f, const char* name) {
+  void* p = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+#if CUDART_VERSION >= 12050
+  const cudaError_t err = cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &found);
+#else
+  const cudaError_t err = cudaGetDriverEntryPoint(name, &p, cudaEnableDefault, &found);
+#endif
+  if (err != cudaSuccess || found != cudaDriverEntryPointSuccess || p == nullptr) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  f = reinterpret_cast<F>(p);
+  return true;
+}
+
 /// The driver's virtual memory functions, looked up once through the runtime.
 struct CudaVmmApi {
   CUresult (*address_reserve)(CUdeviceptr*, std::size_t, std::size_t, CUdeviceptr, unsigned long long) = nullptr;
@@ -76,19 +97,7 @@ struct CudaVmmApi {
  private:
   template <class F>
   static bool entry(F& f, const char* name) {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-#if CUDART_VERSION >= 12050
-    const cudaError_t err = cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &found);
-#else
-    const cudaError_t err = cudaGetDriverEntryPoint(name, &p, cudaEnableDefault, &found);
-#endif
-    if (err != cudaSuccess || found != cudaDriverEntryPointSuccess || p == nullptr) {
-      (void)cudaGetLastError();
-      return false;
-    }
-    f = reinterpret_cast<F>(p);
-    return true;
+    return driver_entry(f, name);
   }
   static CudaVmmApi load() {
     CudaVmmApi a;
@@ -172,6 +181,7 @@ class CudaBackend {
   CudaBackend(CudaBackend&& other) noexcept
       : device_(other.device_),
         free_events_(std::move(other.free_events_)),
+        sizes_(std::move(other.sizes_)),
         page_(other.page_),
         pages_(std::move(other.pages_)),
         spare_(std::move(other.spare_)) {}
@@ -180,11 +190,15 @@ class CudaBackend {
   CudaBackend& operator=(const CudaBackend&) = delete;
   ~CudaBackend() {
     for (auto* e : free_events_) (void)cudaEventDestroy(e);
-    for (auto h : spare_) (void)detail::CudaVmmApi::get().release(h);
+    for (auto h : spare_) {
+      (void)detail::CudaVmmApi::get().release(h);
+      detail::cuda_own_bytes(device_) -= page_;
+    }
   }
 
   [[nodiscard]] void* malloc(std::size_t bytes) {
     CudaDeviceGuard guard(device_);
+    const OwnDeviceCalls own;  // the external-memory capture skips these calls
     void* p = nullptr;
     const cudaError_t err = cudaMalloc(&p, bytes);
     if (err == cudaErrorMemoryAllocation) {
@@ -192,12 +206,23 @@ class CudaBackend {
       return nullptr;
     }
     GPUMEMPROF_CUDA_CHECK(err);
+    {
+      std::lock_guard lock(mutex_);
+      sizes_.emplace(p, bytes);
+    }
+    detail::cuda_own_bytes(device_) += bytes;
     return p;
   }
 
   void free(void* ptr) {
     CudaDeviceGuard guard(device_);
+    const OwnDeviceCalls own;
     GPUMEMPROF_CUDA_CHECK(cudaFree(ptr));
+    std::lock_guard lock(mutex_);
+    if (auto it = sizes_.find(ptr); it != sizes_.end()) {
+      detail::cuda_own_bytes(device_) -= it->second;
+      sizes_.erase(it);
+    }
   }
 
   [[nodiscard]] MemInfo mem_get_info() const {
@@ -292,6 +317,7 @@ class CudaBackend {
     const auto& api = detail::CudaVmmApi::get();
     const std::size_t g = granularity();
     CudaDeviceGuard guard(device_);
+    const OwnDeviceCalls own;
     const CUmemAllocationProp prop = allocation_prop();
     CUmemAccessDesc access{};
     access.location = prop.location;
@@ -309,6 +335,8 @@ class CudaBackend {
         if (err != CUDA_ERROR_OUT_OF_MEMORY) GPUMEMPROF_CU_CHECK(err);
         unmap_locked(r, offset, done);  // all or nothing
         return false;
+      } else {
+        detail::cuda_own_bytes(device_) += g;
       }
       if (const CUresult e = api.map(at, g, 0, h, 0); e != CUDA_SUCCESS) {
         spare_.push_back(h);
@@ -323,15 +351,18 @@ class CudaBackend {
 
   void release_spare_pages() {
     CudaDeviceGuard guard(device_);
+    const OwnDeviceCalls own;
     std::lock_guard lock(mutex_);
     while (!spare_.empty()) {
       GPUMEMPROF_CU_CHECK(detail::CudaVmmApi::get().release(spare_.back()));
       spare_.pop_back();
+      detail::cuda_own_bytes(device_) -= page_;
     }
   }
 
   void unmap(Reservation r, std::size_t offset, std::size_t bytes) {
     CudaDeviceGuard guard(device_);
+    const OwnDeviceCalls own;
     std::lock_guard lock(mutex_);
     unmap_locked(r, offset, bytes);
   }
@@ -353,6 +384,12 @@ class CudaBackend {
   void destroy_stream(Stream stream) {
     CudaDeviceGuard guard(device_);
     GPUMEMPROF_CUDA_CHECK(cudaStreamDestroy(stream.as<CUstream_st>()));
+  }
+  /// Memory outside gpumemprof's allocators on this device, as the external-memory capture
+  /// (track_external_memory) recorded it; empty while it is off.
+  [[nodiscard]] ExternalMemory external_memory() const {
+    if (auto refresh = detail::cuda_ledger_refresh.load(std::memory_order_acquire)) refresh(device_);
+    return detail::cuda_ledger(device_).view();
   }
 
  private:
@@ -380,6 +417,7 @@ class CudaBackend {
   int device_;
   mutable std::mutex mutex_;
   std::vector<cudaEvent_t> free_events_;
+  std::unordered_map<void*, std::size_t> sizes_;  // cudaMalloc'd segment -> bytes (for cuda_own_bytes)
   mutable std::size_t page_ = 0;                                               // the mapping granularity, once asked
   std::map<std::uintptr_t, std::vector<CUmemGenericAllocationHandle>> pages_;  // reservation -> page handles
   std::vector<CUmemGenericAllocationHandle> spare_;  // unmapped physical pages, for the next map

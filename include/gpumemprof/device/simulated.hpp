@@ -16,12 +16,14 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/device/backend.hpp"
+#include "gpumemprof/device/external_memory.hpp"
 #include "gpumemprof/error.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
@@ -31,6 +33,7 @@ struct SimulatedOptions {
   int index = 0;                                   ///< the N of "sim:N"
   std::size_t granularity = std::size_t{2} << 20;  ///< allocation/mapping granularity, bytes
   bool auto_complete_events = false;               ///< events complete as soon as recorded
+  std::size_t context_bytes = 0;                   ///< taken from the start, as a CUDA context takes it
 };
 
 /// Counts of the calls the allocator made, for tests and the replay tool.
@@ -203,6 +206,42 @@ class SimulatedBackend {
     std::lock_guard lock(s_->mutex);
     s_->external = bytes;
   }
+  // --- Memory outside the allocator ---------------------------------------------------------------
+  /// Stands for a library's own cudaMalloc of `bytes` on this device, by `owner` ("libnccl.so")
+  /// from `site`: the device charges whole granules against its capacity and the device's ledger
+  /// records the allocation. nullptr when the device has no room.
+  [[nodiscard]] void* external_malloc(std::size_t bytes, std::string_view owner, std::string_view site = {}) {
+    std::lock_guard lock(s_->mutex);
+    const std::size_t charged = round_up(std::max<std::size_t>(bytes, 1), s_->opt.granularity);
+    const std::uintptr_t addr =
+        charged > s_->opt.capacity - std::min(s_->opt.capacity, used_locked()) ? 0 : s_->take_range(charged);
+    if (addr == 0) return nullptr;
+    s_->external_live.emplace(addr, charged);
+    s_->external_charged += charged;
+    s_->ledger.record_alloc(addr, bytes, owner, site);
+    return reinterpret_cast<void*>(addr);
+  }
+  /// The free of an external_malloc.
+  void external_free(void* ptr) {
+    std::lock_guard lock(s_->mutex);
+    const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
+    auto it = s_->external_live.find(addr);
+    if (it == s_->external_live.end()) {
+      throw DeviceRuntimeError(name() + ": external free of " + hex(addr) + ", which external_malloc did not return");
+    }
+    s_->external_charged -= it->second;
+    s_->give_range(addr, it->second);
+    s_->external_live.erase(it);
+    s_->ledger.record_free(addr);
+  }
+  /// The device's ledger: external allocations by owner, and the context.
+  [[nodiscard]] ExternalMemory external_memory() const {
+    ExternalMemory m = s_->ledger.view();
+    m.context = s_->opt.context_bytes;
+    m.tracking = true;  // every external_malloc is seen
+    return m;
+  }
+
   [[nodiscard]] SimulatedCounters counters() const {
     std::lock_guard lock(s_->mutex);
     return s_->counters;
@@ -317,6 +356,9 @@ class SimulatedBackend {
     std::unordered_map<std::uintptr_t, EventState> events;
     std::map<std::uintptr_t, std::deque<std::uintptr_t>> pending_by_stream;
     SimulatedCounters counters;
+    std::map<std::uintptr_t, std::size_t> external_live;  // external_malloc'd address -> charged bytes
+    std::size_t external_charged = 0;
+    ExternalLedger ledger;
   };
 
   static std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
@@ -325,7 +367,9 @@ class SimulatedBackend {
     std::snprintf(buf, sizeof buf, "0x%zx", static_cast<std::size_t>(v));
     return buf;
   }
-  [[nodiscard]] std::size_t used_locked() const { return s_->used + s_->mapped + s_->external; }
+  [[nodiscard]] std::size_t used_locked() const {
+    return s_->used + s_->mapped + s_->external + s_->external_charged + s_->opt.context_bytes;
+  }
 
   // Events on one stream complete in order: completing one completes all recorded before it.
   void complete_stream_locked(Stream stream, std::uintptr_t up_to) {

@@ -154,6 +154,7 @@ struct CompactSnapshot {
   std::vector<std::pair<std::string, SettingValue>> allocator_settings;
   std::vector<Annotation> external_annotations;
   RankInfo rank_info;
+  std::vector<DeviceMemory> device_memory;
 
   /// The same snapshot with its traces expanded into TraceEntry values.
   [[nodiscard]] Snapshot expand() && {
@@ -166,6 +167,7 @@ struct CompactSnapshot {
     s.allocator_settings = std::move(allocator_settings);
     s.external_annotations = std::move(external_annotations);
     s.rank_info = std::move(rank_info);
+    s.device_memory = std::move(device_memory);
     return s;
   }
 };

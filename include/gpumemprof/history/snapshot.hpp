@@ -11,6 +11,7 @@
 #include <variant>
 #include <vector>
 
+#include "gpumemprof/allocator/device_memory.hpp"
 #include "gpumemprof/allocator/introspection.hpp"
 #include "gpumemprof/config.hpp"
 
@@ -98,6 +99,9 @@ struct Snapshot {
   std::vector<std::pair<std::string, SettingValue>> allocator_settings;
   std::vector<Annotation> external_annotations;
   RankInfo rank_info;  ///< set by per-rank dumps (integrations/mpi.hpp, gpumemprof_torch)
+  /// The device's memory outside the allocator when the snapshot was taken (our key
+  /// "device_memory", which PyTorch's viewers ignore); empty in PyTorch's snapshots.
+  std::vector<DeviceMemory> device_memory;
 };
 
 GPUMEMPROF_NAMESPACE_END

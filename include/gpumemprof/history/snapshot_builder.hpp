@@ -19,6 +19,7 @@
 #include "gpumemprof/allocator/allocator_config.hpp"
 #include "gpumemprof/allocator/caching_allocator.hpp"
 #include "gpumemprof/allocator/default_allocator.hpp"
+#include "gpumemprof/allocator/device_memory.hpp"
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/history/history_recorder.hpp"
 #include "gpumemprof/history/snapshot.hpp"
@@ -112,7 +113,9 @@ template <DeviceBackend B>
     // Like PyTorch, a snapshot is itself an event: size = active bytes at that moment.
     if (recorder != nullptr) recorder->snapshot_into(active, history);
   });
-  return detail::build_snapshot(allocator.device_index(), std::move(views), history, allocator.config());
+  Snapshot snap = detail::build_snapshot(allocator.device_index(), std::move(views), history, allocator.config());
+  snap.device_memory.push_back(device_memory(allocator));  // read after the lock: it asks the device
+  return snap;
 }
 
 template <DeviceBackend Backend>

@@ -44,6 +44,10 @@ struct MemorySnapshot {
   std::optional<std::int64_t> device_used_memory;
   /// The device's capacity in bytes; present with device_used_memory.
   std::optional<std::int64_t> device_total_memory;
+  /// Bytes of live allocations on the device outside gpumemprof's allocators (libraries' own
+  /// cudaMalloc, as the device's ledger knows them: see device_memory()); present with
+  /// device_used_memory.
+  std::optional<std::int64_t> external_memory;
   /// Where the snapshot was taken, innermost user frame first (gpumemprof's own frames are
   /// left out); empty (nullptr) unless the profiler collects stack traces and the build has
   /// them (GPUMEMPROF_WITH_STACKTRACE).

@@ -60,6 +60,9 @@ class MemorySource {
   [[nodiscard]] virtual std::vector<SegmentView> segments() const = 0;
   /// The device's free and total memory.
   [[nodiscard]] virtual MemInfo mem_get_info() const = 0;
+  /// Live bytes of allocations outside gpumemprof's allocators on the device (its ledger; 0
+  /// where the device has none).
+  [[nodiscard]] virtual std::size_t external_memory() const { return 0; }
   /// Waits for the device's queued work; no-op unless can_synchronize().
   virtual void synchronize() const = 0;
   /// The allocation stack behind a block's or segment's context handle, when a HistoryRecorder
@@ -105,6 +108,12 @@ class AllocatorSource final : public MemorySource {
     return allocator_level() ? allocator_.segments() : std::vector<SegmentView>{};
   }
   [[nodiscard]] MemInfo mem_get_info() const override { return allocator_.mem_get_info(); }
+  [[nodiscard]] std::size_t external_memory() const override {
+    if constexpr (requires { allocator_.backend().external_memory(); }) {
+      return allocator_.backend().external_memory().allocations;
+    }
+    return 0;
+  }
   void synchronize() const override {
 #if GPUMEMPROF_WITH_CUDA
     if (can_synchronize()) cuda_synchronize(device_id());
@@ -165,6 +174,7 @@ inline void fill_reading(MemorySnapshot& s, const MemorySource& source, const Al
     const MemInfo info = source.mem_get_info();
     s.device_used_memory = static_cast<std::int64_t>(info.total - info.free);
     s.device_total_memory = static_cast<std::int64_t>(info.total);
+    s.external_memory = static_cast<std::int64_t>(source.external_memory());
   }
   if (options.cpu_memory) s.cpu_memory = process_rss_bytes();
 }

@@ -62,6 +62,7 @@ void visit_fields(const MemorySnapshot& s, V& v) {
   v.field("cpu_memory", s.cpu_memory, true);
   v.field("device_used_memory", s.device_used_memory.value_or(0), s.device_used_memory.has_value());
   v.field("device_total_memory", s.device_total_memory.value_or(0), s.device_total_memory.has_value());
+  v.field("external_memory", s.external_memory.value_or(0), s.external_memory.has_value());
   v.field("stack_trace", std::string_view(frames_text(s.stack_trace)), s.stack_trace != nullptr);
 }
 

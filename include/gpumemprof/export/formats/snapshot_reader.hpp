@@ -119,6 +119,12 @@ class SnapshotDecoder {
         snap.external_annotations.push_back(annotation(notes->items()[i], wa.at(i)));
     }
     if (root.find("rank") != nullptr) snap.rank_info = rank_info(root, top);
+    if (const DataValue* devices = root.find("device_memory")) {  // ours; absent in PyTorch's
+      const Where wm = top.at("device_memory");
+      need(*devices, K::list, wm);
+      for (std::size_t i = 0; i < devices->size(); ++i)
+        snap.device_memory.push_back(device_memory(devices->items()[i], wm.at(i)));
+    }
     return snap;
   }
 
@@ -304,6 +310,40 @@ class SnapshotDecoder {
     r.peak_reserved_bytes = int_field(root, "peak_reserved_bytes", top, -1);
     r.num_ooms = int_field(root, "num_ooms", top, -1);
     return r;
+  }
+
+  std::vector<OwnerMemory> owners(const DataValue& d, std::string_view key, const Where& w) const {
+    std::vector<OwnerMemory> out;
+    const DataValue* list = d.find(key);
+    if (list == nullptr) return out;
+    const Where wl = w.at(key);
+    need(*list, K::list, wl);
+    for (std::size_t i = 0; i < list->size(); ++i) {
+      const DataValue& o = list->items()[i];
+      const Where wo = wl.at(i);
+      need(o, K::dict, wo);
+      out.push_back(OwnerMemory{str_field(o, "owner", wo, "", true), size_field(o, "bytes", wo, 0, true),
+                                size_field(o, "count", wo, 0), str_field(o, "top_site", wo, "")});
+    }
+    return out;
+  }
+
+  DeviceMemory device_memory(const DataValue& d, const Where& w) const {
+    need(d, K::dict, w);
+    DeviceMemory m;
+    m.device = str_field(d, "device", w, "", true);
+    m.total = size_field(d, "total", w, 0, true);
+    m.used = size_field(d, "used", w, 0, true);
+    m.allocated = size_field(d, "allocated", w, 0);
+    m.reserved = size_field(d, "reserved", w, 0);
+    m.external = size_field(d, "external", w, 0);
+    m.external_by_owner = owners(d, "external_by_owner", w);
+    m.code = size_field(d, "code", w, 0);
+    m.code_by_owner = owners(d, "code_by_owner", w);
+    m.context = size_field(d, "context", w, 0);
+    m.unattributed = int_field(d, "unattributed", w, 0);
+    m.tracking = bool_field(d, "tracking", w, false);
+    return m;
   }
 
   void add_setting(CompactSnapshot& snap, std::string name, const DataValue& v) const {

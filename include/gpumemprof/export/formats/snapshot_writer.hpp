@@ -142,6 +142,44 @@ inline void write_trace_entry(ValueWriter& w, const TraceEntry& e, FrameStrings&
   w.end_dict();
 }
 
+inline void write_owners(ValueWriter& w, const char* key, const std::vector<OwnerMemory>& owners) {
+  w.key(key);
+  w.begin_list();
+  for (const OwnerMemory& o : owners) {
+    w.begin_dict();
+    w.field("owner", o.owner);
+    w.field("bytes", o.bytes);
+    w.field("count", o.count);
+    w.field("top_site", o.top_site);
+    w.end_dict();
+  }
+  w.end_list();
+}
+
+// Our key, beside PyTorch's: the viewers read only the keys they know.
+inline void write_device_memory(ValueWriter& w, const std::vector<DeviceMemory>& devices) {
+  if (devices.empty()) return;  // PyTorch's own snapshots stay byte for byte as they were
+  w.key("device_memory");
+  w.begin_list();
+  for (const DeviceMemory& m : devices) {
+    w.begin_dict();
+    w.field("device", m.device);
+    w.field("total", m.total);
+    w.field("used", m.used);
+    w.field("allocated", m.allocated);
+    w.field("reserved", m.reserved);
+    w.field("external", m.external);
+    write_owners(w, "external_by_owner", m.external_by_owner);
+    w.field("code", m.code);
+    write_owners(w, "code_by_owner", m.code_by_owner);
+    w.field("context", m.context);
+    w.field("unattributed", m.unattributed);
+    w.field("tracking", m.tracking);
+    w.end_dict();
+  }
+  w.end_list();
+}
+
 inline void write_setting(ValueWriter& w, const SettingValue& v) {
   std::visit(
       [&](const auto& x) {
@@ -211,6 +249,7 @@ inline void write_snapshot(const Snapshot& snap, ValueWriter& w) {
   }
   w.end_list();
   if (snap.rank_info.known()) detail::write_rank_info(w, snap.rank_info);
+  detail::write_device_memory(w, snap.device_memory);
   w.end_dict();
 }
 

@@ -1,7 +1,8 @@
 // Layer 5: the offline HTML report -- one self-contained page (no network, no external script)
 // showing a snapshot: summary numbers, the active-memory timeline stacked by allocation (with
 // level of detail, so million-entry traces stay responsive), the peak and what was live at it,
-// the top allocation sites and the segments with their blocks.
+// the top allocation sites and the segments with their blocks; for our snapshots also the whole
+// device (html_device_bar.hpp).
 //
 // The C++ side does the heavy work once (html_report_model.hpp: intervals, interned stacks,
 // peaks) and embeds it as compact columnar JSON (number arrays, delta-coded where values grow,
@@ -25,6 +26,7 @@
 #include "gpumemprof/export/formats/json_writer.hpp"
 #include "gpumemprof/export/formats/output_buffer.hpp"
 #include "gpumemprof/export/formats/value_writer.hpp"
+#include "gpumemprof/export/reports/html_device_bar.hpp"
 #include "gpumemprof/export/reports/html_report_assets.hpp"
 #include "gpumemprof/export/reports/html_report_lod.hpp"
 #include "gpumemprof/export/reports/html_report_model.hpp"
@@ -223,18 +225,6 @@ inline void write_html_model_json(const HtmlModel& m, const HtmlReportOptions& o
   w.end_dict();
 }
 
-inline void append_html_escaped(std::string& out, std::string_view s) {
-  for (const char c : s) {
-    switch (c) {
-      case '&': out.append("&amp;"); break;
-      case '<': out.append("&lt;"); break;
-      case '>': out.append("&gt;"); break;
-      case '"': out.append("&quot;"); break;
-      default: out.push_back(c);
-    }
-  }
-}
-
 }  // namespace detail
 
 /// Writes the report as one HTML document (UTF-8) to `os`, streaming: the page's data goes out
@@ -248,6 +238,11 @@ void write_html_report(const S& snapshot, std::ostream& os, const HtmlReportOpti
   std::string head(detail::html_assets::kHead);
   detail::append_html_escaped(head, options.title);
   head.append(detail::html_assets::kStyleAndBody);
+  if constexpr (requires { snapshot.device_memory; }) {  // the device section, after the summary cards
+    std::size_t at = head.find("<section class=\"card\" id=\"tl-card\">");
+    if (at == std::string::npos) at = head.find("</main>");
+    if (at != std::string::npos) head.insert(at, detail::html_device_section(snapshot.device_memory));
+  }
   detail::write_bytes(os, head.data(), head.size());
   JsonWriter w(os, JsonWriterOptions{.script_safe = true});
   detail::write_html_model_json(model, options, w);

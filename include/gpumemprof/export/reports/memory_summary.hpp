@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gpumemprof/allocator/default_allocator.hpp"
+#include "gpumemprof/allocator/device_memory.hpp"
 #include "gpumemprof/allocator/memory_stats.hpp"
 #include "gpumemprof/config.hpp"
 
@@ -102,9 +103,12 @@ inline std::string pad(std::string s, std::size_t width) {
   return out;
 }
 
-/// torch.cuda.memory_summary(device, abbreviated) for the default allocator of `device`.
+/// torch.cuda.memory_summary(device, abbreviated) for the default allocator of `device`, then
+/// the device's memory as a whole: the driver's used bytes beside the allocator's reserved bytes,
+/// external allocations by owner, module code, the CUDA context and what is unattributed.
 [[nodiscard]] inline std::string memory_summary(const Device& device = Device(), bool abbreviated = false) {
-  return memory_summary(default_allocator(device).memory_stats(), device.str(), abbreviated);
+  return memory_summary(default_allocator(device).memory_stats(), device.str(), abbreviated) +
+         format_device_memory(device_memory(device));
 }
 
 GPUMEMPROF_NAMESPACE_END

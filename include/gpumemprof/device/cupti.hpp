@@ -1,0 +1,569 @@
+// Layer 1: the CUPTI door -- the only file that includes cupti.h. It captures device memory taken
+// outside gpumemprof's allocators, on every CUDA device, into the devices' ledgers
+// (device/external_memory.hpp):
+//   - allocations: callbacks on the runtime and driver memory APIs (cudaMalloc, cudaMallocPitch,
+//     cudaMalloc3D, cuMemAlloc, cuMemAllocPitch, cuMemCreate and their frees). cuMemCreate takes
+//     the memory; cuMemMap/cuMemUnmap only tell when a released handle's memory really goes (at
+//     its last unmap). A call made inside another
+//     tracked call (the runtime's cudaMalloc calling the driver's cuMemAlloc) counts once, at the
+//     outer call; calls made by gpumemprof's own backends (OwnDeviceCalls) not at all.
+//   - memory pools (cudaMallocAsync, cudaMallocFromPoolAsync, cuMemAllocAsync): the pool's reserved
+//     bytes, read when the ledger is read, under the owner of its first allocation.
+//   - module code: the growth of unexplained device memory across each module load, under the
+//     library holding the module's image (else the caller); modules loaded while a context is being
+//     created count by their image size, the rest of that growth being the context.
+//   - the context: used memory when a context is created after tracking started (or, for contexts
+//     already active, when tracking starts), less gpumemprof's own bytes.
+// The owner of a call is the first library on the stack outside libcuda, libcudart and libcupti,
+// by dladdr: "libnccl.so", "libcublas.so", or the program's file name; its site the function there.
+// libcupti is opened at run time: without it, or with another CUPTI subscriber (Nsight), tracking
+// prints one line and stays off; everything else works as before.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "gpumemprof/config.hpp"
+#include "gpumemprof/device/cuda.hpp"
+#include "gpumemprof/device/external_memory.hpp"
+
+#if GPUMEMPROF_WITH_CUDA && GPUMEMPROF_WITH_CUPTI
+#if defined(__clang__)  // cupti_callbacks.h nests anonymous structs in a union (fine for its compilers)
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wnested-anon-types"
+#pragma clang diagnostic ignored "-Wgnu-anonymous-struct"
+#endif
+#include <cupti.h>
+#if defined(__clang__)
+#pragma clang diagnostic pop
+#endif
+#include <cxxabi.h>
+#include <dlfcn.h>
+#include <execinfo.h>
+
+#include <array>
+#include <cerrno>
+#include <cstdlib>
+#include <map>
+#include <unordered_map>
+#include <vector>
+#endif
+
+GPUMEMPROF_NAMESPACE_BEGIN
+namespace detail {
+
+#if GPUMEMPROF_WITH_CUDA && GPUMEMPROF_WITH_CUPTI
+
+namespace cupti {
+
+/// Whether `file` (a shared object's path) is CUDA's own plumbing, never an owner.
+inline bool is_cuda_plumbing(std::string_view file) {
+  const std::string_view base = file.substr(file.rfind('/') + 1);  // npos + 1 == 0
+  for (const std::string_view p : {"libcuda.so", "libcudart.so", "libcupti.so", "libnvidia-"}) {
+    if (base.substr(0, p.size()) == p) return true;
+  }
+  return false;
+}
+
+/// "/usr/lib/libnccl.so.2.28.9" -> "libnccl.so"; the program -> its file name.
+inline std::string owner_name(const char* file) {
+  std::string_view f = file != nullptr ? file : "";
+  if (f.empty()) f = program_invocation_short_name;
+  f = f.substr(f.rfind('/') + 1);
+  if (const auto so = f.find(".so"); so != std::string_view::npos) f = f.substr(0, so + 3);
+  return std::string(f);
+}
+
+struct Caller {
+  std::string owner = "unknown";
+  std::string site;
+};
+
+/// The first frame outside CUDA's libraries above the CUDA call that is running.
+inline Caller caller_outside_cuda() {
+  void* frames[64];
+  const int n = ::backtrace(frames, 64);
+  bool inside_cuda = false;
+  for (int i = 0; i < n; ++i) {
+    Dl_info info{};
+    const auto* pc = static_cast<const char*>(frames[i]) - 1;  // inside the call, not after it
+    if (::dladdr(pc, &info) == 0 || info.dli_fname == nullptr) continue;
+    if (is_cuda_plumbing(info.dli_fname)) {
+      inside_cuda = true;
+      continue;
+    }
+    if (!inside_cuda) continue;  // the capture's own frames, below CUPTI
+    Caller c{owner_name(info.dli_fname), {}};
+    if (info.dli_sname != nullptr) {
+      int status = 0;
+      char* demangled = abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status);
+      c.site = status == 0 && demangled != nullptr ? demangled : info.dli_sname;
+      std::free(demangled);
+      if (const auto paren = c.site.find('('); paren != std::string::npos) c.site.resize(paren);
+    } else {
+      char off[32];
+      std::snprintf(off, sizeof off, "+0x%zx", static_cast<std::size_t>(pc - static_cast<const char*>(info.dli_fbase)));
+      c.site = c.owner + off;
+    }
+    return c;
+  }
+  return {};
+}
+
+// Ids in the ledgers: device pointers as they are; physical allocations and pools tagged apart.
+inline std::uint64_t handle_id(std::uint64_t h) { return h | (std::uint64_t{1} << 63); }
+inline std::uint64_t pool_id(const void* p) { return reinterpret_cast<std::uintptr_t>(p) | (std::uint64_t{1} << 62); }
+
+struct Pool {
+  int device = 0;
+  Caller first;
+};
+
+struct Capture {
+  // CUPTI, opened at run time.
+  CUptiResult (*subscribe)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*) = nullptr;
+  CUptiResult (*enable_callback)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain, CUpti_CallbackId) = nullptr;
+  CUptiResult (*result_string)(CUptiResult, const char**) = nullptr;
+  // The driver, through the runtime's entry points.
+  CUresult (*ctx_get_device)(CUdevice*) = nullptr;
+  CUresult (*ctx_get_current)(CUcontext*) = nullptr;
+  CUresult (*ctx_push)(CUcontext) = nullptr;
+  CUresult (*ctx_pop)(CUcontext*) = nullptr;
+  CUresult (*mem_get_info)(std::size_t*, std::size_t*) = nullptr;
+  CUresult (*device_get_mem_pool)(CUmemoryPool*, CUdevice) = nullptr;
+  CUresult (*pool_get_attribute)(CUmemoryPool, CUmemPool_attribute, void*) = nullptr;
+  CUresult (*primary_state)(CUdevice, unsigned*, int*) = nullptr;
+  CUresult (*primary_retain)(CUcontext*, CUdevice) = nullptr;
+  CUresult (*primary_release)(CUdevice) = nullptr;
+
+  CUpti_SubscriberHandle subscriber = nullptr;
+  std::atomic<bool> on{false};
+  bool failed = false;  // the reason was printed once
+
+  // Guards what follows. Lock order: this, then a ledger's lock; never held across a driver call.
+  std::mutex mutex;
+  std::unordered_map<std::uint64_t, int> device_of;  // ledger id -> device
+  std::map<std::uint64_t, Pool> pools;               // pool id -> where and whose
+  // Physical allocations stay while mapped, even once their handle is released (cuMemRelease
+  // right after cuMemMap is common): mapping start -> handle id, live mappings per handle id, and
+  // the handles released while still mapped.
+  std::map<std::uint64_t, std::uint64_t> mapped_at;
+  std::unordered_map<std::uint64_t, int> mappings;
+  std::unordered_map<std::uint64_t, bool> released;
+  std::array<std::int64_t, max_ledger_devices> mark{};        // unattributed at the last measurement
+  std::array<bool, max_ledger_devices> context_known{};       // the device's context was measured
+  std::array<std::vector<std::pair<std::uint32_t, Caller>>, max_ledger_devices> early;  // modules before it
+  std::map<std::uint32_t, std::size_t> early_size;  // module -> image bytes
+};
+
+inline Capture& capture() {
+  static auto* c = new Capture();  // never destroyed: callbacks may come during exit
+  return *c;
+}
+
+/// Nesting of tracked API calls on this thread (the outermost one is counted).
+inline thread_local int api_depth = 0;
+
+inline int index_of(int device) { return std::clamp(device, 0, max_ledger_devices - 1); }
+
+/// The device of `ctx` (the current context when null) and its used bytes, by the driver.
+inline bool measure(CUcontext ctx, int& device, std::size_t& used) {
+  Capture& c = capture();
+  CUcontext current = nullptr;
+  (void)c.ctx_get_current(&current);
+  const bool push = ctx != nullptr && ctx != current;
+  if (push && c.ctx_push(ctx) != CUDA_SUCCESS) return false;
+  CUdevice dev = 0;
+  std::size_t free = 0, total = 0;
+  const bool ok = c.ctx_get_device(&dev) == CUDA_SUCCESS && c.mem_get_info(&free, &total) == CUDA_SUCCESS;
+  if (push) (void)c.ctx_pop(&ctx);
+  device = index_of(static_cast<int>(dev));
+  used = total - free;
+  return ok;
+}
+
+inline void refresh_pools(int device);
+
+/// Device memory nothing known explains: used less gpumemprof's own, external, code and context.
+inline std::int64_t unattributed(int device, std::size_t used) {
+  refresh_pools(device);  // pools grow without a call we see
+  const ExternalMemory x = cuda_ledger(device).view();
+  const std::size_t own = cuda_own_bytes(device).load(std::memory_order_relaxed);
+  return static_cast<std::int64_t>(used) - static_cast<std::int64_t>(own + x.allocations + x.code + x.context);
+}
+
+inline int current_device() {
+  CUdevice dev = 0;
+  return capture().ctx_get_device(&dev) == CUDA_SUCCESS ? index_of(static_cast<int>(dev)) : 0;
+}
+
+inline void on_alloc(int device, std::uint64_t id, std::size_t bytes) {
+  const Caller who = caller_outside_cuda();
+  cuda_ledger(device).record_alloc(id, bytes, who.owner, who.site);
+  std::lock_guard lock(capture().mutex);
+  capture().device_of[id] = device;
+}
+
+inline void free_locked(Capture& c, std::uint64_t id) {
+  auto it = c.device_of.find(id);
+  if (it == c.device_of.end()) return;  // allocated before tracking started, or by gpumemprof
+  cuda_ledger(it->second).record_free(id);
+  c.device_of.erase(it);
+}
+
+inline void on_free(std::uint64_t id) {
+  std::lock_guard lock(capture().mutex);
+  free_locked(capture(), id);
+}
+
+inline void on_map(std::uint64_t va, std::uint64_t handle) {
+  Capture& c = capture();
+  std::lock_guard lock(c.mutex);
+  if (c.device_of.count(handle) == 0) return;
+  c.mapped_at[va] = handle;
+  ++c.mappings[handle];
+}
+
+inline void on_unmap(std::uint64_t va, std::size_t size) {
+  Capture& c = capture();
+  std::lock_guard lock(c.mutex);
+  for (auto it = c.mapped_at.lower_bound(va); it != c.mapped_at.end() && it->first < va + size;) {
+    const std::uint64_t handle = it->second;
+    it = c.mapped_at.erase(it);
+    if (--c.mappings[handle] > 0) continue;
+    c.mappings.erase(handle);
+    if (c.released.erase(handle) != 0) free_locked(c, handle);  // its memory goes now
+  }
+}
+
+inline void on_release(std::uint64_t handle) {
+  Capture& c = capture();
+  std::lock_guard lock(c.mutex);
+  if (auto m = c.mappings.find(handle); m != c.mappings.end() && m->second > 0) {
+    c.released[handle] = true;  // still mapped: freed at its last unmap
+    return;
+  }
+  free_locked(c, handle);
+}
+
+inline void on_pool(int device, CUmemoryPool pool) {
+  if (pool == nullptr && capture().device_get_mem_pool(&pool, static_cast<CUdevice>(device)) != CUDA_SUCCESS) return;
+  Capture& c = capture();
+  {
+    std::lock_guard lock(c.mutex);
+    if (c.pools.count(pool_id(pool)) != 0) return;
+  }
+  Pool p{device, caller_outside_cuda()};
+  if (p.first.site.empty()) p.first.site = "memory pool";
+  std::lock_guard lock(c.mutex);
+  c.pools.emplace(pool_id(pool), std::move(p));
+}
+
+/// Brings the pools' reserved bytes of `device` into its ledger (cuda_ledger_refresh).
+inline void refresh_pools(int device) {
+  Capture& c = capture();
+  std::vector<std::pair<std::uint64_t, Pool>> pools;
+  {
+    std::lock_guard lock(c.mutex);  // not held across driver calls: a callback may wait for it
+    for (const auto& [id, pool] : c.pools) {
+      if (pool.device == device) pools.emplace_back(id, pool);
+    }
+  }
+  for (const auto& [id, pool] : pools) {
+    std::uint64_t reserved = 0;
+    auto* handle = reinterpret_cast<CUmemoryPool>(static_cast<std::uintptr_t>(id & ~(std::uint64_t{1} << 62)));
+    if (c.pool_get_attribute(handle, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) != CUDA_SUCCESS) continue;
+    if (reserved == 0) {
+      cuda_ledger(device).record_free(id);
+    } else if (cuda_ledger(device).bytes_of(id) != reserved) {
+      cuda_ledger(device).record_alloc(id, reserved, pool.first.owner, pool.first.site);
+    }
+  }
+}
+
+/// The library whose image holds a module's code (the cubin lies in its data), else the caller.
+inline Caller module_owner(const CUpti_ModuleResourceData* m) {
+  Dl_info info{};
+  if (m != nullptr && m->pCubin != nullptr && ::dladdr(m->pCubin, &info) != 0 && info.dli_fname != nullptr &&
+      !is_cuda_plumbing(info.dli_fname)) {
+    return {owner_name(info.dli_fname), {}};
+  }
+  return caller_outside_cuda();
+}
+
+inline void on_module_loaded(const CUpti_ResourceData* r) {
+  const auto* m = static_cast<const CUpti_ModuleResourceData*>(r->resourceDescriptor);
+  int device = 0;
+  std::size_t used = 0;
+  if (m == nullptr || !measure(r->context, device, used)) return;
+  Capture& c = capture();
+  {
+    std::lock_guard lock(c.mutex);
+    if (!c.context_known[device]) {  // the context is being created: counted when it is
+      c.early[device].emplace_back(m->moduleId, module_owner(m));
+      c.early_size[m->moduleId] = m->cubinSize;
+      return;
+    }
+  }
+  const std::int64_t now = unattributed(device, used);
+  std::lock_guard lock(c.mutex);
+  const std::int64_t grown = now - c.mark[device];
+  if (grown > 0) cuda_ledger(device).record_code(m->moduleId, static_cast<std::size_t>(grown), module_owner(m).owner);
+  c.mark[device] = grown > 0 ? now - grown : now;
+}
+
+/// A context's memory: what its device uses beyond what is known, less the modules loaded with it.
+inline void on_context(CUcontext ctx) {
+  int device = 0;
+  std::size_t used = 0;
+  if (!measure(ctx, device, used)) return;
+  Capture& c = capture();
+  const std::int64_t fresh = unattributed(device, used);
+  std::lock_guard lock(c.mutex);
+  std::int64_t context = std::max<std::int64_t>(fresh, 0);
+  for (const auto& [module, who] : c.early[device]) {  // estimated by their image size
+    const auto bytes = static_cast<std::int64_t>(std::min<std::size_t>(c.early_size[module], context));
+    if (bytes > 0) cuda_ledger(device).record_code(module, static_cast<std::size_t>(bytes), who.owner);
+    context -= bytes;
+  }
+  c.early[device].clear();
+  ExternalLedger& ledger = cuda_ledger(device);
+  ledger.set_context(ledger.view().context + static_cast<std::size_t>(context));
+  c.context_known[device] = true;
+  c.mark[device] = 0;
+}
+
+template <class P>
+const P& params(const CUpti_CallbackData* cb) {
+  return *static_cast<const P*>(cb->functionParams);
+}
+
+inline void on_runtime(CUpti_CallbackId id, const CUpti_CallbackData* cb) {
+  if (*static_cast<const cudaError_t*>(cb->functionReturnValue) != cudaSuccess) return;
+  switch (id) {
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020: {
+      const auto& p = params<cudaMalloc_v3020_params>(cb);
+      on_alloc(current_device(), reinterpret_cast<std::uintptr_t>(*p.devPtr), p.size);
+      break;
+    }
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMallocPitch_v3020: {
+      const auto& p = params<cudaMallocPitch_v3020_params>(cb);
+      on_alloc(current_device(), reinterpret_cast<std::uintptr_t>(*p.devPtr), *p.pitch * p.height);
+      break;
+    }
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMalloc3D_v3020: {
+      const auto& p = params<cudaMalloc3D_v3020_params>(cb);
+      on_alloc(current_device(), reinterpret_cast<std::uintptr_t>(p.pitchedDevPtr->ptr),
+               p.pitchedDevPtr->pitch * p.extent.height * p.extent.depth);
+      break;
+    }
+    case CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020:
+      on_free(reinterpret_cast<std::uintptr_t>(params<cudaFree_v3020_params>(cb).devPtr));
+      break;
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_v11020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_ptsz_v11020: on_pool(current_device(), nullptr); break;
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_v11020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_ptsz_v11020:
+      on_pool(current_device(), reinterpret_cast<CUmemoryPool>(params<cudaMallocFromPoolAsync_v11020_params>(cb).memPool));
+      break;
+    default: break;
+  }
+}
+
+inline void on_driver(CUpti_CallbackId id, const CUpti_CallbackData* cb) {
+  if (*static_cast<const CUresult*>(cb->functionReturnValue) != CUDA_SUCCESS) return;
+  switch (id) {
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2: {
+      const auto& p = params<cuMemAlloc_v2_params>(cb);
+      on_alloc(current_device(), *p.dptr, p.bytesize);
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2: {
+      const auto& p = params<cuMemAllocPitch_v2_params>(cb);
+      on_alloc(current_device(), *p.dptr, *p.pPitch * p.Height);
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2: on_free(params<cuMemFree_v2_params>(cb).dptr); break;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemCreate: {
+      const auto& p = params<cuMemCreate_params>(cb);
+      const bool on_device = p.prop != nullptr && p.prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE;
+      if (on_device) on_alloc(index_of(p.prop->location.id), handle_id(*p.handle), p.size);
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemRelease: on_release(handle_id(params<cuMemRelease_params>(cb).handle)); break;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemMap: {
+      const auto& p = params<cuMemMap_params>(cb);
+      on_map(p.ptr, handle_id(p.handle));
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemUnmap: {
+      const auto& p = params<cuMemUnmap_params>(cb);
+      on_unmap(p.ptr, p.size);
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz: on_pool(current_device(), nullptr); break;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz:
+      on_pool(current_device(), params<cuMemAllocFromPoolAsync_params>(cb).pool);
+      break;
+    default: break;
+  }
+}
+
+inline void CUPTIAPI on_callback(void* /*userdata*/, CUpti_CallbackDomain domain, CUpti_CallbackId id,
+                                 const void* data) {
+  if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
+    const auto* r = static_cast<const CUpti_ResourceData*>(data);
+    if (id == CUPTI_CBID_RESOURCE_CONTEXT_CREATED) on_context(r->context);
+    if (id == CUPTI_CBID_RESOURCE_MODULE_LOADED) on_module_loaded(r);
+    if (id == CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING) {
+      const auto* m = static_cast<const CUpti_ModuleResourceData*>(r->resourceDescriptor);
+      for (int d = 0; m != nullptr && d < max_ledger_devices; ++d) {  // the one ledger that has it
+        if (cuda_ledger(d).record_code_unload(m->moduleId)) break;
+      }
+    }
+    return;
+  }
+  const auto* cb = static_cast<const CUpti_CallbackData*>(data);
+  if (cb->callbackSite == CUPTI_API_ENTER) {
+    ++api_depth;
+    return;
+  }
+  if (api_depth <= 0) return;  // entered before tracking started
+  if (--api_depth != 0 || own_device_call_depth > 0) return;  // nested, or gpumemprof's own
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) on_runtime(id, cb);
+  if (domain == CUPTI_CB_DOMAIN_DRIVER_API) on_driver(id, cb);
+}
+
+inline bool fail(const std::string& why) {
+  capture().failed = true;
+  std::fprintf(stderr, "gpumemprof: memory outside the allocator is not tracked: %s\n", why.c_str());
+  return false;
+}
+
+template <class F>
+bool symbol(void* lib, F& f, const char* name) {
+  f = reinterpret_cast<F>(::dlsym(lib, name));
+  return f != nullptr;
+}
+
+inline bool start() {
+  Capture& c = capture();
+  if (const std::string why = cuda_unavailable_reason(); !why.empty()) return fail(why);
+  void* lib = nullptr;
+  for (const char* name : {"libcupti.so", "libcupti.so.13", "libcupti.so.12", "/usr/local/cuda/lib64/libcupti.so",
+                           "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so"}) {
+    if ((lib = ::dlopen(name, RTLD_NOW | RTLD_GLOBAL)) != nullptr) break;
+  }
+  if (lib == nullptr) {
+    return fail(
+        "libcupti.so was not found; it comes with the CUDA Toolkit: add its directory (e.g. "
+        "/usr/local/cuda/lib64) to LD_LIBRARY_PATH");
+  }
+  if (!symbol(lib, c.subscribe, "cuptiSubscribe") || !symbol(lib, c.enable_callback, "cuptiEnableCallback") ||
+      !symbol(lib, c.result_string, "cuptiGetResultString")) {
+    return fail("the libcupti.so found lacks cuptiSubscribe; install a CUDA Toolkit's CUPTI");
+  }
+  if (!driver_entry(c.ctx_get_device, "cuCtxGetDevice") || !driver_entry(c.ctx_get_current, "cuCtxGetCurrent") ||
+      !driver_entry(c.ctx_push, "cuCtxPushCurrent") || !driver_entry(c.ctx_pop, "cuCtxPopCurrent") ||
+      !driver_entry(c.mem_get_info, "cuMemGetInfo") || !driver_entry(c.device_get_mem_pool, "cuDeviceGetMemPool") ||
+      !driver_entry(c.pool_get_attribute, "cuMemPoolGetAttribute") ||
+      !driver_entry(c.primary_state, "cuDevicePrimaryCtxGetState") ||
+      !driver_entry(c.primary_retain, "cuDevicePrimaryCtxRetain") ||
+      !driver_entry(c.primary_release, "cuDevicePrimaryCtxRelease")) {
+    return fail("the CUDA driver lacks functions the capture needs (cuMemGetInfo, cuDeviceGetMemPool, ...)");
+  }
+  void* warm[4];
+  (void)::backtrace(warm, 4);  // loads the unwinder now, not inside a CUDA call
+  const CUptiResult r = c.subscribe(&c.subscriber, on_callback, nullptr);
+  if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+    return fail(
+        "another profiler (Nsight Systems or Nsight Compute?) already subscribes to CUPTI, which allows one "
+        "subscriber; run without it to see memory outside the allocator");
+  }
+  if (r != CUPTI_SUCCESS) {
+    const char* text = "unknown error";
+    (void)c.result_string(r, &text);
+    return fail(std::string("CUPTI refused to subscribe: ") + text);
+  }
+  // Contexts already active: measured now (they then also hold whatever was allocated before);
+  // through the driver's primary context, so that no device gets a context it did not have.
+  for (int d = 0; d < std::min(cuda_device_count(), max_ledger_devices); ++d) {
+    cuda_ledger(d).set_tracking(true);
+    unsigned flags = 0;
+    int active = 0;
+    CUcontext ctx = nullptr;
+    if (c.primary_state(d, &flags, &active) == CUDA_SUCCESS && active != 0 &&
+        c.primary_retain(&ctx, d) == CUDA_SUCCESS) {
+      std::size_t used = 0;
+      int device = d;
+      if (measure(ctx, device, used)) {
+        cuda_ledger(d).set_context(static_cast<std::size_t>(std::max<std::int64_t>(unattributed(d, used), 0)));
+        std::lock_guard lock(c.mutex);
+        c.context_known[static_cast<std::size_t>(d)] = true;
+      }
+      (void)c.primary_release(d);
+    }
+  }
+  const CUpti_CallbackId runtime[] = {
+      CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020,           CUPTI_RUNTIME_TRACE_CBID_cudaMallocPitch_v3020,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMalloc3D_v3020,         CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_v11020,     CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_ptsz_v11020,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_v11020,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_ptsz_v11020};
+  const CUpti_CallbackId driver[] = {
+      CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2,       CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2,
+      CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2,        CUPTI_DRIVER_TRACE_CBID_cuMemCreate,
+      CUPTI_DRIVER_TRACE_CBID_cuMemRelease,        CUPTI_DRIVER_TRACE_CBID_cuMemMap,
+      CUPTI_DRIVER_TRACE_CBID_cuMemUnmap,          CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync,
+      CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz, CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync,
+      CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz};
+  const CUpti_CallbackId resource[] = {CUPTI_CBID_RESOURCE_CONTEXT_CREATED, CUPTI_CBID_RESOURCE_MODULE_LOADED,
+                                       CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING};
+  bool ok = true;
+  for (const CUpti_CallbackId id : runtime) ok &= c.enable_callback(1, c.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, id) == CUPTI_SUCCESS;
+  for (const CUpti_CallbackId id : driver) ok &= c.enable_callback(1, c.subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id) == CUPTI_SUCCESS;
+  for (const CUpti_CallbackId id : resource) ok &= c.enable_callback(1, c.subscriber, CUPTI_CB_DOMAIN_RESOURCE, id) == CUPTI_SUCCESS;
+  if (!ok) return fail("CUPTI refused to enable the memory callbacks");
+  cuda_ledger_refresh.store(&refresh_pools, std::memory_order_release);
+  c.on.store(true, std::memory_order_release);
+  return true;
+}
+
+}  // namespace cupti
+
+/// Starts the capture on every CUDA device (once; later calls return the first outcome).
+/// False, with one line on stderr the first time, when it cannot run.
+inline bool start_external_capture() {
+  static std::mutex mutex;
+  std::lock_guard lock(mutex);
+  cupti::Capture& c = cupti::capture();
+  if (c.on.load(std::memory_order_acquire)) return true;
+  return !c.failed && cupti::start();
+}
+
+#else  // no CUPTI in this build
+
+inline bool start_external_capture() {
+  static const bool said = [] {
+    std::fprintf(stderr,
+                 "gpumemprof: memory outside the allocator is not tracked: this build has no %s (configure with "
+                 "CUDA and -Dcupti=enabled)\n",
+                 GPUMEMPROF_WITH_CUDA ? "CUPTI" : "CUDA");
+    return true;
+  }();
+  (void)said;
+  return false;
+}
+
+#endif
+
+}  // namespace detail
+GPUMEMPROF_NAMESPACE_END

@@ -1,0 +1,172 @@
+// Every byte on a device: the ledger of memory outside the allocator, the simulated device's
+// external allocations and context, and device_memory() putting them beside the allocator.
+#include <cstdlib>
+
+#include "catch.hpp"
+#include "gpumemprof/allocator/device_memory.hpp"
+#include "gpumemprof/device/cuda.hpp"
+#include "sim_allocator.hpp"
+
+using Catch::Matchers::Contains;
+
+namespace {
+
+SimAllocator make_device(std::size_t capacity, std::size_t context) {
+  gmp::SimulatedOptions opt;
+  opt.capacity = capacity;
+  opt.context_bytes = context;
+  return SimAllocator(gmp::SimulatedBackend(opt));
+}
+
+}  // namespace
+
+TEST_CASE("the ledger keeps live allocations by owner with the site holding the most") {
+  gmp::ExternalLedger ledger;
+  ledger.record_alloc(0x1000, 100, "libnccl.so", "ncclCommInitRank");
+  ledger.record_alloc(0x2000, 300, "libnccl.so", "ncclProxyConnect");
+  ledger.record_alloc(0x3000, 50, "libnccl.so", "ncclCommInitRank");
+  ledger.record_alloc(0x4000, 1000, "app", "main");
+  gmp::ExternalMemory m = ledger.view();
+  CHECK(m.allocations == 1450);
+  REQUIRE(m.by_owner.size() == 2);
+  CHECK(m.by_owner[0] == gmp::OwnerMemory{"app", 1000, 1, "main"});
+  CHECK(m.by_owner[1] == gmp::OwnerMemory{"libnccl.so", 450, 3, "ncclProxyConnect"});
+
+  CHECK(ledger.record_free(0x2000));
+  CHECK_FALSE(ledger.record_free(0x2000));  // twice: ignored
+  CHECK_FALSE(ledger.record_free(0x9000));  // allocated before tracking: ignored, never negative
+  m = ledger.view();
+  CHECK(m.allocations == 1150);
+  CHECK(m.by_owner[1] == gmp::OwnerMemory{"libnccl.so", 150, 2, "ncclCommInitRank"});
+
+  ledger.record_alloc(0x4000, 10, "libcublas.so", "cublasCreate_v2");  // the same id again: replaces
+  CHECK(ledger.bytes_of(0x4000) == 10);
+  m = ledger.view();
+  CHECK(m.allocations == 160);
+  CHECK(m.by_owner[0].owner == "libnccl.so");
+  CHECK(m.by_owner[1] == gmp::OwnerMemory{"libcublas.so", 10, 1, "cublasCreate_v2"});
+
+  ledger.record_code(7, 64 << 20, "libcublas.so");
+  ledger.record_code(8, 2 << 20, "app");
+  ledger.set_context(500 << 20);
+  m = ledger.view();
+  CHECK(m.code == (66u << 20));
+  REQUIRE(m.code_by_owner.size() == 2);
+  CHECK(m.code_by_owner[0] == gmp::OwnerMemory{"libcublas.so", 64u << 20, 1, ""});
+  CHECK(ledger.record_code_unload(7));
+  CHECK_FALSE(ledger.record_code_unload(7));
+  CHECK(ledger.view().code == (2u << 20));
+  CHECK(ledger.view().context == (500u << 20));
+  ledger.clear();
+  CHECK(ledger.view().allocations == 0);
+  CHECK(ledger.view().by_owner.empty());
+}
+
+TEST_CASE("the simulated device's context and external allocations take its memory") {
+  SimAllocator a = make_device(80 * GiB, 2150 * MiB);
+  gmp::SimulatedBackend& sim = a.backend();
+  CHECK(sim.mem_get_info().free == 80 * GiB - 2150 * MiB);  // the context, from the start
+
+  void* nccl1 = sim.external_malloc(10 * GiB, "libnccl.so", "ncclCommInitRank");
+  void* nccl2 = sim.external_malloc(4 * GiB, "libnccl.so", "ncclProxyConnect");
+  void* blas = sim.external_malloc(1000, "libcublas.so", "cublasCreate_v2");  // charged one 2 MiB granule
+  REQUIRE(nccl1 != nullptr);
+  REQUIRE(blas != nullptr);
+  CHECK(sim.mem_get_info().free == 80 * GiB - 2150 * MiB - 14 * GiB - 2 * MiB);
+  CHECK(sim.used_bytes() == 0);  // the allocator's own account is untouched
+  CHECK(sim.external_malloc(64 * GiB, "libnccl.so") == nullptr);  // no room: like cudaMalloc failing
+
+  void* p = a.allocate(61 * GiB);
+  const gmp::DeviceMemory m = gmp::device_memory(a);
+  CHECK(m.device == "sim:0");
+  CHECK(m.total == 80 * GiB);
+  CHECK(m.used == 61 * GiB + 14 * GiB + 2 * MiB + 2150 * MiB);
+  CHECK(m.allocated == 61 * GiB);
+  CHECK(m.reserved == 61 * GiB);
+  CHECK(m.external == 14 * GiB + 1000);
+  REQUIRE(m.external_by_owner.size() == 2);
+  CHECK(m.external_by_owner[0] == gmp::OwnerMemory{"libnccl.so", 14 * GiB, 2, "ncclCommInitRank"});
+  CHECK(m.external_by_owner[1] == gmp::OwnerMemory{"libcublas.so", 1000, 1, "cublasCreate_v2"});
+  CHECK(m.context == 2150 * MiB);
+  CHECK(m.code == 0);
+  CHECK(m.tracking);
+  CHECK(m.unattributed == static_cast<std::int64_t>(2 * MiB - 1000));  // the granule's rounding
+
+  // The allocator runs out because of the external memory: 80 - 2.1 - 14 - 61 leaves < 3 GiB.
+  CHECK_THROWS_AS(a.allocate(3 * GiB), gmp::OutOfMemoryError);
+  sim.external_free(nccl2);
+  void* q = a.allocate(3 * GiB);  // fits once NCCL gave its 4 GiB back
+  CHECK(gmp::device_memory(a).external_by_owner[0] == gmp::OwnerMemory{"libnccl.so", 10 * GiB, 1, "ncclCommInitRank"});
+  CHECK_THROWS_AS(sim.external_free(nccl2), gmp::DeviceRuntimeError);  // twice
+  CHECK_THROWS_AS(sim.external_free(p), gmp::DeviceRuntimeError);      // not an external allocation
+  sim.external_free(nccl1);
+  sim.external_free(blas);
+  const gmp::DeviceMemory after = gmp::device_memory(a);
+  CHECK(after.external == 0);
+  CHECK(after.external_by_owner.empty());
+  CHECK(after.unattributed == 0);
+  a.deallocate(p);
+  a.deallocate(q);
+  a.validate();
+}
+
+TEST_CASE("sim_external_malloc reaches the default allocator's device; GPUMEMPROF_SIM_CONTEXT sizes its context") {
+  ::setenv("GPUMEMPROF_SIM_CONTEXT", "512MiB", 1);
+  ::setenv("GPUMEMPROF_SIM_CAPACITY", "16GiB", 1);
+  const gmp::Device dev("sim:6");
+  void* buf = gmp::sim_external_malloc(dev, 3 * GiB, "libnccl.so", "ncclCommInitRank");
+  ::unsetenv("GPUMEMPROF_SIM_CONTEXT");
+  ::unsetenv("GPUMEMPROF_SIM_CAPACITY");
+  REQUIRE(buf != nullptr);
+  void* p = gmp::default_allocator(dev).allocate(20 * MiB);
+  gmp::DeviceMemory m = gmp::device_memory(dev);
+  CHECK(m.total == 16 * GiB);
+  CHECK(m.used == 512 * MiB + 3 * GiB + 20 * MiB);
+  CHECK(m.context == 512 * MiB);
+  CHECK(m.external == 3 * GiB);
+  CHECK(m.reserved == 20 * MiB);
+  CHECK(m.unattributed == 0);
+  CHECK(gmp::device_memory_used(dev) == m.used);
+  CHECK(gmp::describe_outside_allocator(m) == "3.00 GiB held by libnccl.so, 512.00 MiB CUDA context");
+  CHECK(gmp::format_device_memory(m) ==
+        "device sim:6: 3.52 GiB used of 16.00 GiB (the driver's count)\n"
+        "  allocator reserved      20.00 MiB  (20.00 MiB allocated, 0 bytes cached)\n"
+        "  external allocations    3.00 GiB\n"
+        "    libnccl.so            3.00 GiB  in 1 allocation, most from ncclCommInitRank\n"
+        "  CUDA context            512.00 MiB\n"
+        "  unattributed            0 bytes\n");
+  gmp::sim_external_free(dev, buf);
+  gmp::default_allocator(dev).deallocate(p);
+  CHECK(gmp::device_memory(dev).external == 0);
+
+  CHECK_THROWS_AS(gmp::sim_external_malloc("host", MiB, "x"), gmp::DeviceError);
+  ::setenv("GPUMEMPROF_SIM_CONTEXT", "lots", 1);
+  CHECK_THROWS_AS(gmp::device_memory("sim:7"), gmp::ConfigError);  // read where the allocator is made
+  ::setenv("GPUMEMPROF_SIM_CONTEXT", "100GiB", 1);
+  CHECK_THROWS_WITH(gmp::device_memory("sim:7"), Contains("larger than the device"));
+  ::unsetenv("GPUMEMPROF_SIM_CONTEXT");
+  CHECK(gmp::device_memory("sim:7").context == 0);
+}
+
+TEST_CASE("a device without a ledger reports everything it does not reserve as unattributed") {
+  SimAlloc s;
+  s.sim().set_external_usage(6 * MiB);  // another process
+  const gmp::DeviceMemory m = gmp::device_memory(s.a);
+  CHECK(m.external == 0);
+  CHECK(m.unattributed == static_cast<std::int64_t>(6 * MiB));
+  CHECK(gmp::describe_outside_allocator(m) == "6.00 MiB unattributed");
+}
+
+TEST_CASE("tracking memory outside the allocator says in one line why it cannot start, and changes nothing else") {
+  const bool can = GPUMEMPROF_WITH_CUDA && GPUMEMPROF_WITH_CUPTI && gmp::cuda_device_count() > 0;
+  if (can) {
+    WARN("a CUDA device is visible: tests/gpu/test_external_memory checks the capture");
+    return;
+  }
+  CHECK_FALSE(gmp::track_external_memory());
+  CHECK_FALSE(gmp::track_external_memory());  // asked again: the same answer, said once
+  SimAllocator a = make_device(GiB, 0);
+  void* p = a.allocate(MiB);
+  CHECK(gmp::device_memory(a).reserved == 2 * MiB);
+  a.deallocate(p);
+}

@@ -1,0 +1,175 @@
+// The whole device in every report: snapshots carry the ledger in a key of their own (read back
+// exactly, ignored by PyTorch's schema), memory_summary, the OOM report and the HTML report show
+// it. Exact numbers on a simulated device with a context and external allocations.
+#include <cstdlib>
+
+#include "catch.hpp"
+#include "export_support.hpp"
+#include "gpumemprof/analysis/oom_report.hpp"
+#include "gpumemprof/export/formats/snapshot_reader.hpp"
+#include "gpumemprof/export/formats/snapshot_writer.hpp"
+#include "gpumemprof/export/reports/html_report.hpp"
+#include "gpumemprof/export/reports/memory_summary.hpp"
+#include "gpumemprof/history/snapshot_builder.hpp"
+
+using export_test::TempDir;
+
+namespace {
+
+constexpr std::size_t MiB = std::size_t{1} << 20;
+constexpr std::size_t GiB = std::size_t{1} << 30;
+
+/// 80 GiB with a 2.1 GiB context, NCCL holding 14 GiB, cuBLAS 1000 bytes (one 2 MiB granule).
+struct BusyDevice {
+  BusyDevice() : a(gmp::SimulatedBackend(options()), gmp::AllocatorConfig{}) {
+    gmp::SimulatedBackend& sim = a.backend();
+    nccl1 = sim.external_malloc(10 * GiB, "libnccl.so", "ncclCommInitRank");
+    nccl2 = sim.external_malloc(4 * GiB, "libnccl.so", "ncclProxyConnect");
+    blas = sim.external_malloc(1000, "libcublas.so", "cublasCreate_v2");
+  }
+  ~BusyDevice() {
+    for (void* p : {nccl1, nccl2, blas}) a.backend().external_free(p);
+  }
+  BusyDevice(const BusyDevice&) = delete;
+  BusyDevice& operator=(const BusyDevice&) = delete;
+  static gmp::SimulatedOptions options() {
+    gmp::SimulatedOptions o;
+    o.context_bytes = 2150 * MiB;
+    return o;
+  }
+  gmp::CachingAllocator<gmp::SimulatedBackend> a;
+  void* nccl1 = nullptr;
+  void* nccl2 = nullptr;
+  void* blas = nullptr;
+};
+
+}  // namespace
+
+TEST_CASE("device memory: a snapshot carries the ledger in its own key and reads back exactly") {
+  BusyDevice d;
+  void* p = d.a.allocate(61 * GiB);
+  const gmp::Snapshot snap = gmp::snapshot(d.a);
+  REQUIRE(snap.device_memory.size() == 1);
+  const gmp::DeviceMemory& m = snap.device_memory[0];
+  CHECK(m.reserved == 61 * GiB);
+  CHECK(m.external == 14 * GiB + 1000);
+  CHECK(m.context == 2150 * MiB);
+  CHECK(m.unattributed == static_cast<std::int64_t>(2 * MiB - 1000));
+
+  TempDir dir;
+  for (const char* name : {"s.pickle", "s.json"}) {
+    const std::string path = dir.file(name);
+    gmp::write_snapshot_file(snap, path);
+    const gmp::Snapshot back = gmp::load_snapshot(path);
+    REQUIRE(back.device_memory.size() == 1);
+    const gmp::DeviceMemory& r = back.device_memory[0];
+    CHECK(r.device == "sim:0");
+    CHECK(r.total == 80 * GiB);
+    CHECK(r.used == m.used);
+    CHECK(r.allocated == 61 * GiB);
+    CHECK(r.reserved == 61 * GiB);
+    CHECK(r.external == m.external);
+    CHECK(r.external_by_owner == m.external_by_owner);
+    CHECK(r.code == 0);
+    CHECK(r.code_by_owner.empty());
+    CHECK(r.context == m.context);
+    CHECK(r.unattributed == m.unattributed);
+    CHECK(r.tracking);
+  }
+
+  // PyTorch's schema still holds: the key is beside segments and device_traces, not in them.
+  const std::string path = dir.file("s.pickle");
+  const std::string checker = export_test::check_snapshot_script();
+  if (!export_test::have_python()) {
+    WARN("python3 not found: schema check skipped");
+  } else {
+    std::string out;
+    const int rc = export_test::run_python(R"(
+import pickle, sys
+s = pickle.load(open(sys.argv[1], 'rb'))
+assert list(s)[:4] == ['segments', 'device_traces', 'allocator_settings', 'external_annotations'], list(s)
+d = s['device_memory'][0]
+assert d['external_by_owner'][0] == {'owner': 'libnccl.so', 'bytes': 14 << 30, 'count': 2,
+                                     'top_site': 'ncclCommInitRank'}, d
+assert d['context'] == 2150 << 20 and d['unattributed'] == (2 << 20) - 1000, d
+assert all('device_memory' not in seg for seg in s['segments'])
+print('ok')
+)",
+                                           {path}, &out);
+    INFO(out);
+    CHECK(rc == 0);
+    if (!checker.empty()) {
+      CHECK(export_test::run_python(export_test::read_bytes(checker), {path}, &out) == 0);
+      INFO(out);
+      CHECK(out.find(path + ": ok") != std::string::npos);
+    }
+  }
+  d.a.deallocate(p);
+}
+
+TEST_CASE("device memory: PyTorch's snapshots have no device key and write back without one") {
+  const gmp::Snapshot ref = gmp::load_snapshot(export_test::reference_pickle());
+  CHECK(ref.device_memory.empty());
+  std::ostringstream os;
+  gmp::write_snapshot(ref, os, gmp::SnapshotFormat::json);
+  CHECK(os.str().find("device_memory") == std::string::npos);
+}
+
+TEST_CASE("device memory: the OOM report names who holds the device") {
+  BusyDevice d;
+  auto reporter = gmp::attach_oom_reporter(d.a);
+  void* p = d.a.allocate(61 * GiB);
+  CHECK_THROWS_AS(d.a.allocate(3 * GiB), gmp::OutOfMemoryError);
+  REQUIRE(reporter->last().has_value());
+  const gmp::OomReport r = *reporter->last();
+  CHECK(r.device.external == 14 * GiB + 1000);
+  const std::string text = r.to_string();
+  INFO(text);
+  CHECK(text.find("\nOut of memory with 61.00 GiB reserved of 80.00 GiB: 14.00 GiB held by libnccl.so, "
+                  "1000 bytes held by libcublas.so, 2.10 GiB CUDA context, 2.00 MiB unattributed.\n") !=
+        std::string::npos);
+  d.a.deallocate(p);
+  d.a.validate();
+}
+
+TEST_CASE("device memory: memory_summary of a device ends with the whole device") {
+  ::setenv("GPUMEMPROF_SIM_CONTEXT", "300MiB", 1);
+  const gmp::Device dev("sim:5");
+  void* nccl = gmp::sim_external_malloc(dev, 64 * MiB, "libnccl.so", "ncclCommInitRank");
+  ::unsetenv("GPUMEMPROF_SIM_CONTEXT");
+  void* p = gmp::default_allocator(dev).allocate(10 * MiB);
+  const std::string text = gmp::memory_summary(dev);
+  INFO(text);
+  CHECK(text.find("|===========================================================================|\n"
+                  "device sim:5: 374.00 MiB used of 80.00 GiB (the driver's count)\n"
+                  "  allocator reserved      10.00 MiB  (10.00 MiB allocated, 0 bytes cached)\n"
+                  "  external allocations    64.00 MiB\n"
+                  "    libnccl.so            64.00 MiB  in 1 allocation, most from ncclCommInitRank\n"
+                  "  CUDA context            300.00 MiB\n"
+                  "  unattributed            0 bytes\n") != std::string::npos);
+  gmp::default_allocator(dev).deallocate(p);
+  gmp::sim_external_free(dev, nccl);
+}
+
+TEST_CASE("device memory: the HTML report draws the device bar from the snapshot") {
+  BusyDevice d;
+  void* p = d.a.allocate(40 * GiB);
+  const std::string html = gmp::render_html_report(gmp::snapshot(d.a));
+  const auto section = html.find("<section class=\"card\" id=\"device-card\">");
+  REQUIRE(section != std::string::npos);
+  CHECK(section < html.find("id=\"tl-card\""));  // before the timeline
+  CHECK(html.find("<h3>sim:0: 56.10 GiB used of 80.00 GiB</h3>") != std::string::npos);
+  CHECK(html.find("<div style=\"width:50.000%;background:#2e86c1\" title=\"live (allocated) 40.00 GiB\"></div>") !=
+        std::string::npos);
+  CHECK(html.find("<div style=\"width:17.500%;background:#d9822b\" title=\"libnccl.so 14.00 GiB\"></div>") !=
+        std::string::npos);
+  CHECK(html.find("title=\"CUDA context 2.10 GiB\"") != std::string::npos);
+  CHECK(html.find("title=\"unattributed 2.00 MiB\"") != std::string::npos);
+  CHECK(html.find("2 allocations, most from ncclCommInitRank") != std::string::npos);
+  CHECK(html.find("title=\"free 23.90 GiB\"") != std::string::npos);
+
+  // A snapshot without the key (PyTorch's) has no device section.
+  const std::string plain = gmp::render_html_report(gmp::load_compact_snapshot(export_test::reference_pickle()));
+  CHECK(plain.find("device-card") == std::string::npos);
+  d.a.deallocate(p);
+}

@@ -1,0 +1,196 @@
+// Every byte on a real device: with tracking started first thing, a direct cudaMalloc, a cuBLAS
+// GEMM, cuDNN (when present), an NCCL communicator over every visible GPU and a cudaMallocAsync
+// pool each land under the right owner (allocations and module code), gpumemprof's own segments
+// are not counted twice, and what stays unattributed is within 2 MiB of zero once the context is
+// counted. Run it with CUDA_MODULE_LOADING=LAZY and =EAGER (meson registers both).
+//
+// The libraries are opened at run time (dlopen), so the binary runs where any is missing: that
+// part is skipped with its reason. Exit 77 without a GPU (meson: skipped), 1 on a failed check.
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gpumemprof/allocator/default_allocator.hpp"
+#include "gpumemprof/allocator/device_memory.hpp"
+#include "gpumemprof/device/cuda.hpp"
+
+namespace gmp = gpumemprof;
+
+namespace {
+
+constexpr std::size_t MiB = std::size_t{1} << 20;
+int failures = 0;
+
+void check(bool ok, const std::string& what) {
+  std::printf("%s: %s\n", ok ? "PASS" : "FAIL", what.c_str());
+  if (!ok) ++failures;
+}
+
+void cuda(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    std::printf("FAIL: %s: %s\n", what, cudaGetErrorString(e));
+    std::exit(1);
+  }
+}
+
+/// The first library among `names` that opens, or nullptr (the reason printed).
+void* open_library(const char* part, std::initializer_list<const char*> names) {
+  for (const char* n : names) {
+    if (void* h = ::dlopen(n, RTLD_NOW | RTLD_GLOBAL)) return h;
+  }
+  std::printf("SKIP: %s: none of its libraries opens (%s); set LD_LIBRARY_PATH to its directory\n", part, ::dlerror());
+  return nullptr;
+}
+
+template <class F>
+F sym(void* lib, const char* name) {
+  return reinterpret_cast<F>(::dlsym(lib, name));
+}
+
+/// Bytes of `owners` whose name starts with `prefix`.
+std::size_t bytes_of(const std::vector<gmp::OwnerMemory>& owners, std::string_view prefix) {
+  std::size_t n = 0;
+  for (const auto& o : owners) {
+    if (std::string_view(o.owner).substr(0, prefix.size()) == prefix) n += o.bytes;
+  }
+  return n;
+}
+
+std::string program_owner() {
+  std::string_view p = program_invocation_short_name;
+  return std::string(p);
+}
+
+}  // namespace
+
+int main() {
+  if (gmp::cuda_device_count() == 0) {
+    std::printf("no CUDA device visible (%s): skipped\n", gmp::cuda_unavailable_reason().c_str());
+    return 77;
+  }
+  const char* loading = std::getenv("CUDA_MODULE_LOADING");
+  std::printf("CUDA_MODULE_LOADING=%s\n", loading != nullptr ? loading : "(default: lazy)");
+  check(gmp::track_external_memory(), "tracking starts before any context exists");
+  const int devices = gmp::cuda_device_count();
+
+  // gpumemprof's own segments: counted as reserved, never as external.
+  gmp::DeviceAllocator& alloc = gmp::default_allocator("cuda:0");
+  void* own = alloc.allocate(64 * MiB);
+  gmp::DeviceMemory m = gmp::device_memory("cuda:0");
+  std::printf("%s", gmp::format_device_memory(m).c_str());
+  check(m.context > 100 * MiB, "the context is measured (" + gmp::format_size(m.context) + ")");
+  check(m.external == 0, "the allocator's own cudaMalloc is not external");
+
+  // A direct cudaMalloc by the program.
+  void* direct = nullptr;
+  cuda(cudaMalloc(&direct, 100 * MiB), "cudaMalloc");
+  m = gmp::device_memory("cuda:0");
+  check(bytes_of(m.external_by_owner, program_owner()) == 100 * MiB,
+        "a direct cudaMalloc of 100 MiB is held by " + program_owner());
+
+  // A cudaMallocAsync pool: its reserved bytes under the program.
+  cudaStream_t stream = nullptr;
+  cuda(cudaStreamCreate(&stream), "cudaStreamCreate");
+  void* pooled = nullptr;
+  cuda(cudaMallocAsync(&pooled, 32 * MiB, stream), "cudaMallocAsync");
+  cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  m = gmp::device_memory("cuda:0");
+  check(bytes_of(m.external_by_owner, program_owner()) >= 132 * MiB,
+        "a cudaMallocAsync pool holding 32 MiB is counted under " + program_owner());
+
+  // cuBLAS: a GEMM (workspace allocations and, lazily or eagerly, its kernels).
+  if (void* blas = open_library("cuBLAS", {"libcublas.so.13", "libcublas.so.12", "libcublas.so"})) {
+    using Create = int (*)(void**);
+    using Sgemm = int (*)(void*, int, int, int, int, int, const float*, const float*, int, const float*, int,
+                          const float*, float*, int);
+    void* handle = nullptr;
+    const int n = 1024;
+    float* abc = nullptr;
+    cuda(cudaMalloc(reinterpret_cast<void**>(&abc), 3 * sizeof(float) * n * n), "cudaMalloc (matrices)");
+    const float one = 1.0f, zero = 0.0f;
+    const bool ok = sym<Create>(blas, "cublasCreate_v2")(&handle) == 0 &&
+                    sym<Sgemm>(blas, "cublasSgemm_v2")(handle, 0, 0, n, n, n, &one, abc, n, abc + n * n, n, &zero,
+                                                       abc + 2 * n * n, n) == 0;
+    cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    check(ok, "cublasCreate and a 1024x1024 SGEMM");
+    m = gmp::device_memory("cuda:0");
+    check(bytes_of(m.external_by_owner, "libcublas") + bytes_of(m.code_by_owner, "libcublas") > 0,
+          "cuBLAS's workspace and code are held by libcublas*: " +
+              gmp::format_size(bytes_of(m.external_by_owner, "libcublas")) + " allocated, " +
+              gmp::format_size(bytes_of(m.code_by_owner, "libcublas")) + " code");
+  }
+
+  // cuDNN, when present.
+  if (void* dnn = open_library("cuDNN", {"libcudnn.so.9", "libcudnn.so"})) {
+    void* handle = nullptr;
+    const bool ok = sym<int (*)(void**)>(dnn, "cudnnCreate")(&handle) == 0;
+    cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    check(ok, "cudnnCreate");
+    m = gmp::device_memory("cuda:0");
+    check(bytes_of(m.external_by_owner, "libcudnn") + bytes_of(m.code_by_owner, "libcudnn") > 0,
+          "cuDNN's memory is held by libcudnn*: " + gmp::format_size(bytes_of(m.external_by_owner, "libcudnn")) +
+              " allocated, " + gmp::format_size(bytes_of(m.code_by_owner, "libcudnn")) + " code");
+  }
+
+  // NCCL: one communicator over every visible GPU, and an all-reduce so its buffers exist.
+  if (void* nccl = open_library("NCCL", {"libnccl.so.2", "libnccl.so"})) {
+    using InitAll = int (*)(void**, int, const int*);
+    using AllReduce = int (*)(const void*, void*, std::size_t, int, int, void*, cudaStream_t);
+    std::vector<void*> comms(static_cast<std::size_t>(devices));
+    std::vector<int> list;
+    for (int d = 0; d < devices; ++d) list.push_back(d);
+    bool ok = sym<InitAll>(nccl, "ncclCommInitAll")(comms.data(), devices, list.data()) == 0;
+    std::vector<float*> bufs(comms.size());
+    std::vector<cudaStream_t> streams(comms.size());
+    for (int d = 0; d < devices; ++d) {
+      cuda(cudaSetDevice(d), "cudaSetDevice");
+      cuda(cudaMalloc(reinterpret_cast<void**>(&bufs[d]), 4 * MiB), "cudaMalloc (all-reduce buffer)");
+      cuda(cudaStreamCreate(&streams[d]), "cudaStreamCreate");
+    }
+    ok = ok && sym<int (*)()>(nccl, "ncclGroupStart")() == 0;
+    for (int d = 0; ok && d < devices; ++d) {
+      ok = sym<AllReduce>(nccl, "ncclAllReduce")(bufs[d], bufs[d], MiB, /*ncclFloat*/ 7, /*ncclSum*/ 0, comms[d],
+                                                 streams[d]) == 0;
+    }
+    ok = ok && sym<int (*)()>(nccl, "ncclGroupEnd")() == 0;
+    for (int d = 0; d < devices; ++d) {
+      cuda(cudaSetDevice(d), "cudaSetDevice");
+      cuda(cudaStreamSynchronize(streams[d]), "cudaStreamSynchronize (all-reduce)");
+    }
+    cuda(cudaSetDevice(0), "cudaSetDevice");
+    check(ok, "an NCCL communicator over " + std::to_string(devices) + " GPU(s) and an all-reduce");
+    for (int d = 0; d < devices; ++d) {
+      const gmp::DeviceMemory md = gmp::device_memory(gmp::Device::cuda(d));
+      check(bytes_of(md.external_by_owner, "libnccl.so") > 0,
+            "NCCL's buffers on cuda:" + std::to_string(d) + " are held by libnccl.so: " +
+                gmp::format_size(bytes_of(md.external_by_owner, "libnccl.so")) + " (code " +
+                gmp::format_size(bytes_of(md.code_by_owner, "libnccl.so")) + ")");
+    }
+  }
+
+  // Every device: the whole account, and what it leaves unexplained.
+  for (int d = 0; d < devices; ++d) {
+    const gmp::DeviceMemory md = gmp::device_memory(gmp::Device::cuda(d));
+    std::printf("%s", gmp::format_device_memory(md).c_str());
+    const std::int64_t u = md.unattributed;
+    check(u >= -static_cast<std::int64_t>(2 * MiB) && u <= static_cast<std::int64_t>(2 * MiB),
+          "cuda:" + std::to_string(d) + ": unattributed within 2 MiB of zero (" + std::to_string(u) + " bytes)");
+  }
+
+  // Frees come off; the allocator's reserved bytes were never external.
+  cuda(cudaFree(direct), "cudaFree");
+  cuda(cudaFreeAsync(pooled, stream), "cudaFreeAsync");
+  cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  m = gmp::device_memory("cuda:0");
+  check(bytes_of(m.external_by_owner, program_owner()) < 132 * MiB, "the direct cudaMalloc's free is counted");
+  check(m.reserved >= 64 * MiB, "the allocator's 64 MiB stay reserved, not external");
+  alloc.deallocate(own);
+  std::printf("%d failed\n", failures);
+  return failures == 0 ? 0 : 1;
+}

@@ -8,6 +8,7 @@ sends SIGINT or SIGTERM.
 usage: test_interrupt.py GPUMEMPROF_BINARY   (env: GPUMEMPROF_SOURCE_DIR)"""
 import os
 import pickle
+import random
 import signal
 import subprocess
 import sys
@@ -87,6 +88,42 @@ total += interrupt_writes("html", ["html", snap, "-o", report], report, step=0.0
 perfetto = os.path.join(TMP, "perfetto", "trace.json")
 os.makedirs(os.path.dirname(perfetto))
 total += interrupt_writes("perfetto", ["perfetto", snap, "-o", perfetto], perfetto)
+# Signals at random moments of a whole run (issue 18: SIGINT 50-250 ms into a replay once left a
+# temporary behind, from the window between creating it and registering it). Each try sends one
+# SIGINT or SIGTERM at a uniformly random time within a full run's duration; none may leave a
+# temporary or a partial target. GPUMEMPROF_INTERRUPT_TRIES sets the count (default 20; the C++
+# test of atomic files sends hundreds more, cheaply, to a forked writer).
+RANDOM_TRIES = int(os.environ.get("GPUMEMPROF_INTERRUPT_TRIES", "20"))
+rand_dir = os.path.join(TMP, "random")
+os.makedirs(rand_dir)
+rand_target = os.path.join(rand_dir, "out.pickle")
+# GPUMEMPROF_INTERRUPT_DEVICE=cuda:0 replays on a GPU, whose runtime has threads of its own.
+rand_args = [BIN, "replay", os.path.join(DATA, "gpt2_train.trace.gz"), "--repeat", "0", "--snapshot", rand_target,
+             "--device", os.environ.get("GPUMEMPROF_INTERRUPT_DEVICE", "sim:0")]
+started = time.monotonic()
+subprocess.run(rand_args, check=True, capture_output=True)
+full_run = time.monotonic() - started
+rng = random.Random(18)
+random_left = 0
+for i in range(RANDOM_TRIES):
+    sig = signal.SIGINT if i % 4 != 3 else signal.SIGTERM
+    p = subprocess.Popen(rand_args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    time.sleep(rng.uniform(0, full_run))
+    if p.poll() is None:
+        p.send_signal(sig)
+    _, err = p.communicate(timeout=60)
+    if p.returncode not in (0, -sig):
+        failures.append(f"random try {i}: exit {p.returncode} after {sig.name}: {err.decode(errors='replace')}")
+    left = [n for n in os.listdir(rand_dir) if ".tmp-" in n]
+    if left:
+        random_left += 1
+        failures.append(f"random try {i} ({sig.name}): temporary files left: {left}")
+        for n in left:
+            os.unlink(os.path.join(rand_dir, n))
+    if os.path.exists(rand_target) and not complete(rand_target):
+        failures.append(f"random try {i}: {rand_target} is not a complete snapshot")
+print(f"random times: {RANDOM_TRIES} signals within a {full_run:.2f} s run, {random_left} left a temporary")
+
 # The test means something only if writes were interrupted (a fast disk may finish the small
 # html page first; the 13 MB snapshots are interrupted nearly every time).
 if total < TRIES:

@@ -25,6 +25,13 @@ TRIES = 12
 failures = cli_checks.failures
 
 
+def default_signals():
+    """In the child: SIGINT and SIGTERM at their default actions, as in a shell's foreground job
+    (a background job of a script starts with SIGINT ignored, which would test nothing)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def complete(path):
     """Whether `path` holds a whole output of its kind (not a cut-off one)."""
     with open(path, "rb") as f:
@@ -48,7 +55,8 @@ def interrupt_writes(name, args, target, step=0.004):
     interrupted = 0
     for i in range(TRIES):
         sig = signal.SIGINT if i % 3 != 2 else signal.SIGTERM
-        p = subprocess.Popen([BIN, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        p = subprocess.Popen([BIN, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             preexec_fn=default_signals)
         deadline = time.monotonic() + 60
         while p.poll() is None and time.monotonic() < deadline:
             if any(".tmp-" in n for n in os.listdir(out_dir)):
@@ -105,13 +113,15 @@ subprocess.run(rand_args, check=True, capture_output=True)
 full_run = time.monotonic() - started
 rng = random.Random(18)
 random_left = 0
+random_killed = 0
 for i in range(RANDOM_TRIES):
     sig = signal.SIGINT if i % 4 != 3 else signal.SIGTERM
-    p = subprocess.Popen(rand_args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    p = subprocess.Popen(rand_args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=default_signals)
     time.sleep(rng.uniform(0, full_run))
     if p.poll() is None:
         p.send_signal(sig)
     _, err = p.communicate(timeout=60)
+    random_killed += 1 if p.returncode == -sig else 0
     if p.returncode not in (0, -sig):
         failures.append(f"random try {i}: exit {p.returncode} after {sig.name}: {err.decode(errors='replace')}")
     left = [n for n in os.listdir(rand_dir) if ".tmp-" in n]
@@ -122,7 +132,10 @@ for i in range(RANDOM_TRIES):
             os.unlink(os.path.join(rand_dir, n))
     if os.path.exists(rand_target) and not complete(rand_target):
         failures.append(f"random try {i}: {rand_target} is not a complete snapshot")
-print(f"random times: {RANDOM_TRIES} signals within a {full_run:.2f} s run, {random_left} left a temporary")
+print(f"random times: {RANDOM_TRIES} signals within a {full_run:.2f} s run, {random_killed} ended the run, "
+      f"{random_left} left a temporary")
+if RANDOM_TRIES >= 10 and random_killed < RANDOM_TRIES // 4:
+    failures.append(f"only {random_killed} of {RANDOM_TRIES} random signals ended the run: nothing was tested")
 
 # The test means something only if writes were interrupted (a fast disk may finish the small
 # html page first; the 13 MB snapshots are interrupted nearly every time).

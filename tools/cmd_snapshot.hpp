@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cli_args.hpp"
+#include "cmd_replay_snapshot.hpp"
 #include "gpumemprof/analysis/snapshot_replay.hpp"
 #include "gpumemprof/export/formats/snapshot_reader.hpp"
 #include "gpumemprof/export/reports/html_report.hpp"
@@ -26,7 +27,7 @@ inline int cmd_summary(int argc, char** argv) {
   }
   args.expect_positional(1, "one SNAPSHOT file");
   const std::string& path = args.positional()[0];
-  const CompactSnapshot snap = load_compact_snapshot(path);
+  const CompactSnapshot snap = load_cli_snapshot(path);
   std::printf("snapshot %s\n%s%s", path.c_str(), format_summary(summarize(snap), args.count("--top", 10)).c_str(),
               format_replayed_peaks(snap).c_str());
   return 0;
@@ -51,14 +52,15 @@ inline int cmd_html(int argc, char** argv) {
   }
   args.expect_positional(1, "one SNAPSHOT file");
   if (!args.has("--output")) throw UsageError("name the report file with -o REPORT.html");
-  const CompactSnapshot snap = load_compact_snapshot(args.positional()[0]);
+  const std::string out = args.output_file("--output", args.positional());
+  const CompactSnapshot snap = load_cli_snapshot(args.positional()[0]);
   HtmlReportOptions opt;
   opt.title = args.get("--title", opt.title);
   opt.max_trace_entries = args.count("--max-entries", 0);
   opt.max_page_states = args.count("--page-states", opt.max_page_states);
   opt.max_page_allocations = args.count("--page-allocations", opt.max_page_allocations);
-  write_html_report(snap, args.get("--output"), opt);
-  std::printf("wrote %s\n", args.get("--output").c_str());
+  write_html_report(snap, out, opt);
+  std::printf("wrote %s\n", out.c_str());
   return 0;
 }
 
@@ -74,8 +76,9 @@ inline int cmd_perfetto(int argc, char** argv) {
   }
   args.expect_positional(1, "one SNAPSHOT file");
   if (!args.has("--output")) throw UsageError("name the trace file with -o TRACE.json");
-  write_perfetto_file(load_compact_snapshot(args.positional()[0]), args.get("--output"));
-  std::printf("wrote %s\n", args.get("--output").c_str());
+  const std::string out = args.output_file("--output", args.positional());
+  write_perfetto_file(load_cli_snapshot(args.positional()[0]), out);
+  std::printf("wrote %s\n", out.c_str());
   return 0;
 }
 

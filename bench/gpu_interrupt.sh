@@ -3,9 +3,9 @@
 # threads of its own. A signal the writer blocks while it creates its temporary goes to such a
 # thread, whose handler must still remove the temporary. Builds gpumemprof and test_export in
 # $1 (release; default /tmp/gpumemprof-interrupt-build), then
-#   1. test_export's atomic-file tests, with 2000 signals to a forked writer
+#   1. test_export's atomic-file tests, with 1000 signals to a forked writer
 #      (GPUMEMPROF_INTERRUPT_SIGNALS);
-#   2. N (default 200, $TRIES) runs of `gpumemprof replay gpt2_generate.trace.gz --device cuda:0
+#   2. N (default 50, $TRIES) runs of `gpumemprof replay gpt2_train.trace.gz --device cuda:0
 #      --snapshot x.pickle`, each sent SIGINT or SIGTERM at a random moment of a full run
 #      (tests/tools/test_interrupt.py with GPUMEMPROF_INTERRUPT_TRIES; it also runs the
 #      mid-write tries on the simulated device).
@@ -24,8 +24,8 @@ echo "$(date -u) $(nproc) cores, commit $(git rev-parse --short HEAD)" | tee -a 
 step build bash -c "meson setup '$build' -Dbuildtype=release -Dexamples=false -Dbenchmarks=false >/dev/null && \
   ninja -C '$build' tools/gpumemprof tests/export/test_export"
 export GPUMEMPROF_SOURCE_DIR="$PWD"
-step atomic env GPUMEMPROF_INTERRUPT_SIGNALS=2000 "$build/tests/export/test_export" "atomic file*"
+step atomic env GPUMEMPROF_INTERRUPT_SIGNALS=1000 "$build/tests/export/test_export" "atomic file*"
 # The CLI tries on the GPU: the random-time phase replays on cuda:0 when GPUMEMPROF_INTERRUPT_DEVICE says so.
-step cli env GPUMEMPROF_INTERRUPT_TRIES="${TRIES:-200}" GPUMEMPROF_INTERRUPT_DEVICE=cuda:0 \
+step cli env GPUMEMPROF_INTERRUPT_TRIES="${TRIES:-50}" GPUMEMPROF_INTERRUPT_DEVICE=cuda:0 \
   python3 tests/tools/test_interrupt.py "$build/tools/gpumemprof"
 grep "random times" "$out/interrupt-cli.log"

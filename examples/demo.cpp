@@ -296,8 +296,9 @@ int run_demo(const DemoOptions& options) {
     const gmp::ProfileResult r = step_scope.stop();
     step_call.end();
     if (!options.quiet) {
-      std::printf("step %3d  loss %-10s  %8s  allocated %10s  peak %10s\n", step + 1,
-                  std::isnan(s.loss) ? "n/a" : std::to_string(s.loss).c_str(),
+      // The loss only where the math runs (the simulated device allocates, computes nothing).
+      const std::string loss = compute->computes() ? "  loss " + std::to_string(s.loss) : "";
+      std::printf("step %3d%s  %10s  allocated %10s  peak %10s\n", step + 1, loss.c_str(),
                   gmp::format_seconds(r.execution_time).c_str(),
                   gmp::format_size(static_cast<std::uint64_t>(r.memory_after.allocated_memory)).c_str(),
                   gmp::format_size(static_cast<std::uint64_t>(r.peak_memory_usage())).c_str());

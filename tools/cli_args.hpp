@@ -2,6 +2,8 @@
 // A usage mistake throws UsageError; main() prints it on one line and exits 2.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -64,6 +66,23 @@ class Args {
       throw UsageError(name + " takes a number from 0 to " + std::to_string(max) + ", got '" + v + "'");
     }
     return std::stoull(v);
+  }
+  /// The path given to `option`, the file a command writes ("" when the option is absent). Every
+  /// command that writes a file takes its path from here: an output that is one of `inputs` --
+  /// the same file by any path, hard link or symbolic link -- is a UsageError, so an input is
+  /// never replaced. An output that does not exist yet is none of them.
+  [[nodiscard]] std::string output_file(const std::string& option, const std::vector<std::string>& inputs) const {
+    const std::string out = get(option);
+    struct stat o {};
+    if (out.empty() || ::stat(out.c_str(), &o) != 0) return out;
+    for (const std::string& in : inputs) {
+      struct stat i {};
+      if (::stat(in.c_str(), &i) == 0 && i.st_dev == o.st_dev && i.st_ino == o.st_ino) {
+        throw UsageError(option + " '" + out + "' is the input file '" + in +
+                         "' (the same file); writing it would destroy the input: name another output file");
+      }
+    }
+    return out;
   }
   [[nodiscard]] const std::vector<std::string>& positional() const { return positional_; }
   /// Exactly `n` positional arguments, else a UsageError naming `what`.

@@ -32,25 +32,27 @@ inline MemoryUsage usage_from_profile(const DataValue& root, const std::string& 
   if (summary == nullptr || !summary->is(DataValue::Kind::dict)) {
     throw FormatError(path + ": a profile JSON needs a 'summary' object (write it with export_profile)");
   }
+  auto bytes = [](const DataValue* d, std::string_view key) {
+    return static_cast<std::uint64_t>(std::max<std::int64_t>(0, detail_diff::int_or_zero(d, key)));
+  };
   MemoryUsage u;
-  u.total.peak_bytes =
-      static_cast<std::uint64_t>(std::max<std::int64_t>(0, detail_diff::int_or_zero(summary, "peak_memory_usage")));
-  u.total.live_at_end_bytes = detail_diff::int_or_zero(summary, "current_memory_usage");
-  u.total.calls = static_cast<std::uint64_t>(detail_diff::int_or_zero(summary, "total_function_calls"));
+  u.from_profile = true;
+  u.total.peak_allocated_bytes = bytes(summary, "peak_memory_usage");
+  u.total.allocated_at_end_bytes = detail_diff::int_or_zero(summary, "current_memory_usage");
+  u.total.calls = bytes(summary, "total_function_calls");
   if (const DataValue* fs = summary->find("function_summaries"); fs != nullptr && fs->is(DataValue::Kind::dict)) {
     for (const auto& [k, v] : fs->entries()) {
       if (!k.is(DataValue::Kind::string)) continue;
       UsageCounts& c = u.scopes[k.as_string()];
-      c.peak_bytes = static_cast<std::uint64_t>(std::max<std::int64_t>(0, detail_diff::int_or_zero(&v, "peak_memory")));
-      c.live_at_end_bytes = detail_diff::int_or_zero(&v, "net_memory_change");
-      c.calls = static_cast<std::uint64_t>(detail_diff::int_or_zero(&v, "call_count"));
+      c.peak_allocated_bytes = bytes(&v, "peak_memory");
+      c.net_change_bytes = detail_diff::int_or_zero(&v, "net_memory_change");
+      c.calls = bytes(&v, "call_count");
     }
   }
   if (const DataValue* results = root.find("results"); results != nullptr && results->is(DataValue::Kind::list)) {
     for (const DataValue& r : results->items()) {
       const DataValue* name = r.find("name");
-      const auto created =
-          static_cast<std::uint64_t>(std::max<std::int64_t>(0, detail_diff::int_or_zero(&r, "tensors_created")));
+      const std::uint64_t created = bytes(&r, "tensors_created");
       u.total.allocations += created;
       if (name != nullptr && name->is(DataValue::Kind::string)) u.scopes[name->as_string()].allocations += created;
     }
@@ -87,9 +89,10 @@ inline int cmd_diff(int argc, char** argv) {
   if (args.has("--help")) {
     std::fputs(
         "usage: gpumemprof diff A B [--budget BYTES|PERCENT%] [--top N]\n"
-        "  Compares two snapshots (PyTorch's or ours) or two profile JSONs (export_profile) by allocation\n"
-        "  site (the user's frame of each stack) and by profiled scope: peak, live at the end, allocations,\n"
-        "  new and vanished sites. With --budget (e.g. 64MiB or 5%), exits 1 when B's peak exceeds A's by\n"
+        "  Compares two snapshots (PyTorch's or ours) by allocation site (the user's frame of each stack),\n"
+        "  or two profile JSONs (export_profile) by profiled scope: peak allocated (block bytes, PyTorch's\n"
+        "  max_memory_allocated), peak and final requested bytes, net change, calls, allocations, new and\n"
+        "  vanished sites. With --budget (e.g. 64MiB or 5%), exits 1 when B's peak allocated exceeds A's by\n"
         "  more than the budget. A folder of rank files stands for its rank with the largest peak allocated.\n",
         stdout);
     return 0;
@@ -121,6 +124,12 @@ inline int cmd_diff(int argc, char** argv) {
   const std::string pb = worst_rank_file(args.positional()[1]);
   const MemoryUsage a = load_usage(pa);
   const MemoryUsage b = load_usage(pb);
+  if (a.from_profile != b.from_profile) {
+    const std::string& profile = a.from_profile ? pa : pb;
+    const std::string& snapshot = a.from_profile ? pb : pa;
+    throw UsageError("'" + profile + "' is a profile JSON and '" + snapshot +
+                     "' a snapshot: compare two snapshots or two profiles");
+  }
   std::printf("A: %s\nB: %s\n", pa.c_str(), pb.c_str());
   if (a.unmatched_frees + b.unmatched_frees != 0) {
     std::printf("(a trace starts mid-run: frees of earlier blocks ignored, A %llu, B %llu)\n",
@@ -129,16 +138,21 @@ inline int cmd_diff(int argc, char** argv) {
   const MemoryDiff d = diff_usage(a, b);
   std::fputs(format_diff(d, args.count("--top", 20)).c_str(), stdout);
   if (!args.has("--budget")) return 0;
-  if (budget_percent) budget = static_cast<std::uint64_t>(static_cast<double>(a.total.peak_bytes) * percent / 100.0);
-  const std::int64_t growth =
-      static_cast<std::int64_t>(b.total.peak_bytes) - static_cast<std::int64_t>(a.total.peak_bytes);
-  const std::string limit = format_size(budget) + (budget_percent ? " (" + args.get("--budget") + " of A's peak)" : "");
+  // The budget bounds the peak allocated bytes; where a trace could not be replayed, the peak
+  // requested bytes (and the verdict says so).
+  const bool allocated = a.total.peak_allocated_bytes && b.total.peak_allocated_bytes;
+  const auto peak_a = allocated ? *a.total.peak_allocated_bytes : a.total.peak_requested_bytes;
+  const auto peak_b = allocated ? *b.total.peak_allocated_bytes : b.total.peak_requested_bytes;
+  const char* peak_name = allocated ? "peak allocated" : "peak requested";
+  if (budget_percent) budget = static_cast<std::uint64_t>(static_cast<double>(peak_a) * percent / 100.0);
+  const std::int64_t growth = static_cast<std::int64_t>(peak_b) - static_cast<std::int64_t>(peak_a);
+  const std::string limit = format_size(budget) + (budget_percent ? " (" + args.get("--budget") + " of A's)" : "");
   if (growth > static_cast<std::int64_t>(budget)) {
-    std::printf("over budget: B's peak exceeds A's by %s, more than %s\n", format_size_change(growth).c_str(),
+    std::printf("over budget: B's %s exceeds A's by %s, more than %s\n", peak_name, format_size_change(growth).c_str(),
                 limit.c_str());
     return 1;
   }
-  std::printf("within budget: peak change %s, budget %s\n", format_size_change(growth).c_str(), limit.c_str());
+  std::printf("within budget: %s change %s, budget %s\n", peak_name, format_size_change(growth).c_str(), limit.c_str());
   return 0;
 }
 

@@ -173,18 +173,16 @@ inline void print_replay(const ReplayReport& rep, bool json) {
     return;
   }
   const double req = static_cast<double>(r.peak_requested_bytes);
-  auto mib = [](double b) { return b / 1048576.0; };
+  auto size = [](auto b) { return format_size(static_cast<std::uint64_t>(b)); };
   std::printf("replay of %s on %s\n", rep.trace.c_str(), rep.device.c_str());
   std::printf("  allocs                %12zu\n", r.allocs);
   std::printf("  frees                 %12zu\n", r.frees);
-  std::printf("  peak_requested_bytes  %12llu  (%.1f MiB: the live-bytes limit)\n",
-              static_cast<unsigned long long>(r.peak_requested_bytes), mib(req));
-  std::printf("  peak_allocated_bytes  %12lld  (%.1f MiB, %.3fx requested)\n",
-              static_cast<long long>(r.peak_allocated_bytes), mib(static_cast<double>(r.peak_allocated_bytes)),
-              req > 0 ? static_cast<double>(r.peak_allocated_bytes) / req : 0.0);
-  std::printf("  peak_reserved_bytes   %12lld  (%.1f MiB, %.3fx requested)\n",
-              static_cast<long long>(r.peak_reserved_bytes), mib(static_cast<double>(r.peak_reserved_bytes)),
-              req > 0 ? static_cast<double>(r.peak_reserved_bytes) / req : 0.0);
+  std::printf("  peak_requested_bytes  %12llu  (%s: the live-bytes limit)\n",
+              static_cast<unsigned long long>(r.peak_requested_bytes), size(r.peak_requested_bytes).c_str());
+  std::printf("  peak_allocated_bytes  %12lld  (%s, %.3fx requested)\n", static_cast<long long>(r.peak_allocated_bytes),
+              size(r.peak_allocated_bytes).c_str(), req > 0 ? static_cast<double>(r.peak_allocated_bytes) / req : 0.0);
+  std::printf("  peak_reserved_bytes   %12lld  (%s, %.3fx requested)\n", static_cast<long long>(r.peak_reserved_bytes),
+              size(r.peak_reserved_bytes).c_str(), req > 0 ? static_cast<double>(r.peak_reserved_bytes) / req : 0.0);
   std::printf("  num_device_alloc      %12lld\n", static_cast<long long>(r.num_device_alloc));
   if (rep.warm_runs > 0) {
     std::printf("  ns_per_pair           %12.1f  (best of %d warm replays)\n", rep.best_ns_per_pair, rep.warm_runs);
@@ -196,6 +194,15 @@ inline void print_replay(const ReplayReport& rep, bool json) {
   if (!rep.snapshot_note.empty()) std::printf("  snapshot: %s\n", rep.snapshot_note.c_str());
 }
 
+/// Whether `path` ends in an extension --snapshot writes: .pickle or .pkl (a pickle), .json (any case).
+inline bool has_snapshot_extension(const std::string& path) {
+  const auto dot = path.find_last_of("./");
+  if (dot == std::string::npos || path[dot] != '.') return false;
+  std::string ext = path.substr(dot);
+  for (char& c : ext) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  return ext == ".pickle" || ext == ".pkl" || ext == ".json";
+}
+
 inline int cmd_replay(int argc, char** argv) {
   const Args args(argc, argv, 2, {"--json", "--help"},
                   {"--device", "--config", "--snapshot", "--repeat", "--capacity", "--max-entries"});
@@ -204,6 +211,11 @@ inline int cmd_replay(int argc, char** argv) {
     return 0;
   }
   args.expect_positional(1, "one TRACE file");
+  const std::string snapshot_out = args.output_file("--snapshot", args.positional());
+  if (!snapshot_out.empty() && !has_snapshot_extension(snapshot_out)) {
+    throw UsageError("--snapshot '" + snapshot_out +
+                     "': name the file .pickle (PyTorch's snapshot, for its memory viewer) or .json");
+  }
   if (is_snapshot_file(args.positional()[0])) return cmd_replay_snapshot(args, args.positional()[0], nullptr);
   const std::string bytes = read_gzip_file(args.positional()[0]);
   if (is_snapshot_bytes(bytes)) return cmd_replay_snapshot(args, args.positional()[0], &bytes);
@@ -213,8 +225,8 @@ inline int cmd_replay(int argc, char** argv) {
   const AllocatorConfig config = args.has("--config") ? AllocatorConfig(args.get("--config")) : AllocatorConfig{};
   const int repeat = static_cast<int>(args.count("--repeat", 3, 1000));
   Trace t = parse_trace(bytes, args.positional()[0]);
-  const ReplayReport rep = run_replay(t, device, config, repeat, ::isatty(2) != 0 && !args.has("--json"),
-                                      args.get("--snapshot"), args.count("--max-entries", 0));
+  const ReplayReport rep = run_replay(t, device, config, repeat, ::isatty(2) != 0 && !args.has("--json"), snapshot_out,
+                                      args.count("--max-entries", 0));
   print_replay(rep, args.has("--json"));
   return 0;
 }

@@ -14,6 +14,7 @@
 #include "gpumemprof/device/any_backend.hpp"
 #include "gpumemprof/export/formats/json_writer.hpp"
 #include "gpumemprof/export/formats/snapshot_reader.hpp"
+#include "trace.hpp"
 
 namespace gpumemprof::tools {
 
@@ -24,7 +25,23 @@ inline bool is_snapshot_bytes(std::string_view bytes) {
   return first != std::string_view::npos && bytes[first] == '{';
 }
 
-inline double to_mib(std::uint64_t b) { return static_cast<double>(b) / 1048576.0; }
+/// A byte count in words (format_size), from any integer type.
+template <class Bytes>
+std::string size_text(Bytes b) {
+  return format_size(static_cast<std::uint64_t>(b));
+}
+
+/// A snapshot file as every command reads it: a pickle or JSON, gzip-compressed or not (a plain
+/// pickle is streamed).
+inline CompactSnapshot load_cli_snapshot(const std::string& path) {
+  if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
+    const int first = std::fgetc(f);
+    const int second = std::fgetc(f);
+    std::fclose(f);
+    if (first == 0x1f && second == 0x8b) return parse_compact_snapshot(read_gzip_file(path), path);
+  }
+  return load_compact_snapshot(path);
+}
 
 /// The config as the user would write it ("<default>" when empty).
 inline std::string config_label(const AllocatorConfig& c) { return c.source.empty() ? "<default>" : c.source; }
@@ -50,9 +67,10 @@ inline void print_snapshot_replay_text(const std::string& path, const AllocatorC
               config_label(config).c_str());
   if (r.seed.any()) {
     std::printf(
-        "  history starts mid-run: seeded with %zu segments (%.1f MiB) and %zu live blocks (%.1f MiB) that existed "
-        "before its first event\n",
-        r.seed.segments, to_mib(r.seed.reserved_bytes), r.seed.blocks, to_mib(r.seed.allocated_bytes));
+        "  history starts mid-run: seeded with %zu %s (%s) and %zu live %s (%s) that existed before its first "
+        "event\n",
+        r.seed.segments, plural(r.seed.segments, "segment").c_str(), size_text(r.seed.reserved_bytes).c_str(),
+        r.seed.blocks, plural(r.seed.blocks, "block").c_str(), size_text(r.seed.allocated_bytes).c_str());
     if (r.seed.estimated_blocks != 0 || r.seed.orphan_blocks != 0 || !r.seed.exact_layout) {
       std::printf(
           "  (seed approximate: %zu block sizes estimated from free events, %zu blocks in no known segment%s)\n",
@@ -60,18 +78,18 @@ inline void print_snapshot_replay_text(const std::string& path, const AllocatorC
           r.seed.exact_layout ? "" : ", segment layout not reproduced exactly");
     }
   }
-  std::printf("  capacity              %12llu  (%.1f MiB, %s)\n", static_cast<unsigned long long>(r.capacity),
-              to_mib(r.capacity), r.capacity_inferred ? "inferred from the recorded OOM" : "--capacity or default");
+  std::printf("  capacity              %12llu  (%s, %s)\n", static_cast<unsigned long long>(r.capacity),
+              size_text(r.capacity).c_str(),
+              r.capacity_inferred ? "inferred from the recorded OOM" : "--capacity or default");
   std::printf("  events                %12zu  (%zu alloc, %zu free_requested, %zu free_completed)\n", r.events,
               r.allocs, r.free_requested, r.frees);
-  std::printf("  peak_requested_bytes  %12llu  (%.1f MiB: the live-bytes limit)\n",
-              static_cast<unsigned long long>(r.peak_requested_bytes), to_mib(r.peak_requested_bytes));
-  std::printf("  peak_allocated_bytes  %12lld  (%.1f MiB)\n", static_cast<long long>(r.peak_allocated),
-              to_mib(static_cast<std::uint64_t>(r.peak_allocated)));
+  std::printf("  peak_requested_bytes  %12llu  (%s: the live-bytes limit)\n",
+              static_cast<unsigned long long>(r.peak_requested_bytes), size_text(r.peak_requested_bytes).c_str());
+  std::printf("  peak_allocated_bytes  %12lld  (%s)\n", static_cast<long long>(r.peak_allocated),
+              size_text(r.peak_allocated).c_str());
   const double rec = static_cast<double>(r.recorded_peak_reserved);
-  std::printf("  peak_reserved_bytes   %12lld  (%.1f MiB; recorded %.1f MiB, %+.1f%%)\n",
-              static_cast<long long>(r.peak_reserved), to_mib(static_cast<std::uint64_t>(r.peak_reserved)),
-              to_mib(r.recorded_peak_reserved),
+  std::printf("  peak_reserved_bytes   %12lld  (%s; recorded %s, %+.1f%%)\n", static_cast<long long>(r.peak_reserved),
+              size_text(r.peak_reserved).c_str(), size_text(r.recorded_peak_reserved).c_str(),
               rec > 0 ? (static_cast<double>(r.peak_reserved) - rec) * 100.0 / rec : 0.0);
   std::printf("  num_device_alloc      %12lld  (recorded segment_alloc: %zu)\n",
               static_cast<long long>(r.num_device_alloc), r.recorded_segment_allocs);
@@ -141,7 +159,7 @@ inline void print_snapshot_replay_json(const std::string& path, const AllocatorC
 inline std::size_t capacity_option(const Args& args) {
   if (!args.has("--capacity")) return 0;
   try {
-    return detail::parse_bytes(args.get("--capacity"), "--capacity");
+    return gpumemprof::detail::parse_bytes(args.get("--capacity"), "--capacity");
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }

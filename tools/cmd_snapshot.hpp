@@ -7,6 +7,7 @@
 
 #include "cli_args.hpp"
 #include "cmd_ranks.hpp"
+#include "cmd_replay_snapshot.hpp"
 #include "gpumemprof/analysis/snapshot_replay.hpp"
 #include "gpumemprof/export/formats/snapshot_reader.hpp"
 #include "gpumemprof/export/reports/html_report.hpp"
@@ -35,7 +36,7 @@ inline int cmd_summary(int argc, char** argv) {
   if (args.has("--json")) throw UsageError("--json reports several ranks: name a folder of rank files or several snapshots");
   args.expect_positional(1, "one SNAPSHOT file");
   const std::string& path = args.positional()[0];
-  const CompactSnapshot snap = load_compact_snapshot(path);
+  const CompactSnapshot snap = load_cli_snapshot(path);
   std::printf("snapshot %s\n%s%s", path.c_str(), format_summary(summarize(snap), args.count("--top", 10)).c_str(),
               format_replayed_peaks(snap).c_str());
   for (const DeviceMemory& m : snap.device_memory) std::fputs(format_device_memory(m).c_str(), stdout);
@@ -62,14 +63,16 @@ inline int cmd_html(int argc, char** argv) {
   }
   args.expect_positional(1, "one SNAPSHOT file or rank folder");
   if (!args.has("--output")) throw UsageError("name the report file with -o REPORT.html");
-  const CompactSnapshot snap = load_compact_snapshot(worst_rank_file(args.positional()[0]));  // a folder: its worst rank
+  const std::string input = worst_rank_file(args.positional()[0]);  // a folder: its worst rank
+  const std::string out = args.output_file("--output", {args.positional()[0], input});
+  const CompactSnapshot snap = load_cli_snapshot(input);
   HtmlReportOptions opt;
   opt.title = args.get("--title", opt.title);
   opt.max_trace_entries = args.count("--max-entries", 0);
   opt.max_page_states = args.count("--page-states", opt.max_page_states);
   opt.max_page_allocations = args.count("--page-allocations", opt.max_page_allocations);
-  write_html_report(snap, args.get("--output"), opt);
-  std::printf("wrote %s\n", args.get("--output").c_str());
+  write_html_report(snap, out, opt);
+  std::printf("wrote %s\n", out.c_str());
   return 0;
 }
 
@@ -85,8 +88,9 @@ inline int cmd_perfetto(int argc, char** argv) {
   }
   args.expect_positional(1, "one SNAPSHOT file");
   if (!args.has("--output")) throw UsageError("name the trace file with -o TRACE.json");
-  write_perfetto_file(load_compact_snapshot(args.positional()[0]), args.get("--output"));
-  std::printf("wrote %s\n", args.get("--output").c_str());
+  const std::string out = args.output_file("--output", args.positional());
+  write_perfetto_file(load_cli_snapshot(args.positional()[0]), out);
+  std::printf("wrote %s\n", out.c_str());
   return 0;
 }
 

@@ -106,11 +106,11 @@ inline int cmd_tune(int argc, char** argv) {
   std::printf("tune %s: %zu configs replayed on the simulated device (%zu device trace%s)\n", path.c_str(), rows.size(),
               devices.size(), devices.size() == 1 ? "" : "s");
   const SnapshotReplayResult& b0 = base.front();
-  std::printf("device capacity %.1f MiB (%s); recorded: peak reserved %.1f MiB, %zu OOM%s\n", to_mib(b0.capacity),
+  std::printf("device capacity %s (%s); recorded: peak reserved %s, %zu OOM%s\n", size_text(b0.capacity).c_str(),
               capacity != 0          ? "--capacity"
               : b0.capacity_inferred ? "inferred from the recorded OOM"
                                      : "default",
-              to_mib(recorded), recorded_ooms, recorded_ooms == 1 ? "" : "s");
+              size_text(recorded).c_str(), recorded_ooms, recorded_ooms == 1 ? "" : "s");
   std::printf("%4s  %14s  %10s  %-18s  %s\n", "rank", "peak reserved", "vs default", "OOM", "PYTORCH_CUDA_ALLOC_CONF");
   const auto def = std::find_if(rows.begin(), rows.end(), [](const TuneRow& r) { return r.config.empty(); });
   const double def_peak = static_cast<double>(def->peak_reserved);
@@ -121,12 +121,11 @@ inline int cmd_tune(int argc, char** argv) {
       std::printf("%4s  %14s  %10s  %-18s  %s  (%s)\n", "-", "-", "-", "-", label.c_str(), r.unsupported.c_str());
       continue;
     }
-    char peak[32];
+    const std::string peak = size_text(r.peak_reserved);
     char rel[32];
-    std::snprintf(peak, sizeof peak, "%.1f MiB", to_mib(r.peak_reserved));
     std::snprintf(rel, sizeof rel, "%+.1f%%",
                   def_peak > 0 ? (static_cast<double>(r.peak_reserved) - def_peak) * 100.0 / def_peak : 0.0);
-    std::printf("%4d  %14s  %10s  %-18s  %s\n", ++rank, peak, rel, r.oom_note.c_str(), label.c_str());
+    std::printf("%4d  %14s  %10s  %-18s  %s\n", ++rank, peak.c_str(), rel, r.oom_note.c_str(), label.c_str());
   }
   const TuneRow& best = rows.front();
   if (best.oom) std::printf("no config in the grid avoids the OOM; the one with the lowest peak:\n");

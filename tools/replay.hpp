@@ -5,11 +5,13 @@
 #include <chrono>
 #include <cstdint>
 #include <utility>
+#include <string>
 #include <vector>
 
 #include "gpumemprof/allocator/memory_stats.hpp"
 #include "gpumemprof/device/any_backend.hpp"
 #include "gpumemprof/device/backend.hpp"
+#include "gpumemprof/error.hpp"
 #include "trace.hpp"
 
 namespace gpumemprof::tools {
@@ -70,13 +72,23 @@ template <class Allocator>
 ReplayResult replay(const Trace& t, Allocator& alloc, std::vector<void*>* live = nullptr) {
   std::vector<void*> ptrs(t.id_count, nullptr);
   const auto start = std::chrono::steady_clock::now();
-  for (const TraceOp& op : t.ops) {
-    if (op.is_alloc) {
-      ptrs[op.id] = alloc.allocate(op.bytes, Stream(static_cast<std::uintptr_t>(op.stream)));
-    } else {
-      alloc.deallocate(ptrs[op.id]);
-      ptrs[op.id] = nullptr;
+  std::size_t i = 0;
+  try {
+    for (; i < t.ops.size(); ++i) {
+      const TraceOp& op = t.ops[i];
+      if (op.is_alloc) {
+        ptrs[op.id] = alloc.allocate(op.bytes, Stream(static_cast<std::uintptr_t>(op.stream)));
+      } else {
+        alloc.deallocate(ptrs[op.id]);
+        ptrs[op.id] = nullptr;
+      }
     }
+  } catch (const OutOfMemoryError& e) {
+    // Name the request's line in the trace.
+    const TraceOp& op = t.ops[i];
+    throw OutOfMemoryError(t.path + ":" + (op.line != 0 ? std::to_string(op.line) : "?") + ": the allocation of " +
+                               std::to_string(op.bytes) + " bytes there failed: " + e.what(),
+                           e.requested_bytes());
   }
   const auto stop = std::chrono::steady_clock::now();
   ReplayResult r;

@@ -40,19 +40,47 @@ TEST_CASE("usage from a snapshot without a trace: peak is the live bytes at the 
                 {6 * MiB, 14 * MiB, 0, gmp::BlockState::inactive, nullptr}};
   snap.segments.push_back(seg);
   const gmp::MemoryUsage u = gmp::usage_from_snapshot(snap);
-  CHECK(u.total.peak_bytes == 3 * MiB);
-  CHECK(u.total.live_at_end_bytes == static_cast<std::int64_t>(3 * MiB));
+  CHECK(u.total.peak_requested_bytes == 3 * MiB);
+  CHECK(u.total.peak_allocated_bytes == 4 * MiB);  // block bytes: the live block's 4 MiB
+  CHECK(u.total.live_requested_bytes == static_cast<std::int64_t>(3 * MiB));
   CHECK(u.total.allocations == 1);
   REQUIRE(u.sites.size() == 1);
-  CHECK(u.sites.at("step at train.cpp:1").peak_bytes == 3 * MiB);
+  CHECK(u.sites.at("step at train.cpp:1").peak_requested_bytes == 3 * MiB);
+  CHECK_FALSE(u.sites.at("step at train.cpp:1").peak_allocated_bytes.has_value());  // sites: requested only
+}
+
+TEST_CASE("usage from a snapshot with a trace: peak allocated is block bytes, peak requested what was asked") {
+  gmp::Snapshot snap;
+  snap.device_traces.resize(1);
+  auto ev = [](gmp::TraceAction a, std::uint64_t addr, std::uint64_t size) {
+    gmp::TraceEntry e;
+    e.action = a;
+    e.addr = addr;
+    e.size = size;
+    return e;
+  };
+  // 1000 and 3000 requested bytes live at once: blocks of 1024 and 3072 bytes.
+  snap.device_traces[0] = {ev(gmp::TraceAction::alloc, 0x1000, 1000), ev(gmp::TraceAction::alloc, 0x2000, 3000),
+                           ev(gmp::TraceAction::free_completed, 0x1000, 1000),
+                           ev(gmp::TraceAction::free_completed, 0x2000, 3000)};
+  const gmp::MemoryUsage u = gmp::usage_from_snapshot(snap);
+  CHECK(u.total.peak_requested_bytes == 4000);
+  CHECK(u.total.peak_allocated_bytes == 4096);
+  CHECK(u.total.peak_allocated_bytes == gmp::snapshot_peak_allocated(snap, 0));
 }
 
 TEST_CASE("diff_usage orders rows by the size of the peak change and marks new and vanished ones") {
   gmp::MemoryUsage a, b;
-  a.sites["x"] = {10, 0, 1, 0};
-  a.sites["gone"] = {3, 0, 1, 0};
-  b.sites["x"] = {4, 0, 1, 0};
-  b.sites["new"] = {20, 5, 2, 0};
+  auto site = [](std::uint64_t peak) {
+    gmp::UsageCounts c;
+    c.peak_requested_bytes = peak;
+    c.allocations = 1;
+    return c;
+  };
+  a.sites["x"] = site(10);
+  a.sites["gone"] = site(3);
+  b.sites["x"] = site(4);
+  b.sites["new"] = site(20);
   const gmp::MemoryDiff d = gmp::diff_usage(a, b);
   REQUIRE(d.sites.size() == 3);
   CHECK(d.sites[0].key == "new");

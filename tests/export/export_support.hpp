@@ -46,9 +46,11 @@ inline std::string reference_pickle() { return source_dir() + "/tests/data/resne
 /// A fresh directory under $TMPDIR (or /tmp), removed with everything in it at scope exit.
 class TempDir {
  public:
-  TempDir() {
+  /// Under `base`, else $TMPDIR, else /tmp.
+  explicit TempDir(std::string base = {}) {
     const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = std::string(tmp != nullptr ? tmp : "/tmp") + "/gmp-export-XXXXXX";
+    if (base.empty()) base = tmp != nullptr ? tmp : "/tmp";
+    std::string pattern = base + "/gmp-export-XXXXXX";
     if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
     path_ = pattern;
   }

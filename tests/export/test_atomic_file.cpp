@@ -10,9 +10,15 @@
 #include <csignal>
 
 #include <cerrno>
+#include <chrono>
+#include <cstdlib>
 #include <functional>
+#include <memory>
+#include <random>
 #include <stdexcept>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "catch.hpp"
 #include "export_support.hpp"
@@ -143,6 +149,65 @@ TEST_CASE("atomic file: a terminating signal mid-write removes the temporary; th
     CHECK(gmp::read_file(path) == "old content");
     CHECK(dir.entries() == std::vector<std::string>{"keep.txt"});
   }
+}
+
+// Signals at random moments of back-to-back writes, in a process with a second thread that does
+// not block them: while the writer blocks them (creating a temporary), the kernel hands the
+// signal to that thread, whose handler must still find and remove the temporary. The count is
+// GPUMEMPROF_INTERRUPT_SIGNALS (default 300); a tmpfs (/dev/shm) keeps fsync cheap, so most
+// of each write is spent near the window.
+TEST_CASE("atomic file: hundreds of signals at random times, some taken by another thread, leave no temporary") {
+  const char* count_env = std::getenv("GPUMEMPROF_INTERRUPT_SIGNALS");
+  const int signals = count_env != nullptr ? std::atoi(count_env) : 300;
+  TempDir dir_owner(::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "");
+  const TempDir* dir = &dir_owner;
+  const std::string path = dir->file("out.txt");
+  gmp::write_file_atomically(path, std::string_view("old content"));
+  std::mt19937 rng(20261126);
+  std::uniform_int_distribution<int> delay_us(0, 3000);
+  int interrupted = 0;
+  std::vector<std::string> leftovers;
+  for (int i = 0; i < signals; ++i) {
+    int ready[2];
+    REQUIRE(::pipe(ready) == 0);
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      for (const int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) std::signal(s, SIG_DFL);
+      std::thread idle([] {
+        for (;;) ::pause();
+      });
+      idle.detach();
+      try {
+        for (long n = 0;; ++n) {
+          gmp::write_file_atomically(path, [&](std::ostream& os) { os << "content " << n; });
+          if (n == 0) (void)!::write(ready[1], "r", 1);
+        }
+      } catch (...) {
+        ::_exit(3);
+      }
+    }
+    ::close(ready[1]);
+    char byte = 0;
+    REQUIRE(::read(ready[0], &byte, 1) == 1);
+    ::close(ready[0]);
+    std::this_thread::sleep_for(std::chrono::microseconds(delay_us(rng)));
+    const int sig = i % 4 == 3 ? SIGTERM : SIGINT;
+    ::kill(child, sig);
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    interrupted += WIFSIGNALED(status) && WTERMSIG(status) == sig ? 1 : 0;
+    for (const std::string& name : dir->entries()) {
+      if (name == "out.txt") continue;
+      leftovers.push_back(name);
+      ::unlink(dir->file(name).c_str());
+    }
+  }
+  INFO(leftovers.size() << " temporaries left by " << signals << " signals, e.g. "
+                        << (leftovers.empty() ? "" : leftovers.front()));
+  CHECK(leftovers.empty());
+  CHECK(interrupted == signals);
+  CHECK(gmp::read_file(path).rfind("content ", 0) == 0);  // a whole write, never a torn one
 }
 
 TEST_CASE("atomic file: a program's own signal handler is left alone") {

@@ -86,7 +86,7 @@ TEST_CASE("perfetto: counters replay the trace; annotations become slices") {
 
   const std::int64_t t0 = s.device_traces[0][0].time_us;
   // The trace explains everything the snapshot holds on device 0, so both start at 0.
-  const auto allocated = counter(doc, "allocated", 0);
+  const auto allocated = counter(doc, "requested", 0);
   const std::vector<std::pair<std::int64_t, std::int64_t>> want_allocated = {{t0 - 1, 0},
                                                                              {t0 + 1, (2 << 20) - 3},
                                                                              {t0 + 2, (2 << 20) - 3 + 1000},
@@ -149,7 +149,7 @@ TEST_CASE("perfetto: events sharing a timestamp give one sample; unmatched ENDs 
   const DataValue doc = perfetto_of(s);
   check_structure(doc);
   const std::vector<std::pair<std::int64_t, std::int64_t>> want = {{99, 0}, {100, 1024}, {105, 1000}};
-  CHECK(counter(doc, "allocated", 0) == want);
+  CHECK(counter(doc, "requested", 0) == want);
   std::vector<std::string> slices;
   for (const DataValue& x : doc.find("traceEvents")->items()) {
     const std::string ph = x.find("ph")->as_string();
@@ -173,7 +173,7 @@ TEST_CASE("perfetto: the file is valid JSON for python3, also for PyTorch's snap
   REQUIRE_FALSE(reserved.empty());
   CHECK(reserved.front().second == 0);
   CHECK(reserved.back().second == 3684696064LL);
-  CHECK(counter(doc, "allocated", 0).back().second == 68157440);
+  CHECK(counter(doc, "requested", 0).back().second == 68157440);
 
   if (!export_test::have_python()) {
     WARN("python3 not found: skipped");

@@ -171,7 +171,11 @@ TEST_CASE("html model: allocation intervals, flags and stacks from a trace", "[h
   CHECK(s.peak_active_bytes == 1500);
   CHECK(s.peak_active_state == 9);
   // allocated (to free_requested): C and G before the trace: 1050, +A, +B = 1350, ..., +E = 1500
-  CHECK(s.peak_allocated_bytes == 1500);
+  CHECK(s.peak_requested_bytes == 1500);
+  // Peak allocated: block bytes by the one definition (the summary's and diff's figure).
+  REQUIRE(s.peak_allocated_bytes.has_value());
+  CHECK(s.peak_allocated_bytes == gmp::snapshot_peak_allocated(hand_made_snapshot(), 0));
+  CHECK(*s.peak_allocated_bytes >= s.peak_requested_bytes);
   CHECK(s.reserved_start_bytes == 0);
   CHECK(s.peak_reserved_bytes == 20 * kMiB);
   CHECK(s.usage.reserved == 20 * kMiB);

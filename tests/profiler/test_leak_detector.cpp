@@ -182,6 +182,45 @@ TEST_CASE("leaks: profiler results feed the growth series") {
   for (void* p : leaked) d.free(p);
 }
 
+TEST_CASE("leaks: track() and observe() on the same calls count each call once") {
+  SimDevice d;
+  gmp::GPUMemoryProfiler profiler(d.allocator);
+  gmp::LeakDetector leaks(d.allocator);
+  std::vector<void*> leaked;
+  auto step = [&] { leaked.push_back(d.alloc(1 * MiB)); };
+  // Both nestings: track() around the profiled call, and the profiled call around track().
+  for (int i = 0; i < 10; ++i) {
+    auto call = leaks.track("step");
+    leaks.observe(profiler.profile_function("step", step));
+  }
+  for (int i = 0; i < 10; ++i) {
+    leaks.observe(profiler.profile_function("inner", [&] {
+      auto call = leaks.track("inner");
+      step();
+    }));
+  }
+  // And the results observed in one batch after the tracked loop.
+  gmp::GPUMemoryProfiler batch_profiler(d.allocator);
+  for (int i = 0; i < 10; ++i) {
+    auto call = leaks.track("batch");
+    batch_profiler.profile_function("batch", step);
+  }
+  leaks.observe(batch_profiler.results());
+  const gmp::LeakReport report = leaks.report();
+  for (const char* name : {"step", "inner", "batch"}) {
+    INFO(name);
+    const auto& g = growth_of(report, name);
+    CHECK(g.calls == 10);
+    CHECK(g.calls_fitted == 9);
+    CHECK(g.slope == Approx(1.0 * MiB));
+    CHECK(g.leak_suspected);
+    // An exact line: no "t = inf", and PyTorch's units without "1024.00 KiB".
+    CHECK(g.reason.rfind("grows 1.00 MiB per call (the same every call), 8.00 MiB over the last 9 calls", 0) == 0);
+  }
+  CHECK(report.format().find("10 calls") != std::string::npos);
+  for (void* p : leaked) d.free(p);
+}
+
 TEST_CASE("leaks: device level follows the device's used memory") {
   SimDevice d;
   gmp::LeakDetector leaks(gmp::make_memory_source(d.allocator, gmp::ProfileLevel::device));

@@ -61,7 +61,34 @@ TEST_CASE("PeakBelow, NoNetGrowth and AllocationsAtMost judge a profiled call") 
   CHECK(roomy.describe() == "peak 96.00 MiB <= budget 100.00 MiB in \"step\"");
 
   // How Catch prints the checked value.
-  CHECK(Catch::Detail::stringify(r) == "ProfileResult \"step\" (peak 96.00 MiB, net 0 bytes, 2 allocations, 2 frees)");
+  CHECK(Catch::Detail::stringify(r) ==
+        "ProfileResult \"step\" (peak 96.00 MiB, 96.00 MiB above its start, net 0 bytes, 2 allocations, 2 frees)");
+  a.validate();
+}
+
+TEST_CASE("peak_increase and PeakIncreaseBelow: the call's rise above what was held when it began") {
+  auto& a = gmp::default_allocator("sim:4");
+  gmp::GPUMemoryProfiler profiler("sim:4");
+  void* held = a.allocate(100_MiB);
+  const gmp::ProfileResult r = profiler.profile_function("step", [&] {
+    void* p = a.allocate(1_MiB);
+    a.deallocate(p);
+  });
+  // peak_memory_usage() is absolute (reset-then-read: what was held counts); peak_increase() is not.
+  CHECK(r.peak_memory_usage() == static_cast<std::int64_t>(101_MiB));
+  CHECK(r.peak_increase() == static_cast<std::int64_t>(1_MiB));
+  REQUIRE_THAT(r, gmp::testing::PeakIncreaseBelow(1_MiB));
+  CHECK_FALSE(gmp::testing::PeakBelow(100_MiB).match(r));
+
+  const gmp::testing::PeakIncreaseBelow tight(512_KiB);
+  CHECK(tight.describe() == "peak increase at most 512.00 KiB");
+  CHECK_FALSE(tight.match(r));
+  CHECK(tight.describe().starts_with("peak increase 1.00 MiB > budget 512.00 KiB in \"step\""));
+
+  // A call that frees more than it allocates never rose: 0, not negative.
+  const gmp::ProfileResult freeing = profiler.profile_function("free", [&] { a.deallocate(held); });
+  CHECK(freeing.peak_increase() == 0);
+  CHECK(gmp::testing::PeakIncreaseBelow(0).match(freeing));
   a.validate();
 }
 

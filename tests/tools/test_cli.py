@@ -128,7 +128,9 @@ with open(report, encoding="utf-8") as f:
 
 # Text output names every figure.
 p = run("replay", os.path.join(DATA, "resnet50_train.trace.gz"), "--repeat", "0")
-for key in ("allocs", "peak_reserved_bytes", "ns_per_pair", "3514.0 MiB"):
+# Sizes in words by the one rule of every command (summary's too): bytes, KiB, MiB or GiB with
+# two decimals, next to the exact bytes.
+for key in ("allocs", "peak_reserved_bytes", "ns_per_pair", "3684696064  (3.43 GiB, 1.204x requested)"):
     check(key in p.stdout, f"replay text output lacks {key!r}")
 check("not measured" in p.stdout, "--repeat 0 must not print a timing")
 
@@ -153,6 +155,12 @@ if WITH_DEMO:
     demo_dir = os.path.join(TMP, "demo")
     p = run("demo", "--device", "sim:1", "--output", demo_dir, "--steps", "5")
     check("GPU memory profile" in p.stdout, "demo prints the profile summary")
+    # Step lines: no "loss n/a" where nothing is computed, and columns that stay put whatever
+    # the time's width ("834.09 us" once pushed the rest one column right).
+    steps = [l for l in p.stdout.splitlines() if l.startswith("step ")]
+    check(len(steps) == 5 and not any("n/a" in l for l in steps), f"demo step lines: {steps}")
+    check(len({l.index("allocated") for l in steps}) == 1 and len({len(l) for l in steps}) == 1,
+          f"demo step columns move: {steps}")
     for name in ("profile.json", "results.csv", "samples.csv", "snapshot.pickle", "report.html"):
         check(os.path.exists(os.path.join(demo_dir, name)), f"demo did not write {name}")
     if os.path.exists(os.path.join(demo_dir, "snapshot.pickle")):
@@ -326,6 +334,54 @@ p = run("replay", os.path.join(DATA, "gpt2_generate.trace.gz"), "--repeat", "2",
 r = json.loads(p.stdout)
 check(r["warm_num_device_alloc"] == 0 and r["warm_num_device_free"] == 0, f"expandable gpt2_generate: {r}")
 check(r["peak_reserved_bytes"] == r["warm_peak_reserved_bytes"] == 536 << 20, f"expandable gpt2_generate: {r}")
+# Data loss (issue 18): no command writes over one of its inputs -- the same file by any path,
+# hard link or symbolic link; the input stays as it was, and the refusal is one line, exit 2.
+ref_pickle = os.path.join(DATA, "resnet50_train.snapshot.pickle")
+victim = os.path.join(TMP, "victim.pickle")
+with open(ref_pickle, "rb") as f:
+    victim_bytes = f.read()
+with open(victim, "wb") as f:
+    f.write(victim_bytes)
+os.link(victim, os.path.join(TMP, "victim-hardlink.pickle"))
+os.symlink(victim, os.path.join(TMP, "victim-symlink.pickle"))
+os.makedirs(os.path.join(TMP, "sub"), exist_ok=True)
+for out in (victim, os.path.join(TMP, "sub", "..", "victim.pickle"), os.path.join(TMP, "victim-hardlink.pickle"),
+            os.path.join(TMP, "victim-symlink.pickle")):
+    for command in (["html", victim, "-o", out], ["perfetto", victim, "--output", out],
+                    ["html", os.path.join(TMP, "victim-symlink.pickle"), "-o", out]):
+        check_one_error_line(run(*command, expect_rc=2), "is the input file", "name another output file")
+with open(victim, "rb") as f:
+    check(f.read() == victim_bytes, "a refused write changed the input")
+victim_trace = os.path.join(TMP, "victim.trace.pickle")  # a trace under a name --snapshot accepts
+with open(os.path.join(DATA, "gpt2_train.trace.gz"), "rb") as src, open(victim_trace, "wb") as dst:
+    trace_bytes = src.read()
+    dst.write(trace_bytes)
+check_one_error_line(run("replay", victim_trace, "--snapshot", victim_trace, expect_rc=2), "is the input file")
+with open(victim_trace, "rb") as f:
+    check(f.read() == trace_bytes, "replay --snapshot over its trace changed the trace")
+# An output that does not exist yet, or another file, is fine.
+run("html", victim, "-o", os.path.join(TMP, "victim.html"))
+# --snapshot names a format it writes.
+check_one_error_line(run("replay", os.path.join(DATA, "resnet50_train.trace.gz"), "--snapshot",
+                         os.path.join(TMP, "out.bogus"), expect_rc=2), "out.bogus", ".pickle", ".json")
+check(not os.path.exists(os.path.join(TMP, "out.bogus")), "--snapshot out.bogus wrote a file")
+
+# A replay that runs out of memory names the trace line that asked (issue 18).
+oom_trace = os.path.join(TMP, "oom.trace")
+with open(oom_trace, "w") as f:
+    f.write("# workload=oom\na 0 1048576 0\na 1 104857600 0\nf 0\n")
+p = subprocess.run([BIN, "replay", oom_trace, "--repeat", "0"], capture_output=True, text=True,
+                   env=dict(os.environ, GPUMEMPROF_SIM_CAPACITY="64MiB"))
+check(p.returncode == 2, f"replay OOM: exit {p.returncode}")
+check_one_error_line(p, "oom.trace:3:", "104857600 bytes", "out of memory")
+
+# --device cuda:0 where there is no GPU says so (not "CUDA driver version is insufficient").
+p = run("replay", os.path.join(DATA, "resnet50_train.trace.gz"), "--repeat", "0", "--device", "cuda:0",
+        expect_rc=None)
+if p.returncode != 0 and "built without CUDA" not in p.stderr:
+    check_one_error_line(p, "cuda:0", "no GPU")
+    check("insufficient" not in p.stderr, f"--device cuda:0 without a GPU: {p.stderr}")
+
 # Help: --help, -h and `help` at the top and on every command; replay's shows the trace format.
 check(run("--version").stdout.startswith("gpumemprof "), "--version prints 'gpumemprof <version>'")
 for top in (["--help"], ["-h"], ["help"]):

@@ -64,16 +64,16 @@ gz = os.path.join(TMP, "snapshot.data")
 with open(REF, "rb") as src, gzip.open(gz, "wb") as dst:
     dst.write(src.read())
 p = run("replay", gz)
-check("3514.0 MiB; recorded 3514.0 MiB, +0.0%" in p.stdout, f"gzip snapshot replay: {p.stdout}")
+check("3684696064  (3.43 GiB; recorded 3.43 GiB, +0.0%)" in p.stdout, f"gzip snapshot replay: {p.stdout}")
 
 # A history ring that dropped the first 3000 events: seeded from the end state, same peak.
 trunc = dict(ref)
 trunc["device_traces"] = [ref["device_traces"][0][3000:]]
 path = write_pickle("truncated.pickle", trunc)
 p = run("replay", path)
-check("history starts mid-run: seeded with 109 segments (3514.0 MiB) and 701 live blocks" in p.stdout,
+check("history starts mid-run: seeded with 109 segments (3.43 GiB) and 701 live blocks" in p.stdout,
       f"truncated replay does not say it was seeded: {p.stdout}")
-check("(3514.0 MiB; recorded 3514.0 MiB, +0.0%)" in p.stdout, f"truncated replay peak: {p.stdout}")
+check("3684696064  (3.43 GiB; recorded 3.43 GiB, +0.0%)" in p.stdout, f"truncated replay peak: {p.stdout}")
 
 # --config tries any ALLOC_CONF; bad ones and hardware devices are one-line errors.
 p = run("replay", REF, "--json", "--config", "max_split_size_mb:100")
@@ -105,20 +105,20 @@ oom_snap = {
 path = write_pickle("oom.pickle", oom_snap)
 p = run("tune", path)
 want = f"""tune {path}: 12 configs replayed on the simulated device (1 device trace)
-device capacity 500.0 MiB (inferred from the recorded OOM); recorded: peak reserved 300.0 MiB, 1 OOM
+device capacity 500.00 MiB (inferred from the recorded OOM); recorded: peak reserved 300.00 MiB, 1 OOM
 rank   peak reserved  vs default  OOM                 PYTORCH_CUDA_ALLOC_CONF
-   1       400.0 MiB      +33.3%  no                  max_split_size_mb:64
-   2       400.0 MiB      +33.3%  no                  max_split_size_mb:128
-   3       400.0 MiB      +33.3%  no                  max_split_size_mb:256
-   4       400.0 MiB      +33.3%  no                  expandable_segments:True
-   5       432.0 MiB      +44.0%  no                  max_split_size_mb:128,roundup_power2_divisions:4
-   6       300.0 MiB       +0.0%  yes, as recorded    <default>
-   7       300.0 MiB       +0.0%  yes, as recorded    max_split_size_mb:512
-   8       300.0 MiB       +0.0%  yes, as recorded    garbage_collection_threshold:0.6,per_process_memory_fraction:1.0
-   9       300.0 MiB       +0.0%  yes, as recorded    garbage_collection_threshold:0.8,per_process_memory_fraction:1.0
-  10       320.0 MiB       +6.7%  yes, as recorded    roundup_power2_divisions:4
-  11       320.0 MiB       +6.7%  yes, as recorded    roundup_power2_divisions:8
-  12       384.0 MiB      +28.0%  yes, as recorded    roundup_power2_divisions:2
+   1      400.00 MiB      +33.3%  no                  max_split_size_mb:64
+   2      400.00 MiB      +33.3%  no                  max_split_size_mb:128
+   3      400.00 MiB      +33.3%  no                  max_split_size_mb:256
+   4      400.00 MiB      +33.3%  no                  expandable_segments:True
+   5      432.00 MiB      +44.0%  no                  max_split_size_mb:128,roundup_power2_divisions:4
+   6      300.00 MiB       +0.0%  yes, as recorded    <default>
+   7      300.00 MiB       +0.0%  yes, as recorded    max_split_size_mb:512
+   8      300.00 MiB       +0.0%  yes, as recorded    garbage_collection_threshold:0.6,per_process_memory_fraction:1.0
+   9      300.00 MiB       +0.0%  yes, as recorded    garbage_collection_threshold:0.8,per_process_memory_fraction:1.0
+  10      320.00 MiB       +6.7%  yes, as recorded    roundup_power2_divisions:4
+  11      320.00 MiB       +6.7%  yes, as recorded    roundup_power2_divisions:8
+  12      384.00 MiB      +28.0%  yes, as recorded    roundup_power2_divisions:2
 PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:64
 """
 check_equal(p.stdout, want, "tune output on the constructed OOM snapshot")
@@ -126,14 +126,14 @@ check_equal(p.stdout, want, "tune output on the constructed OOM snapshot")
 # tune on the reference: a table and a config line.
 p = run("tune", REF)
 check(p.stdout.splitlines()[-1].startswith("PYTORCH_CUDA_ALLOC_CONF="), f"tune's last line: {p.stdout}")
-check("3514.0 MiB       +0.0%  no                  <default>" in p.stdout, f"tune's default row: {p.stdout}")
+check("3.43 GiB       +0.0%  no                  <default>" in p.stdout, f"tune's default row: {p.stdout}")
 # Expandable segments (where the allocator supports them) save the fragmentation: 2992 MiB
 # (2.5% above the peak live bytes, the slack that spares moving pages on warm replays).
 if "not supported by this build" not in p.stdout:
-    check("   1      2992.0 MiB      -14.9%  no                  expandable_segments:True" in p.stdout, p.stdout)
+    check("   1        2.92 GiB      -14.9%  no                  expandable_segments:True" in p.stdout, p.stdout)
     check(p.stdout.splitlines()[-1] == "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", p.stdout)
 
-# diff: two constructed snapshots (sizes in PyTorch's format_size: 1 MiB prints as 1024.00 KiB). A: train.py:10 allocates 1 MiB twice (one freed), load.py:5
+# diff: two constructed snapshots (requests in whole 512-byte blocks: allocated = requested here). A: train.py:10 allocates 1 MiB twice (one freed), load.py:5
 # allocates 4 MiB and frees it. B: train.py:10 allocates 1 MiB three times (all live), eval.py:7
 # (new) allocates 2 MiB and keeps it; load.py:5 vanished.
 def frames(file, line, name):
@@ -166,23 +166,25 @@ pa, pb = write_pickle("a.pickle", snap_a), write_pickle("b.pickle", snap_b)
 p = run("diff", pa, pb)
 want = f"""A: {pa}
 B: {pb}
-                          A              B  change
-peak               6.00 MiB       5.00 MiB  -1024.00 KiB (-16.7%)
-live at end     1024.00 KiB       5.00 MiB  +4.00 MiB
-allocations               3              4  +1
+                                A              B  change
+peak allocated           6.00 MiB       5.00 MiB  -1.00 MiB (-16.7%)
+peak requested           6.00 MiB       5.00 MiB  -1.00 MiB (-16.7%)
+requested at end         1.00 MiB       5.00 MiB  +4.00 MiB (+400.0%)
+allocations                     3              4  +1
 sites: 2 in A, 2 in B; 1 new, 1 vanished, 1 changed (largest peak change first)
-                  peak A       peak B       change       live A       live B  allocs A  allocs B  site
+  requested bytes: peak = most live at once during the trace, at end = live at the end
+                  peak A       peak B       change     at end A     at end B  allocs A  allocs B  site
   vanished      4.00 MiB      0 bytes    -4.00 MiB      0 bytes      0 bytes         1         0  load at load.py:5
   new            0 bytes     2.00 MiB    +2.00 MiB      0 bytes     2.00 MiB         0         1  evaluate at eval.py:7
-                2.00 MiB     3.00 MiB +1024.00 KiB  1024.00 KiB     3.00 MiB         2         3  step at train.py:10
+                2.00 MiB     3.00 MiB    +1.00 MiB     1.00 MiB     3.00 MiB         2         3  step at train.py:10
 """
 check_equal(p.stdout, want, "diff of two constructed snapshots")
 # --budget: B's peak is lower than A's (within any budget); A against B grows by 1 MiB.
 p = run("diff", pb, pa, "--budget", "512KiB", expect_rc=1)
-check(p.stdout.splitlines()[-1] == "over budget: B's peak exceeds A's by +1024.00 KiB, more than 512.00 KiB",
+check(p.stdout.splitlines()[-1] == "over budget: B's peak allocated exceeds A's by +1.00 MiB, more than 512.00 KiB",
       f"diff --budget bytes: {p.stdout}")
 p = run("diff", pb, pa, "--budget", "20%")
-check(p.stdout.splitlines()[-1] == "within budget: peak change +1024.00 KiB, budget 1024.00 KiB (20% of A's peak)",
+check(p.stdout.splitlines()[-1] == "within budget: peak allocated change +1.00 MiB, budget 1.00 MiB (20% of A's)",
       f"diff --budget percent: {p.stdout}")
 p = run("diff", pb, pa, "--budget", "19%", expect_rc=1)
 check("over budget" in p.stdout, f"diff --budget 19%: {p.stdout}")
@@ -206,19 +208,55 @@ with open(prof_a, "w") as f:
 with open(prof_b, "w") as f:
     json.dump(profile(164 * MiB, 10 * MiB, {"forward": (80 * MiB, 2, 0, 20), "optimizer": (164 * MiB, 1, 0, 8)}), f)
 p = run("diff", prof_a, prof_b, "--budget", "64MiB")
+# Each column is what it says: peak allocated (the highest of a call), net change summed over the
+# calls (not "live"), calls, allocations.
 want = f"""A: {prof_a}
 B: {prof_b}
-                          A              B  change
-peak             100.00 MiB     164.00 MiB  +64.00 MiB (+64.0%)
-live at end       10.00 MiB      10.00 MiB  0 bytes
-allocations              60             28  -32
+                                A              B  change
+peak allocated         100.00 MiB     164.00 MiB  +64.00 MiB (+64.0%)
+allocated at end        10.00 MiB      10.00 MiB  0 bytes (+0.0%)
+calls                           4              3  -1
+allocations                    60             28  -32
 scopes: 2 in A, 2 in B; 1 new, 1 vanished, 0 changed (largest peak change first)
-                  peak A       peak B       change       live A       live B  allocs A  allocs B  scope
-  new            0 bytes   164.00 MiB  +164.00 MiB      0 bytes      0 bytes         0         8  optimizer
-  vanished    100.00 MiB      0 bytes  -100.00 MiB    10.00 MiB      0 bytes        40         0  backward
-               80.00 MiB    80.00 MiB      0 bytes      0 bytes      0 bytes        20        20  forward
-within budget: peak change +64.00 MiB, budget 64.00 MiB
+  peak = the highest allocated bytes during a call (absolute); net = allocated minus freed bytes, summed over the calls
+                  peak A       peak B       change        net A        net B  calls A  calls B  allocs A  allocs B  scope
+  new            0 bytes   164.00 MiB  +164.00 MiB      0 bytes      0 bytes        0        1         0         8  optimizer
+  vanished    100.00 MiB      0 bytes  -100.00 MiB   +10.00 MiB      0 bytes        2        0        40         0  backward
+               80.00 MiB    80.00 MiB      0 bytes      0 bytes      0 bytes        2        2        20        20  forward
+within budget: peak allocated change +64.00 MiB, budget 64.00 MiB
 """
 check_equal(p.stdout, want, "diff of two profile JSONs")
+
+# One peak allocated (issue 18): block bytes, PyTorch's meaning, the same in summary, the HTML
+# report and diff for PyTorch's reference snapshot; requested bytes are labelled requested.
+PEAK_ALLOCATED = 3077437952
+p = run("summary", REF)
+check(f"peak allocated, device 0: 2.87 GiB = {PEAK_ALLOCATED} bytes" in p.stdout, f"summary's peak: {p.stdout}")
+html = os.path.join(TMP, "ref.html")
+run("html", REF, "-o", html)
+with open(html) as f:
+    page = f.read()
+check(f'"peakAllocated":{PEAK_ALLOCATED}' in page and '"peakRequested":3061272480' in page,
+      "the HTML report's peak allocated is not the summary's")
+p = run("diff", REF, REF)
+check("peak allocated           2.87 GiB       2.87 GiB" in p.stdout and
+      "peak requested           2.85 GiB       2.85 GiB" in p.stdout, f"diff's peaks: {p.stdout}")
+
+# A gzipped snapshot is read by every command (summary, html, perfetto, diff), not called
+# "neither a pickle nor JSON".
+p = run("summary", gz)
+check(f"= {PEAK_ALLOCATED} bytes" in p.stdout, f"summary of a gzipped pickle: {p.stdout}{p.stderr}")
+run("perfetto", gz, "-o", os.path.join(TMP, "gz.json"))
+check("peak allocated           2.87 GiB       2.87 GiB" in run("diff", gz, REF).stdout, "diff of a gzipped pickle")
+
+# diff compares like with like: a snapshot against a profile is one clear line, exit 2.
+p = run("diff", REF, prof_a, expect_rc=2)
+check(len(p.stderr.strip().splitlines()) == 1 and "profile JSON" in p.stderr and "snapshot" in p.stderr, p.stderr)
+
+# Plurals and units: "1 block", never "1 blocks"; "1.00 MiB", never "1024.00 KiB".
+one = write_pickle("one.pickle", {"segments": [seg_with([live_block(S, MiB, T)])], "device_traces": []})
+p = run("summary", one)
+check("in      1 block " in p.stdout and "1 blocks" not in p.stdout and "1024.00 KiB" not in p.stdout,
+      f"summary plurals and units: {p.stdout}")
 
 cli_checks.finish("analysis CLI checks")

@@ -131,8 +131,8 @@ struct OomReport {
         const SegmentFacts& u = s.facts;
         line(std::string("  ") + addr + " " + format_size(u.reserved) + (s.is_large ? " large" : " small") +
              ", stream " + std::to_string(s.stream) + ": " + format_size(u.allocated) + " allocated, " +
-             format_size(u.free) + " free in " + std::to_string(u.free_blocks) + " blocks (largest " +
-             format_size(u.largest_free) + ")" +
+             format_size(u.free) + " free in " + std::to_string(u.free_blocks) + " " + plural(u.free_blocks, "block") +
+             " (largest " + format_size(u.largest_free) + ")" +
              (u.pending != 0 ? ", " + format_size(u.pending) + " pending free" : ""));
       }
     }
@@ -140,7 +140,7 @@ struct OomReport {
       line(stacks_recorded ? "Live allocations by call site:"
                            : "Live allocations (record_memory_history for call sites):");
       for (const AllocationSite& site : top_sites) {
-        line("  " + format_size(site.bytes) + " in " + std::to_string(site.count) + " blocks" +
+        line("  " + format_size(site.bytes) + " in " + std::to_string(site.count) + " " + plural(site.count, "block") +
              (site.frames == nullptr || site.frames->empty() ? std::string(" (no stack)") : std::string(" from:")));
         if (site.frames == nullptr) continue;
         for (std::size_t f = 0; f < site.frames->size() && f < max_frames; ++f) {

@@ -40,6 +40,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -469,6 +470,31 @@ template <SnapshotLike S>
     throw std::out_of_range("the snapshot has no trace for device " + std::to_string(device));
   }
   return detail::SnapshotReplayer<S>(snap, device, opt).run();
+}
+
+/// A snapshot's peak allocated bytes on `device` -- block bytes, PyTorch's allocated_bytes.all.peak
+/// (max_memory_allocated) -- the one definition behind summary, the HTML report and diff. With a
+/// trace: the trace replayed on the default policy (see format_replayed_peaks); without one: the
+/// bytes of the blocks allocated in the segments. nullopt, with the reason in `why`, when the
+/// trace cannot be replayed.
+template <SnapshotLike S>
+[[nodiscard]] std::optional<std::uint64_t> snapshot_peak_allocated(const S& snap, int device,
+                                                                   std::string* why = nullptr) {
+  if (device < 0 || static_cast<std::size_t>(device) >= snap.device_traces.size() ||
+      snap.device_traces[static_cast<std::size_t>(device)].empty()) {
+    std::uint64_t live = 0;
+    for (const SnapshotSegment& seg : snap.segments) {
+      if (seg.device != device) continue;
+      for (const SnapshotBlock& b : seg.blocks) live += b.state == BlockState::active_allocated ? b.size : 0;
+    }
+    return live;
+  }
+  try {
+    return static_cast<std::uint64_t>(replay_snapshot(snap, device).peak_allocated);
+  } catch (const std::exception& e) {
+    if (why != nullptr) *why = e.what();
+    return std::nullopt;
+  }
 }
 
 /// The run's peak of allocated bytes (max_memory_allocated: block bytes, the figure the profiler's

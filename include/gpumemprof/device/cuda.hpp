@@ -29,6 +29,7 @@
 #if GPUMEMPROF_WITH_CUDA
 #include <cuda.h>
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 #endif
 
 GPUMEMPROF_NAMESPACE_BEGIN
@@ -143,9 +144,17 @@ struct CudaVmmApi {
   const cudaError_t err = cudaGetDeviceCount(&n);
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
+    // The runtime says "driver version is insufficient" when there is no driver at all: say
+    // what is true on such a machine.
+    if (err == cudaErrorInsufficientDriver) {
+      void* driver = ::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+      if (driver == nullptr) return "no GPU: no NVIDIA driver on this machine (libcuda.so.1 not found)";
+      ::dlclose(driver);
+    }
+    if (err == cudaErrorNoDevice) return "no GPU: the NVIDIA driver sees no device";
     return std::string("the CUDA runtime reports ") + cudaGetErrorName(err) + ": " + cudaGetErrorString(err);
   }
-  return n == 0 ? "no CUDA device is visible" : "";
+  return n == 0 ? "no GPU: no CUDA device is visible" : "";
 }
 
 /// The calling thread's current CUDA device.

@@ -16,9 +16,12 @@
 //    call) and k-buffering (each block outlives fewer than min_survived_calls later calls) do not.
 //    Blocks are identified by address and size: a block freed and another allocated at the
 //    same address and size between two calls is taken for the same block.
+// A call seen twice -- track() around a profiled call whose result is also observe()d -- is one
+// point: points of a name whose time intervals overlap are the same call.
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cinttypes>
 #include <cmath>
 #include <cstdint>
@@ -29,6 +32,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -109,16 +113,16 @@ struct LeakReport {
     std::string out = leak_suspected() ? "Leak suspected.\n" : "No leak suspected.\n";
     char line[512];
     for (const MemoryGrowth& g : growth) {
-      std::snprintf(line, sizeof line, "  %-24s %s %" PRIu64 " calls: %s\n", g.name.c_str(),
-                    g.leak_suspected ? "LEAK " : "ok   ", g.calls, g.reason.c_str());
+      std::snprintf(line, sizeof line, "  %-24s %s %" PRIu64 " %s: %s\n", g.name.c_str(),
+                    g.leak_suspected ? "LEAK " : "ok   ", g.calls, plural(g.calls, "call").c_str(), g.reason.c_str());
       out += line;
     }
     for (const SurvivingAllocations& s : survivors) {
       std::snprintf(line, sizeof line,
-                    "  %-24s %s %" PRIu64 " blocks, %s, from %" PRIu64 " calls (#%" PRIu64 "..#%" PRIu64
-                    ") still alive: ",
-                    s.name.c_str(), s.leak_suspected ? "LEAK " : "kept ", s.blocks,
-                    format_size(static_cast<std::uint64_t>(s.bytes)).c_str(), s.calls, s.first_call, s.last_call);
+                    "  %-24s %s %" PRIu64 " %s, %s, from %" PRIu64 " %s (#%" PRIu64 "..#%" PRIu64 ") still alive: ",
+                    s.name.c_str(), s.leak_suspected ? "LEAK " : "kept ", s.blocks, plural(s.blocks, "block").c_str(),
+                    format_size(static_cast<std::uint64_t>(s.bytes)).c_str(), s.calls, plural(s.calls, "call").c_str(),
+                    s.first_call, s.last_call);
       out += line;
       out += s.site;
       out += '\n';
@@ -237,6 +241,7 @@ class LeakCall {
 
   LeakDetector* detector_;
   std::string name_;
+  double began_;  // seconds since the Unix epoch
   std::vector<detail::LiveBlock> at_entry_;
 };
 
@@ -255,10 +260,16 @@ class LeakDetector {
   /// of the growth series. Needs a source.
   [[nodiscard]] LeakCall track(std::string_view name) { return LeakCall(*this, name); }
 
-  /// Adds a profiled call's memory_after to the growth series of its name.
+  /// Adds a profiled call's memory_after to the growth series of its name; a call that a
+  /// track() of the same name enclosed (or was enclosed by) counts once.
   void observe(const ProfileResult& result) {
-    add_point(result.name, result.allocator_level ? result.memory_after.allocated_memory
-                                                  : result.memory_after.device_used_memory.value_or(0));
+    const std::int64_t after = result.allocator_level ? result.memory_after.allocated_memory
+                                                      : result.memory_after.device_used_memory.value_or(0);
+    const double begin = result.memory_before.timestamp;
+    const double end = result.memory_after.timestamp;
+    std::lock_guard lock(mutex_);
+    add_point_locked(state(result.name), after,
+                     begin > 0 && end >= begin ? std::optional<Interval>(Interval{begin, end}) : std::nullopt);
   }
   void observe(const std::vector<ProfileResult>& results) {
     for (const auto& r : results) observe(r);
@@ -266,7 +277,7 @@ class LeakDetector {
   /// Adds one point (bytes in use after a call of `name`) to its growth series.
   void add_point(std::string_view name, std::int64_t bytes_after) {
     std::lock_guard lock(mutex_);
-    add_point_locked(state(name), bytes_after);
+    add_point_locked(state(name), bytes_after, std::nullopt);
   }
 
   [[nodiscard]] LeakReport report() const {
@@ -295,8 +306,15 @@ class LeakDetector {
     std::uint64_t call = 0;      // the call that allocated it
     std::uint64_t survived = 0;  // later calls it was alive through
   };
+  /// When a call ran: seconds since the Unix epoch (MemorySnapshot::timestamp's clock).
+  struct Interval {
+    double begin = 0.0;
+    double end = 0.0;
+  };
   struct NameState {
     std::uint64_t calls = 0;
+    std::deque<Interval> seen;        // the newest calls' intervals, where known (kSeenCalls at most)
+    bool last_in_series = false;      // the newest point is series.back() (not a warm-up call)
     std::deque<std::int64_t> series;  // newest `window` points after warm-up
     std::vector<Followed> followed;
     std::uint64_t tracked_calls = 0;  // calls through track() (index of survivors)
@@ -308,9 +326,25 @@ class LeakDetector {
     return it->second;
   }
 
-  void add_point_locked(NameState& st, std::int64_t bytes_after) {
+  static constexpr std::size_t kSeenCalls = 4096;
+
+  void add_point_locked(NameState& st, std::int64_t bytes_after, std::optional<Interval> when) {
+    if (when) {
+      for (auto it = st.seen.rbegin(); it != st.seen.rend(); ++it) {
+        if (when->begin >= it->end || it->begin >= when->end) continue;  // touching is not overlapping
+        // The same call seen twice (tracked and observed, in either order, now or in a batch
+        // later): one point; the newest call keeps the reading taken last.
+        if (it == st.seen.rbegin() && when->end >= it->end && st.last_in_series) st.series.back() = bytes_after;
+        *it = Interval{std::min(when->begin, it->begin), std::max(when->end, it->end)};
+        return;
+      }
+      st.seen.push_back(*when);
+      if (st.seen.size() > kSeenCalls) st.seen.pop_front();
+    }
+    st.last_in_series = false;
     ++st.calls;
     if (st.calls <= options_.warmup_calls) return;
+    st.last_in_series = true;
     st.series.push_back(bytes_after);
     while (st.series.size() > std::max<std::size_t>(options_.window, 3)) st.series.pop_front();
   }
@@ -320,8 +354,9 @@ class LeakDetector {
     return detail::live_blocks(*source_);
   }
 
-  void end_call(std::string_view name, const std::vector<detail::LiveBlock>& at_entry) {
+  void end_call(std::string_view name, const std::vector<detail::LiveBlock>& at_entry, double began) {
     std::vector<detail::LiveBlock> at_exit = live_now();
+    const double ended = detail::wall_seconds(std::chrono::steady_clock::now());
     std::int64_t in_use = source_->gauges().allocated_bytes;
     if (!source_->allocator_level()) {
       const MemInfo info = source_->mem_get_info();
@@ -329,7 +364,7 @@ class LeakDetector {
     }
     std::lock_guard lock(mutex_);
     NameState& st = state(name);
-    add_point_locked(st, in_use);
+    add_point_locked(st, in_use, Interval{began, ended});
     const std::uint64_t call = st.tracked_calls++;
     // Blocks followed from earlier calls survive this one only if alive at both of its ends.
     std::erase_if(st.followed, [&](Followed& f) {
@@ -365,15 +400,22 @@ class LeakDetector {
     const bool steady = detail::segment_means_increase(st.series, options_.segments);
     g.leak_suspected = significant && beyond_noise && steady;
     const std::string per_call = format_size(static_cast<std::uint64_t>(std::llround(std::abs(fit.slope))));
-    if (g.leak_suspected) {
-      std::snprintf(text, sizeof text, "grows %s per call (t = %.1f), %s over the last %zu calls", per_call.c_str(),
-                    fit.t_statistic, format_size(static_cast<std::uint64_t>(g.growth)).c_str(), st.series.size());
+    // How well the line fits: the t statistic, or "exact" when every call grew alike.
+    char fit_text[48];
+    if (std::isinf(fit.t_statistic)) {
+      std::snprintf(fit_text, sizeof fit_text, "the same every call");
     } else {
-      std::snprintf(text, sizeof text, "%s (slope %s%s per call, t = %.1f)",
+      std::snprintf(fit_text, sizeof fit_text, "t = %.1f", fit.t_statistic);
+    }
+    if (g.leak_suspected) {
+      std::snprintf(text, sizeof text, "grows %s per call (%s), %s over the last %zu calls", per_call.c_str(), fit_text,
+                    format_size(static_cast<std::uint64_t>(g.growth)).c_str(), st.series.size());
+    } else {
+      std::snprintf(text, sizeof text, "%s (slope %s%s per call, %s)",
                     !significant    ? "no significant growth"
                     : !beyond_noise ? "growth within tolerance"
                                     : "growth not steady (a one-off step or a plateau)",
-                    fit.slope < 0 ? "-" : "", per_call.c_str(), fit.t_statistic);
+                    fit.slope < 0 ? "-" : "", per_call.c_str(), fit_text);
     }
     g.reason = text;
     return g;
@@ -434,11 +476,14 @@ class LeakDetector {
 };
 
 inline LeakCall::LeakCall(LeakDetector& detector, std::string_view name)
-    : detector_(&detector), name_(name), at_entry_(detector.live_now()) {}
+    : detector_(&detector),
+      name_(name),
+      began_(detail::wall_seconds(std::chrono::steady_clock::now())),
+      at_entry_(detector.live_now()) {}
 
 inline void LeakCall::end() {
   if (detector_ == nullptr) return;
-  std::exchange(detector_, nullptr)->end_call(name_, at_entry_);
+  std::exchange(detector_, nullptr)->end_call(name_, at_entry_, began_);
 }
 
 GPUMEMPROF_NAMESPACE_END

@@ -55,12 +55,22 @@ struct ProfileResult {
     return memory_after.device_used_memory.value_or(0) - memory_before.device_used_memory.value_or(0);
   }
 
-  /// The highest memory use during the interval in absolute bytes: allocated bytes (what
-  /// max_memory_allocated would say had it been reset at the start) at allocator level, the
-  /// device's used memory (as far as readings saw it) at device level.
+  /// The highest memory use during the interval in absolute bytes, including what was already
+  /// allocated when it began: allocated bytes (what max_memory_allocated would say had it been
+  /// reset at the start) at allocator level, the device's used memory (as far as readings saw
+  /// it) at device level. A call that allocates 1 MiB while 100 MiB is held reports 101 MiB.
   [[nodiscard]] std::int64_t peak_memory_usage() const noexcept {
     if (allocator_level) return memory_peak.allocated_memory;
     return memory_peak.device_used_memory.value_or(0);
+  }
+
+  /// How far the interval's peak rose above the level at its start, in bytes:
+  /// peak_memory_usage() minus the allocated bytes (device level: used memory) when it began.
+  /// The call's own footprint, whatever was held before: a per-step budget. Never negative.
+  [[nodiscard]] std::int64_t peak_increase() const noexcept {
+    const std::int64_t start =
+        allocator_level ? memory_before.allocated_memory : memory_before.device_used_memory.value_or(0);
+    return peak_memory_usage() > start ? peak_memory_usage() - start : 0;
   }
 
   /// True when the body threw.

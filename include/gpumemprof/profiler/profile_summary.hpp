@@ -139,13 +139,6 @@ class SummaryAccumulator {
 
 }  // namespace detail
 
-/// "+12.00 MiB", "-512 bytes", "0 bytes".
-[[nodiscard]] inline std::string format_signed_size(std::int64_t bytes) {
-  const std::string magnitude = format_size(static_cast<std::uint64_t>(bytes < 0 ? -bytes : bytes));
-  if (bytes == 0) return magnitude;
-  return (bytes < 0 ? "-" : "+") + magnitude;
-}
-
 /// A duration in seconds in words: "850 ns", "12.34 us", "1.234 ms", "2.500 s".
 [[nodiscard]] inline std::string format_seconds(double seconds) {
   char buf[48];
@@ -179,13 +172,13 @@ class SummaryAccumulator {
                 s.total_function_calls, s.total_functions_profiled, s.nested_function_calls,
                 format_seconds(s.total_execution_time).c_str(),
                 format_size(static_cast<std::uint64_t>(std::max<std::int64_t>(0, s.peak_memory_usage))).c_str(),
-                format_signed_size(s.net_memory_change).c_str());
+                format_size_change(s.net_memory_change).c_str());
   out += line;
   std::snprintf(line, sizeof line, "  %s: %s at baseline, %s now (%s); allocated in outermost calls %s, freed %s\n",
                 s.allocator_level ? "allocated" : "device used",
                 format_size(static_cast<std::uint64_t>(std::max<std::int64_t>(0, s.baseline_memory_usage))).c_str(),
                 format_size(static_cast<std::uint64_t>(std::max<std::int64_t>(0, s.current_memory_usage))).c_str(),
-                format_signed_size(s.memory_change_from_baseline).c_str(),
+                format_size_change(s.memory_change_from_baseline).c_str(),
                 size_or_na(static_cast<double>(s.total_memory_allocated)).c_str(),
                 size_or_na(static_cast<double>(s.total_memory_freed)).c_str());
   out += line;
@@ -219,7 +212,7 @@ class SummaryAccumulator {
     std::string name = row->first.size() > width ? row->first.substr(0, width - 3) + "..." : row->first;
     std::snprintf(line, sizeof line, "  %-*s %8" PRIu64 " %12s %12s %14s %14s %14s", w, name.c_str(), f.call_count,
                   format_seconds(f.avg_time).c_str(), format_seconds(f.total_time).c_str(),
-                  size_or_na(f.avg_memory_allocated).c_str(), format_signed_size(f.net_memory_change).c_str(),
+                  size_or_na(f.avg_memory_allocated).c_str(), format_size_change(f.net_memory_change).c_str(),
                   format_size(static_cast<std::uint64_t>(std::max<std::int64_t>(0, f.peak_memory))).c_str());
     out += line;
     if (f.exceptions != 0) out += "  (" + std::to_string(f.exceptions) + " threw)";

@@ -2,6 +2,7 @@
 //
 //   using namespace gpumemprof::literals;
 //   REQUIRE_THAT(profiler.profile_function("step", step), gmp::testing::PeakBelow(64_MiB));
+//   REQUIRE_THAT(profiler.profile_function("step", step), gmp::testing::PeakIncreaseBelow(16_MiB));
 //   REQUIRE_THAT(profiler.profile_function("step", step), gmp::testing::NoNetGrowth());
 //   REQUIRE_THAT(profiler.profile_function("step", step), gmp::testing::AllocationsAtMost(100));
 //
@@ -55,12 +56,6 @@ inline constexpr std::size_t kBudgetSites = 3;
 
 namespace detail {
 
-/// A signed byte count in PyTorch's units ("-2.00 MiB").
-[[nodiscard]] inline std::string signed_size(std::int64_t bytes) {
-  return bytes < 0 ? "-" + format_size(static_cast<std::uint64_t>(-bytes))
-                   : format_size(static_cast<std::uint64_t>(bytes));
-}
-
 /// The device a result's sites are read from: `chosen`, else the device the result was measured
 /// on; nullopt when neither names a device.
 [[nodiscard]] inline std::optional<Device> sites_device(const ProfileResult& r, const std::optional<Device>& chosen) {
@@ -82,8 +77,8 @@ namespace detail {
     for (const SiteUsage& site : s.sites) {
       if (user_frame(site.frames) == nullptr) continue;
       if (n++ == top) break;
-      out += "\n  " + format_size(site.live_bytes) + " in " + std::to_string(site.blocks) + " block" +
-             (site.blocks == 1 ? "" : "s") + ": " + user_frame_label(site.frames);
+      out += "\n  " + format_size(site.live_bytes) + " in " + std::to_string(site.blocks) + " " +
+             plural(site.blocks, "block") + ": " + user_frame_label(site.frames);
     }
     if (n == 0) {
       return "; no allocation stacks on " + device->str() +
@@ -123,7 +118,7 @@ class BudgetMatcher : public CatchMatcherBase<ProfileResult> {
 
  protected:
   [[nodiscard]] virtual std::int64_t measure(const ProfileResult& r) const = 0;
-  [[nodiscard]] virtual std::string format_value(std::int64_t v) const { return signed_size(v); }
+  [[nodiscard]] virtual std::string format_value(std::int64_t v) const { return format_signed_size(v); }
   [[nodiscard]] std::string format_budget() const { return format_value(budget_); }
 
  private:
@@ -141,7 +136,8 @@ class BudgetMatcher : public CatchMatcherBase<ProfileResult> {
 
 }  // namespace detail
 
-/// Passes when the scope's own peak of allocated bytes (peak_memory_usage()) is at most `bytes`.
+/// Passes when the highest allocated bytes during the scope (peak_memory_usage(): absolute,
+/// including what was held when it began) are at most `bytes`.
 /// `sites_from`: the device whose live allocation sites a failure lists (default: the device the
 /// result was measured on).
 class PeakBelow final : public detail::BudgetMatcher {
@@ -151,6 +147,17 @@ class PeakBelow final : public detail::BudgetMatcher {
 
  protected:
   std::int64_t measure(const ProfileResult& r) const override { return r.peak_memory_usage(); }
+};
+
+/// Passes when the scope's peak rose at most `bytes` above the allocated bytes at its start
+/// (peak_increase()): a budget for the step itself, whatever was held before it.
+class PeakIncreaseBelow final : public detail::BudgetMatcher {
+ public:
+  explicit PeakIncreaseBelow(unsigned long long bytes, std::optional<Device> sites_from = std::nullopt)
+      : BudgetMatcher("peak increase", detail::to_budget(bytes), std::move(sites_from)) {}
+
+ protected:
+  std::int64_t measure(const ProfileResult& r) const override { return r.peak_increase(); }
 };
 
 /// Passes when the scope's net change (memory_diff()) is at most `tolerance_bytes`.
@@ -176,9 +183,10 @@ class AllocationsAtMost final : public detail::BudgetMatcher {
 
 /// A ProfileResult in one line, as Catch prints the checked value.
 [[nodiscard]] inline std::string describe_result(const ProfileResult& r) {
-  return "ProfileResult \"" + r.name + "\" (peak " + detail::signed_size(r.peak_memory_usage()) + ", net " +
-         detail::signed_size(r.memory_diff()) + ", " + std::to_string(r.tensors_created) + " allocations, " +
-         std::to_string(r.tensors_deleted) + " frees" + (r.threw() ? ", threw: " + *r.exception_message : "") + ")";
+  return "ProfileResult \"" + r.name + "\" (peak " + format_signed_size(r.peak_memory_usage()) + ", " +
+         format_signed_size(r.peak_increase()) + " above its start, net " + format_signed_size(r.memory_diff()) + ", " +
+         std::to_string(r.tensors_created) + " allocations, " + std::to_string(r.tensors_deleted) + " frees" +
+         (r.threw() ? ", threw: " + *r.exception_message : "") + ")";
 }
 
 }  // namespace testing

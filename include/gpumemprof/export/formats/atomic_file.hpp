@@ -11,6 +11,8 @@
 #pragma once
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -98,48 +100,82 @@ class FdStreambuf final : public std::streambuf {
   int error_ = 0;
 };
 
+/// The signals whose default action ends the process and that a terminal or a job runner sends
+/// to stop a program: a temporary file must not outlive them.
+inline constexpr int kTerminatingSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+
 /// Temporary files being written now, for the signal handler. Fixed-size and lock-free, so the
-/// handler does only async-signal-safe work: atomic loads, unlink, sigaction, raise.
+/// handler does only async-signal-safe work: atomic loads, unlink, sched_yield, sigaction, raise.
+///
+/// A name is claimed (kClaimed) *before* its file is created and becomes kLive once it exists;
+/// the writer blocks the terminating signals from claim to live, so its own thread cannot run
+/// the handler in between. Another thread can (a process-directed signal goes to any thread
+/// that does not block it, e.g. a CUDA runtime thread): its handler waits for claimed names to
+/// settle, then unlinks every live one. Nothing is ever created before it is claimed.
 class TempFileRegistry {
  public:
   static constexpr std::size_t kSlots = 32;
   static constexpr std::size_t kMaxPath = 1024;
 
-  /// Registers `path`; returns its slot, or kSlots when none is free or the path is too long
-  /// (the file is then still removed on exceptions, only not on signals).
-  static std::size_t add(const std::string& path) noexcept {
+  /// Claims a slot for `path`, which the caller creates next and then passes to live() (or
+  /// release() when creating failed). Returns kSlots when none is free or the path is too long
+  /// (the file is then still removed on exceptions, only not on signals). Call with the
+  /// terminating signals blocked.
+  static std::size_t claim(const std::string& path) noexcept {
     if (path.size() >= kMaxPath) return kSlots;
     install_handlers();
-    (void)slots();
     for (std::size_t i = 0; i < kSlots; ++i) {
       int expected = kFree;
-      if (slots()[i].state.compare_exchange_strong(expected, kFilling, std::memory_order_acquire)) {
+      if (slots()[i].state.compare_exchange_strong(expected, kClaimed)) {
+        // A handler running in another thread has begun removing the temporaries: the process
+        // is ending; create nothing more (its signal cannot reach this thread, which blocks it).
+        if (terminating_.load()) {
+          slots()[i].state.store(kFree);
+          for (;;) ::pause();
+        }
         std::memcpy(slots()[i].path, path.c_str(), path.size() + 1);
-        slots()[i].state.store(kLive, std::memory_order_release);
         return i;
       }
     }
     return kSlots;
   }
-  static void remove(std::size_t slot) noexcept {
-    if (slot < kSlots) slots()[slot].state.store(kFree, std::memory_order_release);
+  /// The claimed file exists now: a signal removes it.
+  static void live(std::size_t slot) noexcept {
+    if (slot < kSlots) slots()[slot].state.store(kLive, std::memory_order_release);
   }
-  /// Unlinks every registered temporary (async-signal-safe).
-  static void unlink_all() noexcept {
-    for (std::size_t i = 0; i < kSlots; ++i) {
-      if (slots()[i].state.load(std::memory_order_acquire) == kLive) ::unlink(slots()[i].path);
-    }
+  /// Frees the slot (the file was renamed or removed, or never created).
+  static void release(std::size_t slot) noexcept {
+    if (slot < kSlots) slots()[slot].state.store(kFree, std::memory_order_release);
   }
 
  private:
-  enum : int { kFree = 0, kFilling = 1, kLive = 2 };
+  enum : int { kFree = 0, kClaimed = 1, kLive = 2 };
+  static constexpr int kMaxSpins = 1 << 20;  // a stuck claimer must not hang the exit
   struct Slot {
     std::atomic<int> state{kFree};
     char path[kMaxPath];
   };
+  static inline std::atomic<bool> terminating_{false};  // set by the handler, never cleared
   static Slot* slots() noexcept {
-    static Slot table[kSlots];  // zero-initialised, constructed before any signal can see it
+    static Slot table[kSlots];  // constant-initialised: no guard, safe to touch from a handler
     return table;
+  }
+
+  /// Unlinks every registered temporary (async-signal-safe), for a process about to end: no
+  /// temporary is created after it began, and a name another thread is creating right now is
+  /// waited for (a few system calls at most), then removed.
+  static void unlink_all() noexcept {
+    // Sequentially consistent with claim(): a claimer either sees the flag and stops, or its
+    // claim is seen below and waited for.
+    terminating_.store(true);
+    for (std::size_t i = 0; i < kSlots; ++i) {
+      int state = slots()[i].state.load();
+      for (int spins = 0; state == kClaimed && spins < kMaxSpins; ++spins) {
+        (void)::sched_yield();
+        state = slots()[i].state.load();
+      }
+      if (state == kLive) ::unlink(slots()[i].path);
+    }
   }
 
   static void on_signal(int sig) {
@@ -151,7 +187,7 @@ class TempFileRegistry {
   // Checked at every registration (four sigaction calls, nothing next to writing a file): a
   // program may reset a signal to its default action at any time, e.g. in a forked child.
   static void install_handlers() noexcept {
-    for (const int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {
+    for (const int sig : kTerminatingSignals) {
       struct sigaction old {};
       if (::sigaction(sig, nullptr, &old) != 0 || (old.sa_flags & SA_SIGINFO) != 0 || old.sa_handler != SIG_DFL) {
         continue;  // the program handles (or ignores) this signal itself, or it is ours already
@@ -163,6 +199,24 @@ class TempFileRegistry {
       (void)::sigaction(sig, &act, nullptr);
     }
   }
+};
+
+/// Blocks the terminating signals in this thread while alive (a signal that arrives meanwhile
+/// is delivered when the guard ends, or to another thread).
+class TerminatingSignalsBlocked {
+ public:
+  TerminatingSignalsBlocked() noexcept {
+    sigset_t block;
+    sigemptyset(&block);
+    for (const int sig : kTerminatingSignals) sigaddset(&block, sig);
+    ::pthread_sigmask(SIG_BLOCK, &block, &saved_);
+  }
+  ~TerminatingSignalsBlocked() { ::pthread_sigmask(SIG_SETMASK, &saved_, nullptr); }
+  TerminatingSignalsBlocked(const TerminatingSignalsBlocked&) = delete;
+  TerminatingSignalsBlocked& operator=(const TerminatingSignalsBlocked&) = delete;
+
+ private:
+  sigset_t saved_{};
 };
 
 [[noreturn]] inline void throw_io(std::string_view verb, const std::string& path, int err, std::string_view step = {}) {
@@ -180,18 +234,25 @@ class TempFileRegistry {
   return path.substr(0, slash);
 }
 
-/// Creates a fresh temporary file next to path; returns its descriptor and sets tmp_path.
-inline int create_temporary(const std::string& path, std::string& tmp_path) {
+/// Creates a fresh temporary file next to path, registered for removal on signals from before
+/// it exists: returns its descriptor and sets tmp_path and slot. Call with the terminating
+/// signals blocked (TerminatingSignalsBlocked).
+inline int create_temporary(const std::string& path, std::string& tmp_path, std::size_t& slot) {
   static std::atomic<unsigned> counter{0};
   const auto stamp = static_cast<unsigned long long>(std::chrono::steady_clock::now().time_since_epoch().count());
   for (int attempt = 0;; ++attempt) {
     tmp_path = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter.fetch_add(1)) + "-" +
                std::to_string(stamp % 1000000007ULL);
+    slot = TempFileRegistry::claim(tmp_path);
     // 0666 lets the umask decide, as for any new file (mkstemp would force 0600).
     const int fd = ::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd >= 0) return fd;
-    if (errno != EEXIST || attempt >= 100) {
-      const int err = errno;
+    if (fd >= 0) {
+      TempFileRegistry::live(slot);
+      return fd;
+    }
+    const int err = errno;
+    TempFileRegistry::release(std::exchange(slot, TempFileRegistry::kSlots));
+    if (err != EEXIST || attempt >= 100) {
       throw_io("write", path, err, "creating a temporary file in '" + parent_directory(path) + "'");
     }
   }
@@ -210,24 +271,14 @@ void write_file_atomically(const std::string& path, Produce&& produce) {
   std::string tmp;
   struct Registration {
     std::size_t slot = detail::TempFileRegistry::kSlots;
-    ~Registration() { detail::TempFileRegistry::remove(slot); }
+    ~Registration() { detail::TempFileRegistry::release(slot); }
   } registration;
   int fd = -1;
   {
-    // The terminating signals wait while the temporary is created and registered, so none
-    // can leave it behind unregistered.
-    sigset_t block, saved;
-    sigemptyset(&block);
-    for (const int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&block, sig);
-    ::pthread_sigmask(SIG_BLOCK, &block, &saved);
-    try {
-      fd = detail::create_temporary(path, tmp);
-      registration.slot = detail::TempFileRegistry::add(tmp);
-    } catch (...) {
-      ::pthread_sigmask(SIG_SETMASK, &saved, nullptr);
-      throw;
-    }
-    ::pthread_sigmask(SIG_SETMASK, &saved, nullptr);
+    // The terminating signals wait in this thread while the temporary is claimed, created and
+    // registered; another thread that takes one waits for the name to settle (unlink_all).
+    const detail::TerminatingSignalsBlocked blocked;
+    fd = detail::create_temporary(path, tmp, registration.slot);
   }
   struct stat old {};
   if (::stat(path.c_str(), &old) == 0) (void)::fchmod(fd, old.st_mode & 07777);
@@ -260,7 +311,7 @@ void write_file_atomically(const std::string& path, Produce&& produce) {
       detail::throw_io("write", path, err, "renaming '" + tmp + "' over it");
     }
     // The name is the target's now; the slot is freed once (another writer may take it next).
-    detail::TempFileRegistry::remove(std::exchange(registration.slot, detail::TempFileRegistry::kSlots));
+    detail::TempFileRegistry::release(std::exchange(registration.slot, detail::TempFileRegistry::kSlots));
   } catch (...) {
     abandon();
     throw;

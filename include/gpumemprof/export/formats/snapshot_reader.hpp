@@ -463,6 +463,10 @@ inline bool snapshot_is_pickle(std::string_view bytes) {
   const std::size_t first = bytes.find_first_not_of(" \n\r\t");
   if (first != std::string_view::npos && (bytes[first] == '{' || bytes[first] == '[')) return false;
   if (bytes.empty()) throw FormatError("the file is empty");
+  if (bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
+      static_cast<unsigned char>(bytes[1]) == 0x8b) {
+    throw FormatError("gzip-compressed (first bytes 1f 8b): gunzip it first");
+  }
   throw FormatError("not a snapshot: neither a pickle (first byte 0x80) nor JSON (first character '{')");
 }
 

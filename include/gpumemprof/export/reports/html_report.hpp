@@ -176,7 +176,9 @@ inline void write_html_device_json(ValueWriter& w, const HtmlDevice& d) {
   w.field("openOnEvents", s.opens_on_events);
   w.field("peakActive", s.peak_active_bytes);
   w.field("peakActiveState", s.peak_active_state);
-  w.field("peakAllocated", s.peak_allocated_bytes);
+  w.field("peakRequested", s.peak_requested_bytes);
+  // -1: the trace could not be replayed (the card says n/a).
+  w.field("peakAllocated", s.peak_allocated_bytes ? static_cast<std::int64_t>(*s.peak_allocated_bytes) : -1);
   w.field("peakReserved", s.peak_reserved_bytes);
   w.field("numSegments", s.num_segments);
   w.field("numBlocks", s.num_blocks);

@@ -834,9 +834,10 @@ function renderSummary(dev) {
   const ext = s.extFrag >= 0 ? s.extFrag : NaN;  // 1 - largest free block / free bytes (n/a: nothing free or live)
   const intl = s.reserved ? s.internalFree / s.reserved : NaN;  // as the text summary: share of reserved
   const cards = [
-    ['Peak active memory', fmtBytes(s.peakActive), E ? instantLabel(dev, s.peakActiveState) : 'live blocks in the snapshot'],
+    ['Peak active (requested)', fmtBytes(s.peakActive), E ? instantLabel(dev, s.peakActiveState) : 'live blocks in the snapshot'],
     ['Peak reserved', fmtBytes(s.peakReserved), 'reserved at the snapshot: ' + fmtBytes(s.reserved)],
-    ['Peak allocated', fmtBytes(s.peakAllocated), 'requested bytes, alloc \u2192 free requested'],
+    ['Peak allocated', s.peakAllocated >= 0 ? fmtBytes(s.peakAllocated) : 'n/a', (s.peakAllocated >= 0 ? fmtInt(s.peakAllocated) + ' bytes: ' : '') + 'block bytes, as max_memory_allocated (the trace replayed on the default policy)'],
+    ['Peak requested', fmtBytes(s.peakRequested), 'requested bytes, alloc \u2192 free requested'],
     ['Allocations', fmtInt(E ? s.numAllocs : s.numLiveBlocks), E ? fmtInt(s.numFrees) + ' frees \u00b7 ' + fmtInt(liveEnd) + ' live at the end' : 'live blocks (no trace recorded)'],
     ['Segments', fmtInt(s.numSegments), fmtInt(s.numBlocks) + ' blocks \u00b7 ' + fmtInt(s.numLiveBlocks) + ' allocated'],
     ['External fragmentation', isFinite(ext) ? fmtPct(ext) : 'n/a', '1 \u2212 largest free block / free bytes \u00b7 ' + fmtBytes(s.externalFree - s.pendingFree) + ' free, largest block ' + fmtBytes(s.largestFree)],

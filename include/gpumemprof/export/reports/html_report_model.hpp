@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -25,6 +26,7 @@
 
 #include "gpumemprof/allocator/introspection.hpp"
 #include "gpumemprof/analysis/memory_facts.hpp"
+#include "gpumemprof/analysis/snapshot_replay.hpp"
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/history/compact_snapshot.hpp"
 #include "gpumemprof/history/snapshot.hpp"
@@ -91,7 +93,10 @@ struct HtmlSummary {
   bool opens_on_events = false;
   std::uint64_t peak_active_bytes = 0;  ///< max over states of live requested bytes
   std::uint64_t peak_active_state = 0;
-  std::uint64_t peak_allocated_bytes = 0;  ///< same, alloc -> free_requested
+  std::uint64_t peak_requested_bytes = 0;  ///< same, alloc -> free_requested
+  /// Block bytes (PyTorch's allocated, max_memory_allocated) by the one definition
+  /// (snapshot_peak_allocated, the whole trace); nullopt when the trace cannot be replayed.
+  std::optional<std::uint64_t> peak_allocated_bytes;
   std::uint64_t peak_reserved_bytes = 0;
   std::uint64_t reserved_start_bytes = 0;  ///< reserved before the first entry (reconstructed)
   // From the snapshot's segments (the state when the snapshot was taken).
@@ -399,8 +404,8 @@ void add_trace(const S& snap, std::size_t max_entries, HtmlDevice& dev, HtmlStac
       sum.peak_active_bytes = static_cast<std::uint64_t>(active);
       sum.peak_active_state = s;
     }
-    sum.peak_allocated_bytes =
-        std::max(sum.peak_allocated_bytes, static_cast<std::uint64_t>(std::max<std::int64_t>(allocated, 0)));
+    sum.peak_requested_bytes =
+        std::max(sum.peak_requested_bytes, static_cast<std::uint64_t>(std::max<std::int64_t>(allocated, 0)));
   }
 
   // Reserved bytes: the segments give the end; walk the changes back for the start.
@@ -444,6 +449,7 @@ template <SnapshotLike S>
     dev.device = id;
     html_model::add_segments(snap, dev, model.stacks);
     html_model::add_trace(snap, max_entries, dev, model.stacks);
+    dev.summary.peak_allocated_bytes = snapshot_peak_allocated(snap, id);
     model.devices.push_back(std::move(dev));
   }
   return model;

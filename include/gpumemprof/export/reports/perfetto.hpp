@@ -2,7 +2,8 @@
 // ({"traceEvents": [...]}, open in ui.perfetto.dev or chrome://tracing).
 //
 // Per device (one process, pid = device index):
-//   - counter tracks "allocated" and "reserved" (args {"bytes": N}), replayed from the
+//   - counter tracks "requested" (the bytes asked for, PyTorch's requested_bytes; allocated
+//     block bytes are not in a trace) and "reserved" (args {"bytes": N}), replayed from the
 //     device trace: alloc +size / free_completed -size, segment_alloc|segment_map +size /
 //     segment_free|segment_unmap -size. The history may start late (a full ring buffer
 //     drops the oldest events), so each counter starts from the level that makes the replay
@@ -61,13 +62,13 @@ inline void perfetto_counter(ValueWriter& w, const char* name, int pid, std::int
   w.end_dict();
 }
 
-// The allocated/reserved byte deltas of one trace entry.
+// The requested/reserved byte deltas of one trace entry.
 template <class Entry>
-void perfetto_deltas(const Entry& e, std::int64_t& allocated, std::int64_t& reserved) noexcept {
+void perfetto_deltas(const Entry& e, std::int64_t& requested, std::int64_t& reserved) noexcept {
   const auto n = static_cast<std::int64_t>(e.size);
   switch (e.action) {
-    case TraceAction::alloc: allocated += n; break;
-    case TraceAction::free_completed: allocated -= n; break;
+    case TraceAction::alloc: requested += n; break;
+    case TraceAction::free_completed: requested -= n; break;
     case TraceAction::segment_alloc:
     case TraceAction::segment_map: reserved += n; break;
     case TraceAction::segment_free:
@@ -88,31 +89,31 @@ void perfetto_device(ValueWriter& w, const S& snap, int device) {
                           : kNoTrace;
   if (!trace.empty()) {
     // Levels at the end: what the snapshot's segments hold (a block pending free still counts
-    // as allocated until free_completed). Minus the trace's net change = levels at its start.
-    std::int64_t end_allocated = 0;
+    // as requested until free_completed). Minus the trace's net change = levels at its start.
+    std::int64_t end_requested = 0;
     std::int64_t end_reserved = 0;
     for (const SnapshotSegment& seg : snap.segments) {
       if (seg.device != device) continue;
       end_reserved += static_cast<std::int64_t>(seg.total_size);
       for (const SnapshotBlock& b : seg.blocks) {
-        if (b.state != BlockState::inactive) end_allocated += static_cast<std::int64_t>(b.requested_size);
+        if (b.state != BlockState::inactive) end_requested += static_cast<std::int64_t>(b.requested_size);
       }
     }
-    std::int64_t net_allocated = 0;
+    std::int64_t net_requested = 0;
     std::int64_t net_reserved = 0;
-    for (const auto& e : trace) perfetto_deltas(e, net_allocated, net_reserved);
-    std::int64_t allocated = std::max<std::int64_t>(0, end_allocated - net_allocated);
+    for (const auto& e : trace) perfetto_deltas(e, net_requested, net_reserved);
+    std::int64_t requested = std::max<std::int64_t>(0, end_requested - net_requested);
     std::int64_t reserved = std::max<std::int64_t>(0, end_reserved - net_reserved);
 
     std::int64_t ts = trace.front().time_us;
-    perfetto_counter(w, "allocated", device, ts - 1, allocated);
+    perfetto_counter(w, "requested", device, ts - 1, requested);
     perfetto_counter(w, "reserved", device, ts - 1, reserved);
-    std::int64_t shown_allocated = allocated;
+    std::int64_t shown_requested = requested;
     std::int64_t shown_reserved = reserved;
     for (std::size_t i = 0; i < trace.size(); ++i) {
       const auto& e = trace[i];
       ts = std::max(ts, e.time_us);  // counters must not go back in time
-      perfetto_deltas(e, allocated, reserved);
+      perfetto_deltas(e, requested, reserved);
       if (e.action == TraceAction::oom) {
         w.begin_dict();
         w.field("name", "out of memory");
@@ -130,9 +131,9 @@ void perfetto_device(ValueWriter& w, const S& snap, int device) {
       }
       const bool last_at_ts = i + 1 == trace.size() || trace[i + 1].time_us > ts;
       if (!last_at_ts) continue;
-      if (allocated != shown_allocated) perfetto_counter(w, "allocated", device, ts, allocated);
+      if (requested != shown_requested) perfetto_counter(w, "requested", device, ts, requested);
       if (reserved != shown_reserved) perfetto_counter(w, "reserved", device, ts, reserved);
-      shown_allocated = allocated;
+      shown_requested = requested;
       shown_reserved = reserved;
     }
   }

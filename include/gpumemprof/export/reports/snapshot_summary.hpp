@@ -90,10 +90,10 @@ template <SnapshotLike S>
                 format_fraction(u.external_fragmentation()).c_str(), format_size(u.internal_free()).c_str(),
                 pct(u.internal_free(), u.reserved));
   out += buf;
-  std::snprintf(buf, sizeof buf,
-                "free: %s in %llu blocks (%.1f%% of reserved), largest free block %s; %s pending free\n",
-                format_size(u.free).c_str(), static_cast<unsigned long long>(u.free_blocks), pct(u.free, u.reserved),
-                format_size(u.largest_free).c_str(), format_size(u.pending).c_str());
+  std::snprintf(buf, sizeof buf, "free: %s in %llu %s (%.1f%% of reserved), largest free block %s; %s pending free\n",
+                format_size(u.free).c_str(), static_cast<unsigned long long>(u.free_blocks),
+                plural(u.free_blocks, "block").c_str(), pct(u.free, u.reserved), format_size(u.largest_free).c_str(),
+                format_size(u.pending).c_str());
   out += buf;
   std::string actions;
   for (std::size_t a = 0; a < s.trace_actions.size(); ++a) {
@@ -108,8 +108,8 @@ template <SnapshotLike S>
   for (std::size_t i = 0; i < s.sites.size() && i < top; ++i) {
     const SiteUsage& site = s.sites[i];
     const std::string where = user_frame_label(site.frames);
-    std::snprintf(buf, sizeof buf, "  %2zu. %12s in %6llu blocks  %s\n", i + 1, format_size(site.live_bytes).c_str(),
-                  static_cast<unsigned long long>(site.blocks), where.c_str());
+    std::snprintf(buf, sizeof buf, "  %2zu. %12s in %6llu %-6s  %s\n", i + 1, format_size(site.live_bytes).c_str(),
+                  static_cast<unsigned long long>(site.blocks), plural(site.blocks, "block").c_str(), where.c_str());
     out += buf;
   }
   return out;

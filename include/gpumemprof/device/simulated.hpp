@@ -264,6 +264,8 @@ class SimulatedBackend {
                                  " MiB of address space for the simulated device; lower its capacity "
                                  "(GPUMEMPROF_SIM_CAPACITY, e.g. 16GiB, or SimulatedOptions.capacity)");
       }
+      // Out of core dumps: a dump would walk the whole range (eight times the capacity) page by page.
+      ::madvise(p, span + opt.granularity, MADV_DONTDUMP);
       mapping = p;
       base = round_up(reinterpret_cast<std::uintptr_t>(p), opt.granularity);
       free_ranges.emplace(base, span);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <sstream>
@@ -23,7 +24,39 @@ namespace {
 
 thread_local std::string last_error;
 
-gmp::DeviceAllocator& allocator_of(int device) { return gmp::default_allocator(gmp::Device::cuda(device)); }
+/// The variable that configures the bridge's allocators and its value: $GPUMEMPROF_ALLOC_CONF,
+/// else PyTorch's own (what PyTorch users already set). Read once.
+const std::pair<std::string, std::string>& alloc_conf() {
+  static const std::pair<std::string, std::string> conf = [] {
+    for (const char* name : {"GPUMEMPROF_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"}) {
+      if (const char* value = std::getenv(name); value != nullptr && *value != '\0') {
+        return std::pair<std::string, std::string>(name, value);
+      }
+    }
+    return std::pair<std::string, std::string>();
+  }();
+  return conf;
+}
+
+gmp::DeviceAllocator& allocator_of(int device) {
+  // Before the first allocator exists: the default allocators read $GPUMEMPROF_ALLOC_CONF, so
+  // PyTorch's variable is handed on through it, checked first so that an error names it.
+  static const bool configured = [] {
+    const auto& [name, value] = alloc_conf();
+    if (!name.empty() && name != "GPUMEMPROF_ALLOC_CONF") {
+      try {
+        (void)gmp::AllocatorConfig::parse(value);
+      } catch (const gmp::ConfigError& e) {
+        throw gmp::ConfigError("$" + name + "='" + value + "' (which gpumemprof follows while $GPUMEMPROF_ALLOC_CONF " +
+                               "is unset): " + e.what());
+      }
+      ::setenv("GPUMEMPROF_ALLOC_CONF", value.c_str(), 0);
+    }
+    return true;
+  }();
+  (void)configured;
+  return gmp::default_allocator(gmp::Device::cuda(device));
+}
 
 /// Runs `f`; on an exception keeps its message (and prints it when `print`) and returns `fail`.
 template <class F, class R>
@@ -167,5 +200,10 @@ int64_t gpumemprof_close_peak_window(int device, uint64_t id) {
 }
 
 const char* gpumemprof_last_error(void) { return last_error.c_str(); }
+
+const char* gpumemprof_alloc_conf(void) {
+  static const std::string text = alloc_conf().first.empty() ? "" : alloc_conf().first + "=" + alloc_conf().second;
+  return text.c_str();
+}
 
 }  // extern "C"

@@ -63,6 +63,9 @@ GPUMEMPROF_TORCH_API uint64_t gpumemprof_open_peak_window(int device);
 /* The peak (bytes) of window `id` since it opened; closes it. -1 on error. */
 GPUMEMPROF_TORCH_API int64_t gpumemprof_close_peak_window(int device, uint64_t id);
 
+/* Where the allocators' configuration comes from, as "VARIABLE=value": $GPUMEMPROF_ALLOC_CONF
+ * when set, else PyTorch's $PYTORCH_ALLOC_CONF or $PYTORCH_CUDA_ALLOC_CONF; "" when none is set. */
+GPUMEMPROF_TORCH_API const char* gpumemprof_alloc_conf(void);
 /* The message of this thread's last failure ("" when none). */
 GPUMEMPROF_TORCH_API const char* gpumemprof_last_error(void);
 

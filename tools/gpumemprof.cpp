@@ -23,7 +23,10 @@ int run_demo_command(int argc, char** argv) {
 #if GPUMEMPROF_CLI_DEMO
   for (int i = 2; i < argc; ++i) {
     if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
-      std::fputs(gpumemprof_demo::demo_usage(), stdout);
+      std::printf("usage: gpumemprof demo [options]\n"
+                  "  A profiled training loop (GPU with cuBLAS, else the simulated device): per-step\n"
+                  "  memory, a summary table, a snapshot and an HTML report.\n%s",
+                  gpumemprof_demo::demo_usage());
       return 0;
     }
   }

@@ -13,9 +13,10 @@
 Without a code change: `python -m gpumemprof_torch.run [--out DIR] [--history] SCRIPT [ARGS]`, also
 as `torchrun --nproc_per_node N -m gpumemprof_torch.run ... SCRIPT` (see gpumemprof_torch/run.py).
 
-The allocator lives in libgpumemprof_torch.so (built with gpumemprof when CUDA is found). It is
-found through $GPUMEMPROF_TORCH_LIB, next to this package, or in a Meson build folder of the
-gpumemprof checkout this package sits in (build*/python/).
+The allocator lives in libgpumemprof_torch.so: inside this package after `pip install .` at the
+gpumemprof checkout's root, else found through $GPUMEMPROF_TORCH_LIB or in a Meson build folder of
+the checkout this package sits in (build*/python/). It takes its options from
+$GPUMEMPROF_ALLOC_CONF, else from PyTorch's $PYTORCH_ALLOC_CONF / $PYTORCH_CUDA_ALLOC_CONF.
 """
 
 import contextlib
@@ -99,12 +100,21 @@ def _device_index(device):
 
 
 def install():
-    """Makes gpumemprof's allocator PyTorch's CUDA allocator for this process. Must run before the
-    first CUDA allocation (PyTorch refuses to swap allocators after that)."""
+    """Makes gpumemprof's allocator PyTorch's CUDA allocator for this process. Must run before
+    anything initialises CUDA in PyTorch -- the first CUDA tensor, torch.cuda.set_device(),
+    torch.cuda.init() -- as PyTorch refuses to swap allocators after that."""
     global _installed
     if _installed:
         return
-    import torch
+    try:
+        import torch
+    except ImportError as e:
+        raise RuntimeError("gpumemprof_torch.install(): PyTorch is not importable here (%s); install torch "
+                           "with CUDA support first." % e) from e
+    if not torch.cuda.is_available():
+        raise RuntimeError("gpumemprof_torch.install(): no CUDA GPU is visible to PyTorch (torch %s, built for "
+                           "CUDA %s); gpumemprof's allocator serves CUDA devices only."
+                           % (torch.__version__, torch.version.cuda))
     path = library_path()
     _load()
     try:

@@ -1,7 +1,13 @@
 // The standard adapters: Allocator<T> (std::allocator_traits, std::vector) and MemoryResource.
+#include <algorithm>
+#include <deque>
+#include <functional>
+#include <list>
+#include <map>
 #include <memory>
 #include <memory_resource>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "catch.hpp"
@@ -101,4 +107,68 @@ TEST_CASE("BasicMemoryResource over a simulated allocator counts through the all
   CHECK(s.stats().allocated_bytes.all().current == 3072);
   mr.deallocate(p, 3000, 256);
   s.a.validate();
+}
+
+// Code written for a GPU that touches device memory from the host runs on a simulated device.
+TEST_CASE("std containers on sim:N hold memory the host can touch, counted as device memory") {
+  const std::int64_t before = gmp::memory_allocated("sim:1");
+  {
+    std::vector<float, gmp::Allocator<float>> v(1000, 1.0f, gmp::Allocator<float>("sim:1"));
+    CHECK(v[999] == 1.0f);
+    CHECK(gmp::memory_allocated("sim:1") == before + 4096);  // 4000 bytes in a 4 KiB block
+    v.resize(100000, 2.0f);
+    CHECK(v[99999] == 2.0f);
+    using Key = std::pair<const int, std::string>;
+    std::map<int, std::string, std::less<>, gmp::Allocator<Key>> m(gmp::Allocator<Key>("sim:1"));
+    for (int i = 0; i < 200; ++i) m.emplace(i, std::to_string(i));
+    CHECK(m.at(199) == "199");
+    std::deque<int, gmp::Allocator<int>> d(gmp::Allocator<int>("sim:1"));
+    std::list<int, gmp::Allocator<int>> l(gmp::Allocator<int>("sim:1"));
+    for (int i = 0; i < 10000; ++i) {
+      d.push_front(i);
+      l.push_back(i);
+    }
+    CHECK(d.front() == 9999);
+    CHECK(l.back() == 9999);
+    CHECK(gmp::memory_stats("sim:1").allocation.all().current > 200);
+    gmp::default_allocator("sim:1").validate();
+  }
+  CHECK(gmp::memory_allocated("sim:1") == before);
+  gmp::default_allocator("sim:1").validate();
+}
+
+TEST_CASE("std::pmr containers over a MemoryResource on sim:N") {
+  gmp::MemoryResource mr(gmp::Device::sim(2));
+  const std::int64_t before = gmp::memory_allocated("sim:2");
+  {
+    std::pmr::vector<double> v(50000, 0.5, &mr);
+    std::pmr::string s(1000, 'x', &mr);
+    std::pmr::map<int, std::pmr::vector<int>> m(&mr);
+    for (int i = 0; i < 100; ++i) m[i].assign(100, i);
+    CHECK(v[49999] == 0.5);
+    CHECK(s[999] == 'x');
+    CHECK(m[99][99] == 99);
+    CHECK(gmp::memory_allocated("sim:2") >= before + static_cast<std::int64_t>(50000 * sizeof(double)));
+  }
+  CHECK(gmp::memory_allocated("sim:2") == before);
+  gmp::default_allocator("sim:2").validate();
+}
+
+TEST_CASE("thrust-like algorithms over a device vector on sim:N") {
+  using DeviceVector = std::vector<float, gmp::Allocator<float>>;
+  const gmp::Allocator<float> on_device("sim:1");
+  const std::int64_t large_before = gmp::memory_stats("sim:1").allocated_bytes[gmp::StatPool::large_pool].current;
+  DeviceVector x(1 << 20, 0.0f, on_device);  // 4 MiB: a large-pool block
+  std::iota(x.begin(), x.end(), 0.0f);
+  DeviceVector y(x.size(), 0.0f, on_device);
+  std::transform(x.begin(), x.end(), y.begin(), [](float v) { return 2.0f * v + 1.0f; });  // saxpy-like
+  const double sum = std::reduce(y.begin(), y.end(), 0.0, std::plus<>());
+  const double n = static_cast<double>(x.size());
+  CHECK(sum == n * n);  // sum of 2i + 1 for i < n
+  CHECK(gmp::memory_stats("sim:1").allocated_bytes[gmp::StatPool::large_pool].current ==
+        large_before + static_cast<std::int64_t>(2 * (4u << 20)));
+  DeviceVector z(y, on_device);
+  std::sort(z.begin(), z.end(), std::greater<>());
+  CHECK(z.front() == y.back());
+  gmp::default_allocator("sim:1").validate();
 }

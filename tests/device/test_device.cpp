@@ -1,6 +1,11 @@
 // Device names, validation errors, and the simulated and host backends.
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstdlib>
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include "catch.hpp"
 #include "gpumemprof/device/any_backend.hpp"
@@ -140,4 +145,67 @@ TEST_CASE("GPUMEMPROF_SIM_CAPACITY sets the simulated capacity; bad values are e
   ::setenv("GPUMEMPROF_SIM_CAPACITY", "lots", 1);
   CHECK_THROWS_WITH(gmp::AnyBackend::for_device(gmp::Device::sim(1)), Contains("GPUMEMPROF_SIM_CAPACITY"));
   ::unsetenv("GPUMEMPROF_SIM_CAPACITY");
+}
+
+namespace {
+/// How many pages of [p, p + bytes) are resident in RAM (mincore).
+std::size_t resident_pages(const void* p, std::size_t bytes) {
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> in_core((bytes + page - 1) / page);
+  REQUIRE(::mincore(const_cast<void*>(p), bytes, in_core.data()) == 0);
+  std::size_t n = 0;
+  for (unsigned char c : in_core) n += c & 1u;
+  return n;
+}
+}  // namespace
+
+TEST_CASE("simulated memory is host memory committed lazily and given back when freed") {
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  gmp::SimulatedBackend sim;  // the default 80 GiB, more than this machine's RAM
+  CHECK(sim.capacity() == 80ull << 30);
+  auto* p = static_cast<unsigned char*>(sim.malloc(8 * MiB));
+  REQUIRE(p != nullptr);
+  CHECK(resident_pages(p, 8 * MiB) == 0);  // nothing committed until touched
+  std::memset(p, 0xab, 8 * MiB);
+  CHECK(p[8 * MiB - 1] == 0xab);
+  CHECK(resident_pages(p, 8 * MiB) == 8 * MiB / page);
+  sim.free(p);
+  CHECK(resident_pages(p, 8 * MiB) == 0);  // freed: RAM follows what is live
+  auto* q = static_cast<unsigned char*>(sim.malloc(8 * MiB));
+  REQUIRE(q == p);  // the same range again, fresh
+  CHECK(q[0] == 0);
+  sim.free(q);
+
+  // The whole capacity can be handed out; only touched pages take RAM.
+  void* all = sim.malloc(sim.capacity());
+  REQUIRE(all != nullptr);
+  static_cast<unsigned char*>(all)[sim.capacity() - 1] = 1;
+  CHECK(resident_pages(all, sim.capacity()) >= 1);
+  CHECK(resident_pages(all, sim.capacity()) <= (std::size_t{2} << 20) / page);  // at most one huge page
+  sim.free(all);
+}
+
+TEST_CASE("mapped pages of a simulated reservation are host memory; unmapping gives them back") {
+  gmp::SimulatedBackend sim(gmp::SimulatedOptions{.capacity = 16 * MiB});
+  const gmp::Reservation r = sim.reserve(8 * MiB);
+  REQUIRE(r.base != 0);
+  REQUIRE(sim.map(r, 2 * MiB, 4 * MiB));
+  auto* p = reinterpret_cast<unsigned char*>(r.base + 2 * MiB);
+  std::memset(p, 7, 4 * MiB);
+  CHECK(resident_pages(p, 4 * MiB) > 0);
+  sim.unmap(r, 2 * MiB, 4 * MiB);
+  CHECK(resident_pages(p, 4 * MiB) == 0);
+  sim.release(r);
+}
+
+TEST_CASE("GPUMEMPROF_SIM_CAPACITY sizes the host-addressable simulated memory") {
+  ::setenv("GPUMEMPROF_SIM_CAPACITY", "64MiB", 1);
+  auto b = gmp::AnyBackend::for_device(gmp::Device::sim(2));
+  ::unsetenv("GPUMEMPROF_SIM_CAPACITY");
+  CHECK(b.mem_get_info().total == 64 * MiB);
+  void* p = b.malloc(64 * MiB);
+  REQUIRE(p != nullptr);
+  std::memset(p, 1, 64 * MiB);
+  CHECK(b.malloc(2 * MiB) == nullptr);  // the capacity still bounds it
+  b.free(p);
 }

@@ -1,8 +1,11 @@
-// Layer 1: a simulated device. It reserves a range of address space with no memory behind it
-// (PROT_NONE), hands out pieces of that range as "device memory" against a configurable
-// capacity, and keeps events pending until a test completes them. Everything above the
-// device layer can therefore be tested, deterministically, on a machine without a GPU.
-// Pointers it returns must never be dereferenced.
+// Layer 1: a simulated device. It reserves a range of address space, hands out pieces of that
+// range as "device memory" against a configurable capacity, and keeps events pending until a
+// test completes them. Everything above the device layer can therefore be tested,
+// deterministically, on a machine without a GPU.
+// Its memory is host memory, committed lazily: the range is an anonymous MAP_NORESERVE mapping,
+// so code written for a GPU that touches device memory from the host (containers, algorithms)
+// runs here too, and only pages written to take RAM. Freed and unmapped ranges are given back
+// at once (MADV_DONTNEED): RAM follows what is live, and memory handed out again reads as zeros.
 #pragma once
 
 #include <sys/mman.h>
@@ -85,6 +88,7 @@ class SimulatedBackend {
     }
     ++s_->counters.free_calls;
     s_->used -= it->second;
+    s_->discard(addr, it->second);  // before give_range: the range may be handed out again at once
     s_->give_range(addr, it->second);
     s_->live.erase(it);
   }
@@ -173,6 +177,7 @@ class SimulatedBackend {
     ++s_->counters.unmap_calls;
     auto pages = check_mapping(r, offset, bytes, true);
     std::fill(pages.first, pages.second, false);
+    s_->discard(r.base + offset, bytes);
     s_->counters.pages_unmapped += bytes / s_->opt.granularity;
     s_->mapped -= bytes;
   }
@@ -290,13 +295,16 @@ class SimulatedBackend {
       void* p = MAP_FAILED;
       for (std::size_t factor = 8; p == MAP_FAILED && factor >= 1; factor /= 2) {
         span = unit * factor;
-        p = ::mmap(nullptr, span + opt.granularity, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        p = ::mmap(nullptr, span + opt.granularity, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
       }
       if (p == MAP_FAILED) {
         throw DeviceRuntimeError("sim:" + std::to_string(opt.index) + ": cannot reserve " + std::to_string(span >> 20) +
-                                 " MiB of address space for the simulated device; lower "
-                                 "SimulatedOptions.capacity");
+                                 " MiB of address space for the simulated device; lower its capacity "
+                                 "(GPUMEMPROF_SIM_CAPACITY, e.g. 16GiB, or SimulatedOptions.capacity)");
       }
+      // Out of core dumps: a dump would walk the whole range (eight times the capacity) page by page.
+      ::madvise(p, span + opt.granularity, MADV_DONTDUMP);
       mapping = p;
       base = round_up(reinterpret_cast<std::uintptr_t>(p), opt.granularity);
       free_ranges.emplace(base, span);
@@ -317,6 +325,10 @@ class SimulatedBackend {
         }
       }
       return 0;
+    }
+    // Gives the pages of a range back to the system; they read as zeros when touched again.
+    void discard(std::uintptr_t addr, std::size_t size) const noexcept {
+      ::madvise(reinterpret_cast<void*>(addr), size, MADV_DONTNEED);
     }
     void give_range(std::uintptr_t addr, std::size_t size) {
       auto next = free_ranges.lower_bound(addr);

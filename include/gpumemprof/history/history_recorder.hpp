@@ -131,6 +131,10 @@ class HistoryRecorder final : private detail::AnnotationSink {
   /// Applies record_memory_history semantics: enabled=off stops recording and clears events,
   /// stacks and annotations; otherwise (re)starts recording with these options.
   void set_options(const HistoryOptions& options) {
+    if (options.enabled != HistoryEnabled::off && options.context != HistoryContext::none &&
+        options.stacks == HistoryStacks::cpp) {
+      warn_stacks_unavailable();
+    }
     std::lock_guard attach(attach_mutex_);
     {
       std::lock_guard lock(mutex_);

@@ -11,6 +11,7 @@
 // that knows addresses only.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -39,6 +40,22 @@ GPUMEMPROF_NAMESPACE_BEGIN
 
 /// True when this build captures C++ stacks.
 inline constexpr bool stacks_available = GPUMEMPROF_WITH_STACKTRACE != 0;
+
+/// The line warn_stacks_unavailable() prints.
+inline constexpr const char* stacks_unavailable_warning =
+    "gpumemprof: allocation history records no C++ stacks: this program was built without them "
+    "(GPUMEMPROF_WITH_STACKTRACE is 0, as with plain `-I include`). Build with the pkg-config, CMake or Meson "
+    "dependency, or add -DGPUMEMPROF_WITH_STACKTRACE=1 -DBOOST_STACKTRACE_LINK -g1 and link "
+    "-lboost_stacktrace_backtrace -ldl.\n";
+
+/// Says so on stderr, once per process, when history asks for C++ stacks that this build
+/// cannot capture (the headers alone build without them, silently otherwise).
+inline void warn_stacks_unavailable() {
+  if constexpr (!stacks_available) {
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true, std::memory_order_relaxed)) std::fputs(stacks_unavailable_warning, stderr);
+  }
+}
 
 namespace detail {
 

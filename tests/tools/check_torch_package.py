@@ -1,0 +1,101 @@
+"""Checks the gpumemprof_torch module without needing a GPU (and uses one when PyTorch sees one).
+
+    check_torch_package.py [--packaged] [LIBRARY]
+
+--packaged: the module was installed with pip and must find libgpumemprof_torch.so inside
+itself. LIBRARY: the library to use otherwise ($GPUMEMPROF_TORCH_LIB). The module is imported
+from the installed environment when --packaged, else from python/ of this checkout. Runs
+itself in child processes to try each configuration variable.
+"""
+import ctypes
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE_PYTHON = os.path.join(os.path.dirname(os.path.dirname(HERE)), "python")
+CONF_VARIABLES = ("GPUMEMPROF_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")
+failures = []
+
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what)
+    if not ok:
+        failures.append(what)
+
+
+def child(packaged, env_update, code):
+    env = {k: v for k, v in os.environ.items() if k not in CONF_VARIABLES}
+    env.update(env_update)
+    if not packaged:
+        env["PYTHONPATH"] = SOURCE_PYTHON
+    r = subprocess.run([sys.executable, "-c", code], env=env, cwd="/", capture_output=True, text=True, timeout=120)
+    return r.returncode, (r.stdout + r.stderr).strip()
+
+
+def main():
+    args = sys.argv[1:]
+    packaged = "--packaged" in args
+    args = [a for a in args if a != "--packaged"]
+    if args:
+        os.environ["GPUMEMPROF_TORCH_LIB"] = os.path.abspath(args[0])
+
+    where = ("import gpumemprof_torch as g, os; p = g.library_path(); "
+             "print(p); print(os.path.dirname(os.path.abspath(g.__file__)))")
+    rc, out = child(packaged, {}, where)
+    check(rc == 0, "the module imports and finds its library: " + out.replace("\n", " | "))
+    if packaged and rc == 0:
+        lib, pkg = out.splitlines()[-2:]
+        check(os.path.dirname(lib) == pkg, "the pip-installed module uses the library packaged inside it")
+
+    conf = ("import ctypes, gpumemprof_torch as g; lib = g._load(); "
+            "lib.gpumemprof_alloc_conf.restype = ctypes.c_char_p; print(lib.gpumemprof_alloc_conf().decode())")
+    rc, out = child(packaged, {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}, conf)
+    check(rc == 0 and out.endswith("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"),
+          "PYTORCH_CUDA_ALLOC_CONF configures the bridge when GPUMEMPROF_ALLOC_CONF is unset: " + out)
+    rc, out = child(packaged, {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
+                               "GPUMEMPROF_ALLOC_CONF": "max_split_size_mb:64"}, conf)
+    check(rc == 0 and out.endswith("GPUMEMPROF_ALLOC_CONF=max_split_size_mb:64"), "GPUMEMPROF_ALLOC_CONF wins: " + out)
+    rc, out = child(packaged, {}, conf)
+    check(rc == 0 and out == "", "no variable, no configuration: %r" % out)
+
+    stats = ("import gpumemprof_torch as g\ntry:\n    g.memory_stats(0)\n    print('no error')\n"
+             "except RuntimeError as e:\n    print(e)")
+    rc, out = child(packaged, {"PYTORCH_CUDA_ALLOC_CONF": "bogus_key:1"}, stats)
+    check("$PYTORCH_CUDA_ALLOC_CONF='bogus_key:1'" in out and "bogus_key" in out.split("):", 1)[-1],
+          "a bad PYTORCH_CUDA_ALLOC_CONF is named in the error: " + out)
+
+    install = """
+import gpumemprof_torch as g
+try:
+    import torch
+    gpu = torch.cuda.is_available()
+except ImportError:
+    gpu = False
+if gpu:
+    g.install()
+    x = torch.empty(1 << 20, device="cuda")
+    s = g.memory_stats()
+    print("GPU", s["allocated_bytes.all.current"], g.installed())
+else:
+    try:
+        g.install()
+        print("installed without a GPU")
+    except RuntimeError as e:
+        print("NO-GPU", e)
+"""
+    rc, out = child(packaged, {}, install)
+    if out.startswith("GPU"):
+        check(rc == 0 and out.split()[1] == str(4 << 20) and out.split()[2] == "True",
+              "install() makes gpumemprof PyTorch's allocator: " + out)
+    else:
+        check(rc == 0 and out.startswith("NO-GPU gpumemprof_torch.install(): ") and
+              ("PyTorch is not importable" in out or "no CUDA GPU is visible" in out),
+              "without a GPU, install() says why: " + out)
+
+    print("%d checks failed" % len(failures) if failures else "all checks passed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -121,6 +121,10 @@ TEST_CASE("memory timeline HTML: one area per category, bands for ranges and ste
   CHECK(page.find("class=\"band step\"") != std::string::npos);
   CHECK(page.find(">forward</text>") != std::string::npos);
   CHECK(page.find(">optimizer</text>") != std::string::npos);  // still open at the end: drawn to it
+  CHECK(gmp::detail::names_a_step("ProfilerStep#3"));
+  CHECK(gmp::detail::names_a_step("train_step"));
+  CHECK_FALSE(gmp::detail::names_a_step("Optimizer.step#SGD.step"));
+  CHECK_FALSE(gmp::detail::names_a_step("forward"));
   CHECK(page.find("<script") == std::string::npos);
   CHECK(page.find("http") == std::string::npos);  // nothing to fetch
 }

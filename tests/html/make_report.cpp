@@ -85,21 +85,15 @@ int main(int argc, char** argv) {
     if (idle && !snap.device_traces.empty() && !snap.device_traces[0].empty()) {
       snap.device_traces[0].back().time_us += std::int64_t{3600} * 1'000'000;
     }
-    if (timeline) {  // tag the synthetic run's allocations by what allocated them, then draw them
-      for (auto& trace : snap.device_traces) {
-        for (auto& e : trace) {
-          if (!e.frames || e.frames->size() < 3) continue;
-          const std::string& site = (*e.frames)[2].name;
-          const char* category = site.find("Linear::Linear") != std::string::npos    ? "parameter"
-                                 : site.find("Adam::init_state") != std::string::npos ? "optimizer_state"
-                                 : site.find("DataLoader") != std::string::npos       ? "input"
-                                 : site.find("forward") != std::string::npos          ? "activation"
-                                 : site.find("backward") != std::string::npos         ? "gradient"
-                                                                                      : "";
-          e.user_metadata = gpumemprof::metadata_with_category(e.user_metadata, category);
-        }
-      }
-      gpumemprof::write_memory_timeline_file(snap, 0, out);
+    if (timeline) {  // the synthetic run by category, through rules on its frames
+      const auto rules = gpumemprof::CategoryRules::parse(
+          "parameter frame Linear::Linear\n"
+          "optimizer_state frame Adam::init_state\n"
+          "input frame DataLoader\n"
+          "gradient frame backward\n"
+          "activation frame forward\n",
+          "make_report");
+      gpumemprof::write_memory_timeline_file(snap, 0, out, &rules);
       std::printf("wrote %s: memory timeline by category\n", out.c_str());
       return 0;
     }

@@ -11,8 +11,8 @@
 // export_memory_timeline(path, device) writes either for the default allocator's recorded history.
 //
 // HTML (.html): one offline page, a stacked area of every category (user categories too) over
-// time with bands for the annotated ranges (steps on their own row: ranges whose name has
-// "step"), drawn as SVG in C++: no script, nothing fetched.
+// time with bands for the annotated ranges (steps on their own row: "step N", "ProfilerStep#N",
+// "train_step", "iteration N"), drawn as SVG in C++: no script, nothing fetched.
 #pragma once
 
 #include <algorithm>
@@ -122,14 +122,27 @@ void write_memory_timeline_json(const S& snap, int device, std::ostream& out, co
 
 namespace detail {
 
-inline constexpr const char* kCategoryColors[] = {"#9aa0a6", "#1b7f3b", "#c9a227", "#222222", "#8e6bbf",
-                                                  "#d6453d", "#2d5bd3", "#5b9bd5", "#e08a2e", "#2aa198",
-                                                  "#b5487a", "#6b8e23", "#8b5a2b", "#4b0082"};
+/// A category's color: torch.profiler's seven and unknown always alike, user categories from a
+/// palette in order of appearance (`user_index`).
+[[nodiscard]] inline const char* category_color(std::string_view name, std::size_t user_index) {
+  static constexpr const char* kTorch[] = {"#1b7f3b", "#c9a227", "#222222", "#8e6bbf",
+                                           "#d6453d", "#2d5bd3", "#5b9bd5"};  // torch's order
+  static constexpr const char* kUser[] = {"#e08a2e", "#2aa198", "#b5487a", "#6b8e23", "#8b5a2b", "#4b0082"};
+  if (name.empty() || name == category::unknown) return "#9aa0a6";
+  const std::size_t column = torch_column(name);
+  if (column < kTorchColumns - 1) return kTorch[column - 1];
+  return kUser[user_index % (sizeof kUser / sizeof *kUser)];
+}
 
+/// A training step's range: "step 3", "ProfilerStep#3" (torch.profiler), "train_step",
+/// "iteration 7"; not "optimizer.step" (a scope inside a step).
 [[nodiscard]] inline bool names_a_step(std::string_view name) {
   std::string lower(name);
   for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return lower.find("step") != std::string::npos;
+  if (lower.find("optimizer") != std::string::npos) return false;
+  const auto starts = [&lower](std::string_view p) { return lower.rfind(p, 0) == 0; };
+  return starts("step") || starts("profilerstep") || starts("iteration") ||
+         lower.find("train_step") != std::string::npos || lower.find("training_step") != std::string::npos;
 }
 
 inline std::string fmt_num(double v) {
@@ -185,6 +198,12 @@ template <SnapshotLike S>
       }
     });
   }
+  std::vector<const char*> colors;
+  for (std::size_t k = 0, user = 0; k < n_cat; ++k) {
+    const std::string& name = t.categories()[k];
+    const bool is_user = !name.empty() && detail::torch_column(name) == detail::kTorchColumns - 1;
+    colors.push_back(detail::category_color(name, is_user ? user++ : 0));
+  }
   std::vector<std::size_t> keep(rows.size());
   for (std::size_t i = 0; i < keep.size(); ++i) keep[i] = i;
   std::int64_t ymax = 1;
@@ -215,10 +234,13 @@ template <SnapshotLike S>
            std::to_string(y) + "\" width=\"" + detail::fmt_num(x1 - x0) + "\" height=\"" + std::to_string(kBandH - 2) +
            "\" fill=\"" + (step ? "#f0c36d" : "#b9cbe8") + "\" stroke=\"#fff\"><title>";
     detail::append_html_escaped(svg, b.name);
-    svg += "</title></rect><text x=\"" + detail::fmt_num(x0 + 2) + "\" y=\"" + std::to_string(y + kBandH - 5) +
-           "\" font-size=\"10\">";
-    detail::append_html_escaped(svg, b.name);
-    svg += "</text></g>";
+    svg += "</title></rect>";
+    if (x1 - x0 > 6.0 * static_cast<double>(b.name.size()) + 4) {  // the label only where it fits
+      svg += "<text x=\"" + detail::fmt_num(x0 + 2) + "\" y=\"" + std::to_string(y + kBandH - 5) + "\" font-size=\"10\">";
+      detail::append_html_escaped(svg, b.name);
+      svg += "</text>";
+    }
+    svg += "</g>";
   }
   // One area per category, stacked in category order, as step lines (memory stays until the next row).
   std::vector<std::int64_t> below(keep.size(), 0);
@@ -239,9 +261,7 @@ template <SnapshotLike S>
     const std::string& name = t.categories()[k].empty() ? std::string(category::unknown) : t.categories()[k];
     svg += "<path class=\"area\" data-category=\"";
     detail::append_html_escaped(svg, name);
-    svg += "\" d=\"" + top + bottom + "Z\" fill=\"" +
-           detail::kCategoryColors[k % (sizeof detail::kCategoryColors / sizeof *detail::kCategoryColors)] +
-           "\" fill-opacity=\"0.85\"><title>";
+    svg += "\" d=\"" + top + bottom + "Z\" fill=\"" + colors[k] + "\" fill-opacity=\"0.85\"><title>";
     detail::append_html_escaped(svg, name);
     svg += "</title></path>";
   }
@@ -254,7 +274,8 @@ template <SnapshotLike S>
            "\" font-size=\"10\" text-anchor=\"end\">" + format_size(static_cast<std::uint64_t>(bytes)) + "</text>";
     const std::int64_t time = t0 + static_cast<std::int64_t>(span * g / 4);
     svg += "<text x=\"" + detail::fmt_num(x_of(time)) + "\" y=\"" + std::to_string(kTop + kPlotH + 14) +
-           "\" font-size=\"10\" text-anchor=\"middle\">" + detail::fmt_num(static_cast<double>(time - t0) / 1000.0) +
+           "\" font-size=\"10\" text-anchor=\"" + (g == 4 ? "end" : g == 0 ? "start" : "middle") + "\">" +
+           detail::fmt_num(static_cast<double>(time - t0) / 1000.0) +
            " ms</text>";
   }
   svg += "</svg>";
@@ -263,8 +284,7 @@ template <SnapshotLike S>
   for (std::size_t k = 0; k < n_cat; ++k) {
     if (peaks[k] == 0) continue;
     const std::string& name = t.categories()[k].empty() ? std::string(category::unknown) : t.categories()[k];
-    legend += "<tr><td><span style=\"display:inline-block;width:10px;height:10px;background:" +
-              std::string(detail::kCategoryColors[k % (sizeof detail::kCategoryColors / sizeof *detail::kCategoryColors)]) +
+    legend += "<tr><td><span style=\"display:inline-block;width:10px;height:10px;background:" + std::string(colors[k]) +
               "\"></span> ";
     detail::append_html_escaped(legend, name);
     legend += "</td><td>" + format_size(static_cast<std::uint64_t>(peaks[k])) + "</td></tr>";

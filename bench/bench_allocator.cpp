@@ -3,12 +3,15 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "gpumemprof/allocator/caching_allocator.hpp"
 #include "gpumemprof/device/simulated.hpp"
+#include "gpumemprof/history/category_ledger.hpp"
+#include "gpumemprof/history/memory_category.hpp"
 #include "replay.hpp"
 
 namespace gmp = gpumemprof;
@@ -32,6 +35,26 @@ void BM_FixedPair(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_FixedPair)->Arg(512)->Arg(1 << 20)->Arg(64 << 20);
+
+// The cost of memory categories on a 512-byte pair: mode 0 untagged (the allocator's one
+// thread-local read, as for every program), 1 inside a memory_category scope (no ledger on this
+// allocator), 2 inside a scope with a CategoryLedger attached (one event sink).
+void BM_CategoryPair(benchmark::State& state) {
+  SimAllocator a(gmp::SimulatedBackend{}, gmp::AllocatorConfig{});
+  gmp::CategoryLedger ledger;
+  if (state.range(0) == 2) ledger.attach(a);
+  a.deallocate(a.allocate(512));
+  std::optional<gmp::MemoryCategoryScope> tag;
+  if (state.range(0) != 0) tag.emplace(gmp::category::activation);
+  for (auto _ : state) {
+    void* p = a.allocate(512);
+    benchmark::DoNotOptimize(p);
+    a.deallocate(p);
+  }
+  state.SetItemsProcessed(state.iterations());
+  ledger.detach();
+}
+BENCHMARK(BM_CategoryPair)->ArgName("mode")->Arg(0)->Arg(1)->Arg(2);
 
 // Warm replays of a recorded PyTorch trace; reports ns per allocate+free pair.
 void BM_ReplayWarm(benchmark::State& state, const std::string& trace) {

@@ -10,6 +10,7 @@
 #include "cmd_diff.hpp"
 #include "cmd_replay.hpp"
 #include "cmd_snapshot.hpp"
+#include "cmd_timeline.hpp"
 #include "cmd_tune.hpp"
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/error.hpp"
@@ -55,6 +56,7 @@ const char* usage() {
          "  summary DIR      one report across ranks (a folder of rank-<R>.pickle files)\n"
          "  html SNAPSHOT -o REPORT.html   an offline HTML report of a snapshot\n"
          "  perfetto SNAPSHOT -o TRACE.json  counter tracks for ui.perfetto.dev\n"
+         "  timeline SNAPSHOT -o OUT.json|OUT.html  memory by category over time (torch.profiler's layout)\n"
          "  demo             a profiled training loop (GPU with cuBLAS, else the simulated device)\n"
          "  help [COMMAND]   this text, or a command's options\n"
          "  --version        print the version\n"
@@ -89,6 +91,7 @@ int run(int argc, char** argv) {
     if (cmd == "summary") return tools::cmd_summary(argc, argv);
     if (cmd == "html") return tools::cmd_html(argc, argv);
     if (cmd == "perfetto") return tools::cmd_perfetto(argc, argv);
+    if (cmd == "timeline") return tools::cmd_timeline(argc, argv);
     if (cmd == "demo") return run_demo_command(argc, argv);
     throw tools::UsageError("unknown command '" + cmd + "'; run 'gpumemprof --help'");
   } catch (const tools::UsageError& e) {

@@ -30,8 +30,10 @@
 
 // 3 history & snapshot
 #include "gpumemprof/history/annotations.hpp"
+#include "gpumemprof/history/category_ledger.hpp"
 #include "gpumemprof/history/history_options.hpp"
 #include "gpumemprof/history/history_recorder.hpp"
+#include "gpumemprof/history/memory_category.hpp"
 #include "gpumemprof/history/snapshot.hpp"
 #include "gpumemprof/history/snapshot_builder.hpp"
 #include "gpumemprof/history/stacks.hpp"

@@ -90,8 +90,9 @@ TEST_CASE("perfetto: counters replay the trace; annotations become slices") {
   const std::vector<std::pair<std::int64_t, std::int64_t>> want_allocated = {{t0 - 1, 0},
                                                                              {t0 + 1, (2 << 20) - 3},
                                                                              {t0 + 2, (2 << 20) - 3 + 1000},
-                                                                             {t0 + 6, (2 << 20) - 3 + 1000 + 512},
-                                                                             {t0 + 8, (2 << 20) - 3 + 1000}};
+                                                                             {t0 + 3, (2 << 20) - 3},
+                                                                             {t0 + 6, (2 << 20) - 3 + 512},
+                                                                             {t0 + 7, (2 << 20) - 3}};
   CHECK(allocated == want_allocated);
   const auto reserved = counter(doc, "reserved", 0);
   const std::vector<std::pair<std::int64_t, std::int64_t>> want_reserved = {
@@ -131,7 +132,8 @@ TEST_CASE("perfetto: events sharing a timestamp give one sample; unmatched ENDs 
     return x;
   };
   s.device_traces = {{e(gmp::TraceAction::segment_alloc, 4096, 100), e(gmp::TraceAction::alloc, 1000, 100),
-                      e(gmp::TraceAction::alloc, 24, 100), e(gmp::TraceAction::free_completed, 24, 105)}};
+                      e(gmp::TraceAction::alloc, 24, 100), e(gmp::TraceAction::free_requested, 24, 105),
+                      e(gmp::TraceAction::free_completed, 24, 105)}};
   s.segments.push_back({0,
                         0x1000,
                         4096,

@@ -314,7 +314,25 @@ def exercise_controls(dt, result):
 
 
 # ---------------------------------------------------------------- one report
-def check_report(chromium, path, shot_path, timeout, expect_timeline, expect_axis=None):
+def check_category_view(dt, required):
+    """The memory-by-category SVG (memory_timeline.hpp): drawn areas with a real size."""
+    got = json.loads(dt.evaluate(
+        "JSON.stringify([...document.querySelectorAll('svg.gmp-timeline')].map(s => {const r = s.getBoundingClientRect();"
+        "return {w: r.width, h: r.height, areas: [...s.querySelectorAll('path.area')].map(p => p.dataset.category),"
+        "filled: [...s.querySelectorAll('path.area')].filter(p => {const b = p.getBBox(); return b.width > 1 && b.height > 1;}).length,"
+        "bands: s.querySelectorAll('g.band').length};}))"))
+    problems = []
+    if required and not got:
+        problems.append("no memory-by-category view (svg.gmp-timeline) on the page")
+    for v in got:
+        # Every category gets an area; one of a few bytes may be thinner than a pixel.
+        if v["w"] < 400 or v["h"] < 200 or not v["areas"] or v["filled"] < max(1, len(v["areas"]) // 2):
+            problems.append(f"memory-by-category view looks empty: {v}")
+    return got, problems
+
+
+def check_report(chromium, path, shot_path, timeout, expect_timeline, expect_axis=None, static_page=False):
+    """static_page: a page without script (the memory timeline): ready once loaded, no report controls."""
     problems = []
     profile = tempfile.mkdtemp(prefix="gmp-chromium-")
     args = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -353,7 +371,8 @@ def check_report(chromium, path, shot_path, timeout, expect_timeline, expect_axi
             raise RuntimeError("navigation failed: " + nav["errorText"])
         state = None
         while time.monotonic() - nav_start < timeout:
-            state = dt.evaluate("(document.getElementById('gmp-status')||{}).dataset?.state || ''")
+            state = dt.evaluate("document.readyState === 'complete' ? 'ready' : ''" if static_page else
+                                "(document.getElementById('gmp-status')||{}).dataset?.state || ''")
             if state in ("ready", "error"):
                 break
             time.sleep(0.03)
@@ -365,12 +384,15 @@ def check_report(chromium, path, shot_path, timeout, expect_timeline, expect_axi
         info = dt.evaluate("JSON.stringify(window.gpumemprofReport || null)")
         info = json.loads(info) if info else None
         result["page"] = info
-        if info is None:
+        if info is None and not static_page:
             problems.append("window.gpumemprofReport is missing")
+        result["categories"], found = check_category_view(dt, static_page)
+        problems += found
         # The timeline opens on the axis the model chose: events when wall-clock time is mostly idle.
-        result["axis"] = dt.evaluate("document.getElementById('mode-event').className === 'on' ? 'event' : "
-                                     "document.getElementById('mode-time').className === 'on' ? 'time' : ''")
-        if expect_axis and result["axis"] != expect_axis:
+        result["axis"] = None if static_page else dt.evaluate(
+            "document.getElementById('mode-event').className === 'on' ? 'event' : "
+            "document.getElementById('mode-time').className === 'on' ? 'time' : ''")
+        if expect_axis and result["axis"] != expect_axis and not static_page:
             problems.append(f"the timeline opened on the {result['axis']!r} axis, not {expect_axis!r}")
         time.sleep(0.2)  # let late console messages arrive
         dt.evaluate("1")
@@ -400,7 +422,7 @@ def check_report(chromium, path, shot_path, timeout, expect_timeline, expect_axi
                 problems.append(f"timeline looks empty: {tfrac:.1%} colored, {tcolors} colors, stats {tl}")
         if expect_timeline and state == "ready":
             problems += exercise_timeline(dt, os.path.splitext(shot_path)[0] + "_zoomed.png", result)
-        if state == "ready":
+        if state == "ready" and not static_page:
             problems += exercise_controls(dt, result)
         for ev in dt.events:
             m, p = ev["method"], ev.get("params", {})
@@ -452,7 +474,7 @@ def main():
     out = a.out or tempfile.mkdtemp(prefix="gmp-html-check-")
     os.makedirs(out, exist_ok=True)
 
-    jobs = []  # (report path, expects a timeline, time limit, expected initial axis)
+    jobs = []  # (report path, expects a timeline, time limit, expected initial axis, a static page)
     if a.maker:
         variants = [("synthetic", [], True, None), ("no_trace", ["--no-trace"], False, None),
                     ("no_frames", ["--no-frames"], True, None), ("two_devices", ["--two-devices"], True, None),
@@ -473,18 +495,26 @@ def main():
                 print(f"FAIL {name}: the maker failed: {r.stderr.strip()}")
                 return 1
             print(r.stdout.strip())
-            jobs.append((path, timeline, limit, axes.get(name)))
-    jobs += [(p, None, None, None) for p in a.report]
+            jobs.append((path, timeline, limit, axes.get(name), False))
+        # The memory timeline by category: a page of its own (no script), drawn in C++ as SVG.
+        path = os.path.join(out, "memory_timeline.html")
+        r = subprocess.run([a.maker, path, "--timeline"], capture_output=True, text=True)
+        if r.returncode != 0:
+            print(f"FAIL memory_timeline: the maker failed: {r.stderr.strip()}")
+            return 1
+        print(r.stdout.strip())
+        jobs.append((path, False, None, None, True))
+    jobs += [(p, None, None, None, False) for p in a.report]
     if not jobs:
         ap.error("nothing to check: give --maker or --report")
 
     failed = 0
     print(f"chromium: {subprocess.run([chromium, '--version'], capture_output=True, text=True).stdout.strip()}")
-    for path, timeline, limit, axis in jobs:
+    for path, timeline, limit, axis, static_page in jobs:
         if timeline is None:  # a report of a snapshot file: expect a timeline if it has a trace
             timeline = '"nEvents":0' not in open(path, encoding="utf-8", errors="replace").read(4 << 20)
         shot = os.path.splitext(path)[0] + ".png"
-        r = check_report(chromium, path, shot, a.timeout, timeline, axis)
+        r = check_report(chromium, path, shot, a.timeout, timeline, axis, static_page)
         page = r.get("page") or {}
         if limit is not None and r.get("launch_to_ready_s", 1e9) > limit:
             r["problems"].append(f"took {r.get('launch_to_ready_s')} s to be ready (limit {limit} s)")
@@ -494,7 +524,8 @@ def main():
               f"(browser start {r.get('browser_start_s')} s, navigate->ready {r.get('navigate_to_ready_s')} s, "
               f"page script {page.get('timings', {}).get('totalMs', float('nan')):.0f} ms), "
               f"{r.get('nonwhite_fraction')} non-white, {r.get('distinct_colors')} colors, "
-              f"timeline {page.get('stats', {}).get('timeline')}, axis {r.get('axis')}, screenshot {r.get('screenshot')}")
+              f"timeline {page.get('stats', {}).get('timeline')}, axis {r.get('axis')}, screenshot {r.get('screenshot')}, "
+              f"by category {[(v['areas'], v['bands']) for v in r.get('categories') or []]}")
         if r.get("hover_tooltip") is not None:
             print(f"     interaction: hover -> {r['hover_tooltip'].splitlines()[0] if r['hover_tooltip'] else 'no tooltip'!r}; "
                   f"4 wheel zooms {r.get('zoom_4_wheels_s')} s; click -> {r.get('click')}; zoomed screenshot {r.get('zoomed_screenshot')}")

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "gpumemprof/export/reports/html_report.hpp"
+#include "gpumemprof/export/reports/memory_timeline.hpp"
 #include "synthetic_snapshot.hpp"
 
 #if __has_include("gpumemprof/export/formats/snapshot_reader.hpp")
@@ -32,6 +33,7 @@ int main(int argc, char** argv) {
   std::string snapshot_path;
   bool two_devices = false;
   bool idle = false;  // the last entry an hour after the rest: wall-clock time mostly idle
+  bool timeline = false;  // write the memory timeline page by category instead of the report
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--events" && i + 1 < argc)
@@ -44,6 +46,8 @@ int main(int argc, char** argv) {
       two_devices = true;
     else if (a == "--idle")
       idle = true;
+    else if (a == "--timeline")
+      timeline = true;
     else if (a == "--title" && i + 1 < argc)
       ropt.title = argv[++i];
     else if (a == "--snapshot" && i + 1 < argc)
@@ -80,6 +84,18 @@ int main(int argc, char** argv) {
     }
     if (idle && !snap.device_traces.empty() && !snap.device_traces[0].empty()) {
       snap.device_traces[0].back().time_us += std::int64_t{3600} * 1'000'000;
+    }
+    if (timeline) {  // the synthetic run by category, through rules on its frames
+      const auto rules = gpumemprof::CategoryRules::parse(
+          "parameter frame Linear::Linear\n"
+          "optimizer_state frame Adam::init_state\n"
+          "input frame DataLoader\n"
+          "gradient frame backward\n"
+          "activation frame forward\n",
+          "make_report");
+      gpumemprof::write_memory_timeline_file(snap, 0, out, &rules);
+      std::printf("wrote %s: memory timeline by category\n", out.c_str());
+      return 0;
     }
     std::size_t entries = 0;
     for (const auto& t : snap.device_traces) entries += t.size();

@@ -18,6 +18,14 @@ def check(cond, what):
         failures.append(what)
 
 
+def check_one_error_line(p, *needles):
+    """Bad input: exactly one line on stderr, holding each of `needles`."""
+    lines = [line for line in p.stderr.splitlines() if line.strip()]
+    check(len(lines) == 1, f"expected one error line, got {lines!r}")
+    for n in needles:
+        check(n in p.stderr, f"error line lacks {n!r}: {p.stderr!r}")
+
+
 def finish(what):
     """Prints the failures and exits 1, or says `what` passed."""
     if failures:

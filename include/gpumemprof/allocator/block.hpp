@@ -50,6 +50,7 @@ struct alignas(64) Block {
   Segment* segment = nullptr;
   std::uint64_t gc_base = 0;                         // pool's free-block lookups count when the block became free
   std::uint64_t context = 0;                         // history handle of the allocation (0 = none)
+  std::uint32_t category = 0;                        // memory category id of the allocation (0 = none)
   std::unique_ptr<std::vector<Stream>> stream_uses;  // other streams recorded via record_stream
   Block* free_next = nullptr;                        // ObjectPool's free list (records not in use)
 

@@ -138,7 +138,7 @@ void CachingAllocator<Backend>::deallocate_exclusive(void* ptr) {
   if (b == nullptr) throw_invalid_pointer(ptr, "deallocate");
   b->allocated = false;
   apply_unallocate(pool_of(b).stat_pool, static_cast<std::int64_t>(b->size));
-  notify(TraceAction::free_requested, b->addr, b->requested, b->stream, b->context);
+  notify_block(TraceAction::free_requested, *b);
   if (b->stream_uses != nullptr && !b->stream_uses->empty()) {
     insert_events(b);
   } else {
@@ -277,6 +277,7 @@ BlockView CachingAllocator<Backend>::view_of(const Block& b) {
   }
   bv.requested_size = bv.state == BlockState::inactive ? 0 : b.requested;
   bv.context = bv.state == BlockState::inactive ? 0 : b.context;
+  bv.category = bv.state == BlockState::inactive ? 0 : b.category;
   return bv;
 }
 

@@ -82,6 +82,7 @@
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/detail/locked_shards.hpp"
 #include "gpumemprof/detail/spin_lock.hpp"
+#include "gpumemprof/detail/thread_category.hpp"
 #include "gpumemprof/device/backend.hpp"
 #include "gpumemprof/error.hpp"
 
@@ -553,9 +554,13 @@ class CachingAllocator {
   [[noreturn]] void throw_invalid_pointer(const void* ptr, const char* what) const;
   [[noreturn]] void throw_oom(Pool& pool, Stream stream, std::size_t size, std::size_t requested, ExclusiveLock& lock);
   std::uint64_t notify(TraceAction action, std::uintptr_t addr, std::size_t size, Stream stream,
-                       std::uint64_t context = 0, bool deferred = false) {
+                       std::uint64_t context = 0, bool deferred = false, std::uint32_t category = 0) {
     if (GPUMEMPROF_LIKELY(sinks_.count() == 0)) return 0;
-    return sinks_.emit({action, addr, size, stream, context, deferred});
+    return sinks_.emit({action, addr, size, stream, context, deferred, category});
+  }
+  // A block's alloc/free events carry its context handle and category.
+  std::uint64_t notify_block(TraceAction action, const Block& b, bool deferred = false) {
+    return notify(action, b.addr, b.requested, b.stream, b.context, deferred, b.category);
   }
   void validate_locked() const;
   static BlockView view_of(const Block& b);
@@ -685,7 +690,7 @@ void CachingAllocator<Backend>::deallocate(void* ptr) {
     break;
   }
   b->allocated = false;
-  notify(TraceAction::free_requested, b->addr, b->requested, b->stream, b->context);
+  notify_block(TraceAction::free_requested, *b);
   const std::size_t journal_length = record(*shard, free_block(shard->trees[b->small_pool], shard->records, b, false));
   shard->mutex.unlock();
   if (GPUMEMPROF_UNLIKELY(fold_due(journal_length))) try_fold(journal_length);
@@ -750,6 +755,7 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::hand_out(S
   }
   block->allocated = true;
   block->requested = requested;
+  block->category = detail::thread_memory_category;
   {
     auto& bucket = bucket_of(block->addr);
     std::lock_guard lock(bucket.lock);
@@ -766,13 +772,13 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::hand_out(S
   } else {
     apply_alloc(r);  // exclusive: the stats lock is held
   }
-  block->context = notify(TraceAction::alloc, block->addr, requested, block->stream);
+  block->context = notify_block(TraceAction::alloc, *block);
   return block;
 }
 
 template <DeviceBackend Backend>
 detail::StatRecord CachingAllocator<Backend>::free_block(Tree& tree, Records& records, Block* b, bool deferred) {
-  notify(TraceAction::free_completed, b->addr, b->requested, b->stream, b->context, deferred);
+  notify_block(TraceAction::free_completed, *b, deferred);
   Pool& pool = pool_of(b);
   detail::StatRecord c;
   c.size = static_cast<std::int64_t>(b->size);
@@ -788,6 +794,7 @@ detail::StatRecord CachingAllocator<Backend>::free_block(Tree& tree, Records& re
   }
   b->requested = 0;
   b->context = 0;
+  b->category = 0;
   insert_free(pool, tree, b);
   if (b->is_split()) {
     c.inactive_blocks += 1;

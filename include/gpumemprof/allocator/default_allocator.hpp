@@ -32,22 +32,49 @@ struct DefaultAllocatorSlot {
 };
 inline constexpr int max_cuda_devices = 64;
 
-inline DefaultAllocatorSlot& default_allocator_slot(const Device& device) {
+/// Told about each default allocator right after it is created, under its slot's mutex (the
+/// history layer's category ledgers attach this way); nullptr = nobody.
+inline std::atomic<void (*)(DeviceAllocator&)> default_allocator_created{nullptr};
+
+struct DefaultAllocatorSlots {
+  std::array<DefaultAllocatorSlot, max_cuda_devices> cuda;
+  std::array<DefaultAllocatorSlot, Device::simulated_device_count> sim;
+  DefaultAllocatorSlot host;
+};
+inline DefaultAllocatorSlots& default_allocator_slots() {
   // Never destroyed: other static destructors (and late frees at exit) may still use them.
-  static auto* cuda = new std::array<DefaultAllocatorSlot, max_cuda_devices>();
-  static auto* sim = new std::array<DefaultAllocatorSlot, Device::simulated_device_count>();
-  static auto* host = new DefaultAllocatorSlot();
+  static auto* slots = new DefaultAllocatorSlots();
+  return *slots;
+}
+
+inline DefaultAllocatorSlot& default_allocator_slot(const Device& device) {
+  DefaultAllocatorSlots& slots = default_allocator_slots();
   switch (device.kind()) {
     case DeviceKind::cuda:
       if (device.index() >= max_cuda_devices) {
         throw DeviceError("device " + device.str() + ": gpumemprof supports at most " +
                           std::to_string(max_cuda_devices) + " CUDA devices");
       }
-      return (*cuda)[static_cast<std::size_t>(device.index())];
-    case DeviceKind::sim: return (*sim)[static_cast<std::size_t>(device.index())];
+      return slots.cuda[static_cast<std::size_t>(device.index())];
+    case DeviceKind::sim: return slots.sim[static_cast<std::size_t>(device.index())];
     case DeviceKind::host: break;
   }
-  return *host;
+  return slots.host;
+}
+
+/// Calls `f(DeviceAllocator&)` for every default allocator created so far, under its slot's
+/// mutex: an allocator being created meanwhile is either visited here or created after, seeing
+/// a default_allocator_created hook set before this call.
+template <class F>
+void for_each_default_allocator(F&& f) {
+  DefaultAllocatorSlots& slots = default_allocator_slots();
+  auto visit = [&f](DefaultAllocatorSlot& slot) {
+    std::lock_guard lock(slot.mutex);
+    if (DeviceAllocator* a = slot.allocator.load(std::memory_order_relaxed)) f(*a);
+  };
+  for (auto& slot : slots.cuda) visit(slot);
+  for (auto& slot : slots.sim) visit(slot);
+  visit(slots.host);
 }
 }  // namespace detail
 
@@ -74,8 +101,9 @@ inline bool track_external_memory() { return detail::start_external_capture(); }
   }
   std::lock_guard lock(slot.mutex);
   if (slot.allocator.load(std::memory_order_relaxed) == nullptr) {
-    slot.allocator.store(new DeviceAllocator(AnyBackend::for_device(device), AllocatorConfig::from_env()),
-                         std::memory_order_release);
+    auto* created = new DeviceAllocator(AnyBackend::for_device(device), AllocatorConfig::from_env());
+    if (auto* hook = detail::default_allocator_created.load(std::memory_order_acquire)) hook(*created);
+    slot.allocator.store(created, std::memory_order_release);
   }
   return *slot.allocator.load(std::memory_order_relaxed);
 }

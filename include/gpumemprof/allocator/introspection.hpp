@@ -49,6 +49,7 @@ struct AllocatorEvent {
   Stream stream;
   std::uint64_t context = 0;  ///< for free_*/segment_free: the handle returned at alloc/segment_alloc
   bool deferred = false;      ///< free_completed only: after other streams' events, not in deallocate()
+  std::uint32_t category = 0;  ///< alloc/free_*: the block's memory category id (0 = none)
 };
 
 enum class BlockState : std::uint8_t { active_allocated, active_pending_free, inactive };
@@ -69,6 +70,7 @@ struct BlockView {
   std::size_t requested_size = 0;  ///< 0 unless active
   BlockState state = BlockState::inactive;
   std::uint64_t context = 0;
+  std::uint32_t category = 0;  ///< memory category id of the allocation (0 = none or inactive)
 };
 
 /// A segment as seen from outside.

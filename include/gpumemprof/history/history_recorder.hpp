@@ -43,6 +43,7 @@
 #include "gpumemprof/device/device.hpp"
 #include "gpumemprof/history/annotations.hpp"
 #include "gpumemprof/history/history_options.hpp"
+#include "gpumemprof/history/memory_category.hpp"
 #include "gpumemprof/history/recorder_registry.hpp"
 #include "gpumemprof/history/snapshot.hpp"
 #include "gpumemprof/history/stack_table.hpp"
@@ -241,7 +242,7 @@ class HistoryRecorder final : private detail::AnnotationSink {
   static std::vector<TraceEntry> trace_entries(const detail::HistoryCopy& copy, detail::FrameResolver& frames,
                                                const TraceClock::Converter& clock) {
     std::uint32_t max_md = 0;
-    for (const auto& e : copy.entries) max_md = std::max(max_md, e.metadata);
+    for (const auto& e : copy.entries) max_md = std::max({max_md, e.metadata, e.category});
     const std::vector<std::string> metadata = detail::MetadataStrings::instance().lookup_all(max_md);
     std::vector<TraceEntry> out(copy.entries.size());
     for (std::size_t i = 0; i < out.size(); ++i) {
@@ -253,6 +254,9 @@ class HistoryRecorder final : private detail::AnnotationSink {
       t.stream = e.stream;
       t.time_us = clock.to_us(e.tick);
       if (e.metadata != 0 && e.metadata < metadata.size()) t.user_metadata = metadata[e.metadata];
+      if (e.category != 0 && e.category < metadata.size()) {
+        t.user_metadata = metadata_with_category(t.user_metadata, metadata[e.category]);
+      }
       t.frames = frames(e.stack);
     }
     return out;
@@ -296,7 +300,7 @@ class HistoryRecorder final : private detail::AnnotationSink {
       if (GPUMEMPROF_LIKELY(t > last_tick_)) last_tick_ = t;
     }
     const TraceClock::Tick t = last_tick_;
-    ring_.push({e.addr, e.size, e.stream.id, t, stack, detail::thread_user_metadata, e.action});
+    ring_.push({e.addr, e.size, e.stream.id, t, stack, detail::thread_user_metadata, e.category, e.action});
     return handle;
   }
 

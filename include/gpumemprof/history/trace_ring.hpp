@@ -26,6 +26,7 @@ struct RawTraceEntry {
   TraceClock::Tick tick = 0;
   std::uint32_t stack = 0;     ///< StackTable id, 0 = no frames
   std::uint32_t metadata = 0;  ///< MetadataStrings id, 0 = ""
+  std::uint32_t category = 0;  ///< MetadataStrings id of the block's memory category, 0 = none
   TraceAction action = TraceAction::alloc;
 };
 

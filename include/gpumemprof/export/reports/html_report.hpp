@@ -23,6 +23,7 @@
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/error.hpp"
 #include "gpumemprof/export/formats/atomic_file.hpp"
+#include "gpumemprof/export/formats/html_escape.hpp"
 #include "gpumemprof/export/formats/json_writer.hpp"
 #include "gpumemprof/export/formats/output_buffer.hpp"
 #include "gpumemprof/export/formats/value_writer.hpp"
@@ -30,6 +31,7 @@
 #include "gpumemprof/export/reports/html_report_assets.hpp"
 #include "gpumemprof/export/reports/html_report_lod.hpp"
 #include "gpumemprof/export/reports/html_report_model.hpp"
+#include "gpumemprof/export/reports/memory_timeline.hpp"
 #include "gpumemprof/history/compact_snapshot.hpp"
 #include "gpumemprof/history/snapshot.hpp"
 
@@ -239,12 +241,27 @@ void write_html_report(const S& snapshot, std::ostream& os, const HtmlReportOpti
     detail::apply_html_level_of_detail(dev, options.max_page_states, options.max_page_allocations);
   std::string head(detail::html_assets::kHead);
   detail::append_html_escaped(head, options.title);
-  head.append(detail::html_assets::kStyleAndBody);
-  if constexpr (requires { snapshot.device_memory; }) {  // the device section, after the summary cards
-    std::size_t at = head.find("<section class=\"card\" id=\"tl-card\">");
-    if (at == std::string::npos) at = head.find("</main>");
-    if (at != std::string::npos) head.insert(at, detail::html_device_section(snapshot.device_memory));
+  // The page's cards (the device section after the summary cards), then memory by category
+  // (memory_timeline.hpp) for each device with a trace.
+  std::string body(detail::html_assets::kStyleAndBody);
+  if constexpr (requires { snapshot.device_memory; }) {
+    std::size_t at = body.find("<section class=\"card\" id=\"tl-card\">");
+    if (at == std::string::npos) at = body.find("</main>");
+    if (at != std::string::npos) body.insert(at, detail::html_device_section(snapshot.device_memory));
   }
+  const std::size_t main_end = body.find("</main>");
+  head.append(body, 0, main_end);
+  for (const detail::HtmlDevice& dev : model.devices) {
+    const auto d = static_cast<std::size_t>(dev.device);
+    if (d >= snapshot.device_traces.size() || snapshot.device_traces[d].empty()) continue;
+    head += "<section class=\"card\" id=\"cat-card-" + std::to_string(dev.device) +
+            "\"><div class=\"card-head\"><h2>Memory by category, device " + std::to_string(dev.device) +
+            "</h2></div><p class=\"hint\">Allocated memory (requested bytes, from alloc to free requested) by "
+            "category; below it the annotated ranges and, on their own row, the steps.</p>";
+    head += memory_timeline_svg(snapshot, dev.device);
+    head += "</section>";
+  }
+  head.append(body, main_end);
   detail::write_bytes(os, head.data(), head.size());
   JsonWriter w(os, JsonWriterOptions{.script_safe = true});
   detail::write_html_model_json(model, options, w);

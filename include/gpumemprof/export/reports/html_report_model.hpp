@@ -27,6 +27,7 @@
 #include "gpumemprof/allocator/introspection.hpp"
 #include "gpumemprof/analysis/memory_facts.hpp"
 #include "gpumemprof/analysis/snapshot_replay.hpp"
+#include "gpumemprof/analysis/timeline.hpp"
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/history/compact_snapshot.hpp"
 #include "gpumemprof/history/snapshot.hpp"
@@ -271,10 +272,6 @@ void add_trace(const S& snap, std::size_t max_entries, HtmlDevice& dev, HtmlStac
     bool free_requested;
   };
   std::unordered_map<std::uint64_t, Open> open;
-  // Allocated bytes (alloc -> free_requested) change per state; the base is what was allocated
-  // before the trace began and freed (or not) in it.
-  std::vector<std::int64_t> allocated_delta(num_events + 2, 0);
-  std::uint64_t allocated_base = 0;
   auto add_allocation = [&](HtmlAllocation a) {
     dev.allocations.push_back(a);
     return dev.allocations.size() - 1;
@@ -300,12 +297,10 @@ void add_trace(const S& snap, std::size_t max_entries, HtmlDevice& dev, HtmlStac
         if (const auto it = open.find(e.addr); it != open.end()) {  // its free is missing: end it here
           HtmlAllocation& old = dev.allocations[it->second.index];
           old.end = after;
-          if (!it->second.free_requested) allocated_delta[after] -= static_cast<std::int64_t>(old.size);
           open.erase(it);
         }
         const std::size_t k = add_allocation({after, 0, e.size, e.addr, stacks.intern(e.frames), 0});
         open.emplace(e.addr, Open{k, false});
-        allocated_delta[after] += size;
         break;
       }
       case TraceAction::free_requested: {
@@ -313,12 +308,8 @@ void add_trace(const S& snap, std::size_t max_entries, HtmlDevice& dev, HtmlStac
         if (it == open.end()) {
           const std::size_t k = add_allocation({0, 0, e.size, e.addr, -1, kHtmlAllocBeforeTrace});
           it = open.emplace(e.addr, Open{k, false}).first;
-          allocated_base += e.size;
         }
-        if (!it->second.free_requested) {
-          it->second.free_requested = true;
-          allocated_delta[after] -= static_cast<std::int64_t>(dev.allocations[it->second.index].size);
-        }
+        it->second.free_requested = true;
         break;
       }
       case TraceAction::free_completed: {
@@ -326,7 +317,6 @@ void add_trace(const S& snap, std::size_t max_entries, HtmlDevice& dev, HtmlStac
         if (const auto it = open.find(e.addr); it != open.end()) {
           HtmlAllocation& a = dev.allocations[it->second.index];
           a.end = after;
-          if (!it->second.free_requested) allocated_delta[after] -= static_cast<std::int64_t>(a.size);
           open.erase(it);
         } else {  // allocated and free-requested before the trace: active, not allocated
           add_allocation({0, after, e.size, e.addr, -1, kHtmlAllocBeforeTrace});
@@ -366,7 +356,6 @@ void add_trace(const S& snap, std::size_t max_entries, HtmlDevice& dev, HtmlStac
       const std::uint64_t size = blk.requested != 0 ? blk.requested : blk.size;
       const std::size_t k = add_allocation({0, 0, size, addr, blk.stack, kHtmlAllocBeforeTrace});
       open.emplace(addr, Open{k, pending});
-      if (!pending) allocated_base += size;
     }
   }
   for (const auto& [addr, o] : open) {
@@ -389,37 +378,28 @@ void add_trace(const S& snap, std::size_t max_entries, HtmlDevice& dev, HtmlStac
     std::copy(before.begin(), before.end(), dev.allocations.begin());
   }
 
-  // Peaks: sweep the states once.
-  std::vector<std::int64_t> active_delta(num_events + 2, 0);
-  for (const HtmlAllocation& a : dev.allocations) {
-    active_delta[a.start] += static_cast<std::int64_t>(a.size);
-    active_delta[a.end] -= static_cast<std::int64_t>(a.size);
-  }
-  std::int64_t active = 0;
-  auto allocated = static_cast<std::int64_t>(allocated_base);
-  for (std::uint64_t s = 0; s <= num_events; ++s) {
-    active += active_delta[s];
-    allocated += allocated_delta[s];
-    if (active > static_cast<std::int64_t>(sum.peak_active_bytes)) {
-      sum.peak_active_bytes = static_cast<std::uint64_t>(active);
-      sum.peak_active_state = s;
+  // Peaks and the reserved level before the first entry shown: from the trace's timeline
+  // (analysis/timeline.hpp), the reading every report shares.
+  const TraceTimeline<S> timeline(snap, dev.device);
+  TimelineLevels level = timeline.start();
+  auto take = [&sum](const TimelineLevels& l, std::uint64_t state) {
+    if (l.active > static_cast<std::int64_t>(sum.peak_active_bytes)) {
+      sum.peak_active_bytes = static_cast<std::uint64_t>(l.active);
+      sum.peak_active_state = state;
     }
-    sum.peak_requested_bytes =
-        std::max(sum.peak_requested_bytes, static_cast<std::uint64_t>(std::max<std::int64_t>(allocated, 0)));
-  }
-
-  // Reserved bytes: the segments give the end; walk the changes back for the start.
-  std::int64_t change_sum = 0;
-  for (const auto& c : dev.reserved_changes) change_sum += c.second;
-  const std::int64_t start = static_cast<std::int64_t>(sum.usage.reserved) - change_sum;
-  sum.reserved_start_bytes = start > 0 ? static_cast<std::uint64_t>(start) : 0;
-  std::int64_t reserved = static_cast<std::int64_t>(sum.reserved_start_bytes);
-  sum.peak_reserved_bytes = std::max(sum.reserved_start_bytes, sum.usage.reserved);
-  for (const auto& c : dev.reserved_changes) {
-    reserved += c.second;
-    sum.peak_reserved_bytes =
-        std::max(sum.peak_reserved_bytes, static_cast<std::uint64_t>(std::max<std::int64_t>(reserved, 0)));
-  }
+    sum.peak_requested_bytes = std::max(sum.peak_requested_bytes, static_cast<std::uint64_t>(std::max<std::int64_t>(l.allocated, 0)));
+    sum.peak_reserved_bytes = std::max(sum.peak_reserved_bytes, static_cast<std::uint64_t>(std::max<std::int64_t>(l.reserved, 0)));
+  };
+  if (first == 0) take(level, 0);
+  timeline.walk([&](std::size_t i, const auto&, const TimelineLevels& l, const auto&) {
+    if (i + 1 == first) {  // the state before the first entry shown
+      level = l;
+      take(l, 0);
+    }
+    if (i >= first) take(l, i + 1 - first);
+  });
+  sum.reserved_start_bytes = static_cast<std::uint64_t>(std::max<std::int64_t>(level.reserved, 0));
+  sum.peak_reserved_bytes = std::max(sum.peak_reserved_bytes, sum.usage.reserved);
 
   if (num_events != 0) {
     for (const Annotation& a : snap.external_annotations) {

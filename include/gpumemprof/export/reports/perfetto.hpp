@@ -2,12 +2,10 @@
 // ({"traceEvents": [...]}, open in ui.perfetto.dev or chrome://tracing).
 //
 // Per device (one process, pid = device index):
-//   - counter tracks "requested" (the bytes asked for, PyTorch's requested_bytes; allocated
-//     block bytes are not in a trace) and "reserved" (args {"bytes": N}), replayed from the
-//     device trace: alloc +size / free_completed -size, segment_alloc|segment_map +size /
-//     segment_free|segment_unmap -size. The history may start late (a full ring buffer
-//     drops the oldest events), so each counter starts from the level that makes the replay
-//     end at what the snapshot's segments hold; events sharing a timestamp give one sample.
+//   - counter tracks "requested" (the bytes asked for, PyTorch's requested_bytes: down at
+//     free_completed; allocated block bytes are not in a trace) and "reserved" (args
+//     {"bytes": N}): the levels of the trace's timeline (analysis/timeline.hpp, the reading
+//     every report shares); events sharing a timestamp give one sample.
 //   - the external annotations as B/E slices on thread 1 ("annotations"); an END without an
 //     open START is dropped, an END closes the slices opened after its START.
 //   - out-of-memory events as instant events on thread 0 ("allocator").
@@ -23,6 +21,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "gpumemprof/analysis/timeline.hpp"
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/export/formats/atomic_file.hpp"
 #include "gpumemprof/export/formats/json_writer.hpp"
@@ -62,58 +61,21 @@ inline void perfetto_counter(ValueWriter& w, const char* name, int pid, std::int
   w.end_dict();
 }
 
-// The requested/reserved byte deltas of one trace entry.
-template <class Entry>
-void perfetto_deltas(const Entry& e, std::int64_t& requested, std::int64_t& reserved) noexcept {
-  const auto n = static_cast<std::int64_t>(e.size);
-  switch (e.action) {
-    case TraceAction::alloc: requested += n; break;
-    case TraceAction::free_completed: requested -= n; break;
-    case TraceAction::segment_alloc:
-    case TraceAction::segment_map: reserved += n; break;
-    case TraceAction::segment_free:
-    case TraceAction::segment_unmap: reserved -= n; break;
-    default: break;
-  }
-}
-
 template <SnapshotLike S>
 void perfetto_device(ValueWriter& w, const S& snap, int device) {
   perfetto_metadata(w, "process_name", device, 0, "GPU " + std::to_string(device) + " memory");
   perfetto_metadata(w, "thread_name", device, kPerfettoAllocatorTid, "allocator");
   perfetto_metadata(w, "thread_name", device, kPerfettoAnnotationTid, "annotations");
 
-  static const std::remove_cvref_t<decltype(snap.device_traces[0])> kNoTrace;
-  const auto& trace = device >= 0 && static_cast<std::size_t>(device) < snap.device_traces.size()
-                          ? snap.device_traces[static_cast<std::size_t>(device)]
-                          : kNoTrace;
+  const TraceTimeline<S> timeline(snap, device);
+  const auto& trace = timeline.trace();
   if (!trace.empty()) {
-    // Levels at the end: what the snapshot's segments hold (a block pending free still counts
-    // as requested until free_completed). Minus the trace's net change = levels at its start.
-    std::int64_t end_requested = 0;
-    std::int64_t end_reserved = 0;
-    for (const SnapshotSegment& seg : snap.segments) {
-      if (seg.device != device) continue;
-      end_reserved += static_cast<std::int64_t>(seg.total_size);
-      for (const SnapshotBlock& b : seg.blocks) {
-        if (b.state != BlockState::inactive) end_requested += static_cast<std::int64_t>(b.requested_size);
-      }
-    }
-    std::int64_t net_requested = 0;
-    std::int64_t net_reserved = 0;
-    for (const auto& e : trace) perfetto_deltas(e, net_requested, net_reserved);
-    std::int64_t requested = std::max<std::int64_t>(0, end_requested - net_requested);
-    std::int64_t reserved = std::max<std::int64_t>(0, end_reserved - net_reserved);
-
     std::int64_t ts = trace.front().time_us;
-    perfetto_counter(w, "requested", device, ts - 1, requested);
-    perfetto_counter(w, "reserved", device, ts - 1, reserved);
-    std::int64_t shown_requested = requested;
-    std::int64_t shown_reserved = reserved;
-    for (std::size_t i = 0; i < trace.size(); ++i) {
-      const auto& e = trace[i];
+    TimelineLevels shown = timeline.start();
+    perfetto_counter(w, "requested", device, ts - 1, shown.active);
+    perfetto_counter(w, "reserved", device, ts - 1, shown.reserved);
+    timeline.walk([&](std::size_t i, const auto& e, const TimelineLevels& level, const auto&) {
       ts = std::max(ts, e.time_us);  // counters must not go back in time
-      perfetto_deltas(e, requested, reserved);
       if (e.action == TraceAction::oom) {
         w.begin_dict();
         w.field("name", "out of memory");
@@ -130,12 +92,11 @@ void perfetto_device(ValueWriter& w, const S& snap, int device) {
         w.end_dict();
       }
       const bool last_at_ts = i + 1 == trace.size() || trace[i + 1].time_us > ts;
-      if (!last_at_ts) continue;
-      if (requested != shown_requested) perfetto_counter(w, "requested", device, ts, requested);
-      if (reserved != shown_reserved) perfetto_counter(w, "reserved", device, ts, reserved);
-      shown_requested = requested;
-      shown_reserved = reserved;
-    }
+      if (!last_at_ts) return;
+      if (level.active != shown.active) perfetto_counter(w, "requested", device, ts, level.active);
+      if (level.reserved != shown.reserved) perfetto_counter(w, "reserved", device, ts, level.reserved);
+      shown = level;
+    });
   }
 
   // Annotation slices, matched START/END by name in nesting order.

@@ -1,0 +1,245 @@
+// Memory categories: RAII tags per thread (nested, innermost wins), carried by the block, by the
+// history's user_metadata and by the category ledger's exact byte counts.
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "catch.hpp"
+#include "gpumemprof/history/category_ledger.hpp"
+#include "gpumemprof/history/memory_category.hpp"
+#include "history_util.hpp"
+
+namespace cat = gmp::category;
+using gmp::TraceAction;
+
+namespace {
+
+/// The categories carried by the entries of one action, in order.
+std::vector<std::string> categories(const std::vector<gmp::TraceEntry>& trace, TraceAction a) {
+  std::vector<std::string> out;
+  for (const auto& e : only(trace, a)) out.emplace_back(gmp::category_of_metadata(e.user_metadata));
+  return out;
+}
+
+/// A recorded simulated allocator with a category ledger.
+struct Categorized : Recorded {
+  Categorized() { ledger.attach(a()); }
+  gmp::CategoryStat stat(const std::string& name) const {
+    const gmp::CategoryStats s = ledger.stats();
+    const auto it = s.find(name);
+    return it == s.end() ? gmp::CategoryStat{-1, -1} : it->second;
+  }
+  gmp::CategoryLedger ledger;  // after the allocator: detached first
+};
+
+}  // namespace
+
+TEST_CASE("Category scopes nest per thread and the innermost wins") {
+  CHECK(gmp::current_memory_category().empty());
+  {
+    auto outer = gmp::memory_category(cat::activation);
+    CHECK(gmp::current_memory_category() == "activation");
+    {
+      auto inner = gmp::memory_category("kv_cache");  // any string is a category
+      CHECK(gmp::current_memory_category() == "kv_cache");
+      std::thread([] { CHECK(gmp::current_memory_category().empty()); }).join();
+    }
+    CHECK(gmp::current_memory_category() == "activation");
+    {
+      auto untagged = gmp::memory_category("");
+      CHECK(gmp::current_memory_category().empty());
+    }
+  }
+  CHECK(gmp::current_memory_category().empty());
+}
+
+TEST_CASE("Tagged allocations carry the category in blocks, history and the ledger") {
+  Categorized r;
+  auto& a = r.a();
+  void* p = nullptr;
+  void* g = nullptr;
+  void* u = a.allocate(1000);
+  {
+    auto outer = gmp::memory_category(cat::parameter);
+    p = a.allocate(3 * MiB);
+    {
+      auto inner = gmp::memory_category(cat::gradient);
+      g = a.allocate(5000);
+    }
+  }
+  a.validate();
+  std::map<std::uintptr_t, std::string> block_category;
+  for (const auto& seg : a.segments()) {
+    for (const auto& b : seg.blocks) {
+      if (b.state != gmp::BlockState::inactive) {
+        block_category[b.address] = gmp::detail::MetadataStrings::instance().lookup(b.category);
+      }
+    }
+  }
+  CHECK(block_category.at(addr(p)) == "parameter");
+  CHECK(block_category.at(addr(g)) == "gradient");
+  CHECK(block_category.at(addr(u)).empty());
+
+  CHECK(r.stat("parameter").current == 3 * MiB);
+  CHECK(r.stat("gradient").current == 5000);
+  CHECK(r.stat("unknown").current == 1000);
+
+  // Freed in another category's scope: the bytes leave the category they were allocated in.
+  {
+    auto other = gmp::memory_category(cat::optimizer_state);
+    a.deallocate(g);
+    a.deallocate(p);
+  }
+  a.deallocate(u);
+  a.validate();
+  CHECK(r.stat("parameter").current == 0);
+  CHECK(r.stat("parameter").peak == 3 * MiB);
+  CHECK(r.stat("gradient").current == 0);
+  CHECK(r.stat("gradient").peak == 5000);
+  CHECK(r.stat("unknown").peak == 1000);
+  CHECK(r.stat("optimizer_state").current == -1);  // never allocated under: not listed
+
+  const auto trace = r.recorder.trace();
+  CHECK(categories(trace, TraceAction::alloc) == std::vector<std::string>{"", "parameter", "gradient"});
+  CHECK(categories(trace, TraceAction::free_requested) == std::vector<std::string>{"gradient", "parameter", ""});
+  CHECK(categories(trace, TraceAction::free_completed) == std::vector<std::string>{"gradient", "parameter", ""});
+}
+
+TEST_CASE("A category joins the thread's own user metadata in the trace entry") {
+  Recorded r;
+  gmp::UserMetadataScope md("step 3");
+  void* p = nullptr;
+  {
+    auto tag = gmp::memory_category(cat::input);
+    p = r.a().allocate(4096);
+  }
+  r.a().deallocate(p);
+  const auto trace = r.recorder.trace();
+  const auto allocs = only(trace, TraceAction::alloc);
+  REQUIRE(allocs.size() == 1);
+  CHECK(allocs[0].user_metadata == "step 3; category=input");
+  CHECK(only(trace, TraceAction::free_completed).at(0).user_metadata == "step 3; category=input");
+
+  // The snapshot's pickle keeps it: reopened, the entry still names its category.
+  const gmp::Snapshot s = r.a().snapshot();
+  bool found = false;
+  for (const auto& e : s.device_traces.at(0)) found |= gmp::category_of_metadata(e.user_metadata) == "input";
+  CHECK(found);
+}
+
+TEST_CASE("category_of_metadata reads only a category key of its own") {
+  CHECK(gmp::category_of_metadata("category=activation") == "activation");
+  CHECK(gmp::category_of_metadata("fwd; category=my category") == "my category");
+  CHECK(gmp::category_of_metadata("subcategory=x").empty());
+  CHECK(gmp::category_of_metadata("").empty());
+  CHECK(gmp::metadata_with_category("", "") == "");
+  CHECK(gmp::metadata_with_category("fwd", "") == "fwd");
+  CHECK(gmp::category_of_metadata(gmp::metadata_with_category("a; b", "c=d")) == "c=d");
+}
+
+TEST_CASE("Categories are exact across threads, with frees by another thread") {
+  Categorized r;
+  auto& a = r.a();
+  constexpr int kThreads = 4;
+  constexpr int kAllocs = 50;
+  const char* names[kThreads] = {cat::activation, cat::temporary, cat::gradient, "kv_cache"};
+  std::vector<std::vector<void*>> made(kThreads);
+  std::vector<std::thread> workers;
+  for (int t = 0; t < kThreads; ++t) {
+    workers.emplace_back([&, t] {
+      auto tag = gmp::memory_category(names[t]);
+      for (int i = 0; i < kAllocs; ++i) {
+        made[t].push_back(a.allocate(static_cast<std::size_t>(1000 * (t + 1)), gmp::Stream(static_cast<std::uintptr_t>(t))));
+      }
+    });
+  }
+  for (auto& w : workers) w.join();
+  for (int t = 0; t < kThreads; ++t) {
+    CHECK(r.stat(names[t]).current == 1000 * (t + 1) * kAllocs);
+    CHECK(r.stat(names[t]).peak == 1000 * (t + 1) * kAllocs);
+  }
+  CHECK(r.stat("unknown").current == 0);
+  // Thread t frees thread (t + 1)'s allocations under its own category: bytes leave the owner's.
+  workers.clear();
+  for (int t = 0; t < kThreads; ++t) {
+    workers.emplace_back([&, t] {
+      auto tag = gmp::memory_category(names[t]);
+      const auto& theirs = made[(t + 1) % kThreads];
+      for (std::size_t i = 0; i < theirs.size() / 2; ++i) a.deallocate(theirs[i]);
+    });
+  }
+  for (auto& w : workers) w.join();
+  a.validate();
+  std::int64_t sum = 0;
+  for (int t = 0; t < kThreads; ++t) {
+    CHECK(r.stat(names[t]).current == 1000 * (t + 1) * (kAllocs / 2));
+    CHECK(r.stat(names[t]).peak == 1000 * (t + 1) * kAllocs);
+    sum += r.stat(names[t]).current;
+  }
+  CHECK(sum == a.memory_stats().requested_bytes.all().current);
+  for (auto& v : made) {
+    for (std::size_t i = v.size() / 2; i < v.size(); ++i) a.deallocate(v[i]);
+  }
+}
+
+TEST_CASE("A block pending free stays in its category until the free completes") {
+  Categorized r;
+  auto& a = r.a();
+  const gmp::Stream other(7);
+  void* p = nullptr;
+  {
+    auto tag = gmp::memory_category(cat::activation);
+    p = a.allocate(2 * MiB);
+  }
+  a.record_stream(p, other);
+  a.deallocate(p);  // pending: an event on `other`
+  CHECK(r.stat("activation").current == 2 * MiB);
+  r.sim.sim().complete_all_events();
+  void* q = a.allocate(512);  // processes the completed event
+  CHECK(r.stat("activation").current == 0);
+  CHECK(r.stat("unknown").current == 512);
+  a.deallocate(q);
+  a.validate();
+}
+
+TEST_CASE("A ledger attached late starts from the live blocks' categories") {
+  Recorded r;
+  auto& a = r.a();
+  void* p = nullptr;
+  void* u = a.allocate(700);
+  {
+    auto tag = gmp::memory_category(cat::parameter);
+    p = a.allocate(9000);
+  }
+  gmp::CategoryLedger ledger;
+  ledger.attach(a);
+  auto stats = ledger.stats();
+  CHECK(stats["parameter"].current == 9000);
+  CHECK(stats["parameter"].peak == 9000);
+  CHECK(stats["unknown"].current == 700);
+  a.deallocate(p);
+  a.deallocate(u);
+  stats = ledger.stats();
+  CHECK(stats["parameter"].current == 0);
+  CHECK(stats["unknown"].current == 0);
+  ledger.reset_peaks();
+  CHECK(ledger.stats()["parameter"].peak == 0);
+}
+
+TEST_CASE("category_stats counts the default allocator's categories") {
+  const gmp::Device dev("sim:6");
+  auto& a = gmp::default_allocator(dev);
+  const auto before = gmp::category_stats(dev);
+  void* p = nullptr;
+  {
+    auto tag = gmp::memory_category("cat17_default_test");
+    p = a.allocate(12345);
+  }
+  auto stats = gmp::category_stats(dev);
+  CHECK(stats["cat17_default_test"].current == 12345);
+  a.deallocate(p);
+  stats = gmp::category_stats(dev);
+  CHECK(stats["cat17_default_test"].current == 0);
+  CHECK(stats["cat17_default_test"].peak == 12345);
+  CHECK(stats["unknown"].current == before.at("unknown").current);
+}

@@ -1,0 +1,62 @@
+// `gpumemprof timeline SNAPSHOT -o OUT.json|OUT.html`: memory over time by category, as
+// torch.profiler's export_memory_timeline writes it (.json) or as an offline page (.html).
+#pragma once
+
+#include <cstdio>
+#include <optional>
+#include <string>
+
+#include "cli_args.hpp"
+#include "gpumemprof/export/formats/snapshot_reader.hpp"
+#include "gpumemprof/export/reports/memory_timeline.hpp"
+
+namespace gpumemprof::tools {
+
+inline int cmd_timeline(int argc, char** argv) {
+  const Args args(argc, argv, 2, {"--help"}, {"--output", "--device", "--rules"}, {{"-o", "--output"}});
+  if (args.has("--help")) {
+    std::fputs(
+        "usage: gpumemprof timeline SNAPSHOT -o OUT.json|OUT.html [--device N] [--rules FILE]\n"
+        "  Memory over time by category (parameter, optimizer_state, input, temporary, activation,\n"
+        "  gradient, autograd_detail, unknown, and your own) from the snapshot's trace.\n"
+        "  .json: torch.profiler's export_memory_timeline layout [times_us, sizes], 9 numbers a row\n"
+        "  (your own categories count as unknown); .html: an offline stacked-area page with the\n"
+        "  annotated ranges and steps. --device: which device's trace (default 0).\n"
+        "  --rules FILE: categories for untagged memory, one rule a line, first match wins:\n"
+        "    CATEGORY frame PATTERN   (a regular expression on any frame: NAME FILE:LINE)\n"
+        "    CATEGORY scope PATTERN   (on the name of an annotated range open at the allocation)\n",
+        stdout);
+    return 0;
+  }
+  args.expect_positional(1, "one SNAPSHOT file");
+  if (!args.has("--output")) throw UsageError("name the output with -o OUT.json or -o OUT.html");
+  const std::string out = args.get("--output");
+  const auto ends = [&out](const std::string& s) {
+    return out.size() >= s.size() && out.compare(out.size() - s.size(), s.size(), s) == 0;
+  };
+  if (!ends(".json") && !ends(".html") && !ends(".htm")) {
+    throw UsageError("-o " + out + ": name a .json file (torch.profiler's layout) or a .html page");
+  }
+  std::optional<CategoryRules> rules;
+  if (args.has("--rules")) rules = CategoryRules::load(args.get("--rules"));  // bad lines: one error, exit 2
+  const std::string& path = args.positional()[0];
+  const CompactSnapshot snap = load_compact_snapshot(path);
+  const auto device = static_cast<int>(args.count("--device", 0, 1 << 20));
+  const bool known = static_cast<std::size_t>(device) < snap.device_traces.size() &&
+               !snap.device_traces[static_cast<std::size_t>(device)].empty();
+  std::string with_traces;
+  for (std::size_t d = 0; d < snap.device_traces.size(); ++d) {
+    if (snap.device_traces[d].empty()) continue;
+    with_traces += (with_traces.empty() ? "" : ", ") + std::to_string(d);
+  }
+  if (!known) {
+    throw UsageError(path + " has no trace for device " + std::to_string(device) +
+                     (with_traces.empty() ? "; record history (record_memory_history) before taking the snapshot"
+                                          : "; devices with a trace: " + with_traces + " (--device N)"));
+  }
+  write_memory_timeline_file(snap, device, out, rules ? &*rules : nullptr);
+  std::printf("wrote %s\n", out.c_str());
+  return 0;
+}
+
+}  // namespace gpumemprof::tools

@@ -30,8 +30,10 @@ inline int cmd_summary(int argc, char** argv) {
         stdout);
     return 0;
   }
-  if (names_ranks(args.positional())) return print_cross_rank(args.positional(), args.has("--json"), args.count("--top", 10));
-  if (args.has("--json")) throw UsageError("--json reports several ranks: name a folder of rank files or several snapshots");
+  if (names_ranks(args.positional()))
+    return print_cross_rank(args.positional(), args.has("--json"), args.count("--top", 10));
+  if (args.has("--json"))
+    throw UsageError("--json reports several ranks: name a folder of rank files or several snapshots");
   args.expect_positional(1, "one SNAPSHOT file");
   const std::string& path = args.positional()[0];
   const CompactSnapshot snap = load_compact_snapshot(path);
@@ -60,7 +62,8 @@ inline int cmd_html(int argc, char** argv) {
   }
   args.expect_positional(1, "one SNAPSHOT file or rank folder");
   if (!args.has("--output")) throw UsageError("name the report file with -o REPORT.html");
-  const CompactSnapshot snap = load_compact_snapshot(worst_rank_file(args.positional()[0]));  // a folder: its worst rank
+  const CompactSnapshot snap =
+      load_compact_snapshot(worst_rank_file(args.positional()[0]));  // a folder: its worst rank
   HtmlReportOptions opt;
   opt.title = args.get("--title", opt.title);
   opt.max_trace_entries = args.count("--max-entries", 0);

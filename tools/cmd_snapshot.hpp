@@ -32,8 +32,10 @@ inline int cmd_summary(int argc, char** argv) {
         stdout);
     return 0;
   }
-  if (names_ranks(args.positional())) return print_cross_rank(args.positional(), args.has("--json"), args.count("--top", 10));
-  if (args.has("--json")) throw UsageError("--json reports several ranks: name a folder of rank files or several snapshots");
+  if (names_ranks(args.positional()))
+    return print_cross_rank(args.positional(), args.has("--json"), args.count("--top", 10));
+  if (args.has("--json"))
+    throw UsageError("--json reports several ranks: name a folder of rank files or several snapshots");
   args.expect_positional(1, "one SNAPSHOT file");
   const std::string& path = args.positional()[0];
   const CompactSnapshot snap = load_cli_snapshot(path);

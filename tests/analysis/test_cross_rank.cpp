@@ -150,7 +150,8 @@ TEST_CASE("the cross-rank report: imbalance, its site, and the sites that differ
   CHECK(d.max_rank == 2);
 
   const std::string text = gmp::format_cross_rank(report);
-  CHECK_THAT(text, Catch::Matchers::Contains("largest peak allocated 112.00 MiB on rank 2, smallest 32.00 MiB on rank 0 (3.500x)"));
+  CHECK_THAT(text, Catch::Matchers::Contains(
+                       "largest peak allocated 112.00 MiB on rank 2, smallest 32.00 MiB on rank 0 (3.500x)"));
   CHECK_THAT(text, Catch::Matchers::Contains("node1"));
   const gmp::DataValue json = gmp::parse_json(gmp::cross_rank_json(report));
   CHECK(json.find("max_peak_rank")->as_int() == 2);

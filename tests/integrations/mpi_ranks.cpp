@@ -59,8 +59,8 @@ void check_rank_file(const std::string& dir, int r, int world) {
   check(info.world_size == world, path + ": world_size " + std::to_string(info.world_size));
   check(info.device == (device == "sim:0" ? device : "cuda:" + std::to_string(r)), path + ": device " + info.device);
   check(!info.host.empty(), path + ": no host");
-  check(info.peak_allocated_bytes == expected_peak(r), path + ": peak_allocated_bytes " +
-                                                           std::to_string(info.peak_allocated_bytes));
+  check(info.peak_allocated_bytes == expected_peak(r),
+        path + ": peak_allocated_bytes " + std::to_string(info.peak_allocated_bytes));
   check(info.peak_reserved_bytes == expected_peak(r) + static_cast<std::int64_t>(2_MiB),
         path + ": peak_reserved_bytes " + std::to_string(info.peak_reserved_bytes));
   check(info.num_ooms == 0, path + ": num_ooms");
@@ -84,7 +84,8 @@ void check_index(const std::string& dir, int world) {
     check(e.find("peak_reserved_bytes")->as_int() == expected_peak(r) + static_cast<std::int64_t>(2_MiB),
           where + "peak_reserved_bytes");
     check(e.find("file")->as_string() == "rank-" + std::to_string(r) + ".pickle", where + "file");
-    check(e.find("device")->as_string() == (device == "sim:0" ? device : "cuda:" + std::to_string(r)), where + "device");
+    check(e.find("device")->as_string() == (device == "sim:0" ? device : "cuda:" + std::to_string(r)),
+          where + "device");
     check(!e.find("host")->as_string().empty(), where + "host");
   }
 }
@@ -97,16 +98,17 @@ int run_dump(const std::string& dir, int rank, int world) {
     check(all.size() == static_cast<std::size_t>(world), "gather: one entry per rank");
     for (int r = 0; r < world && static_cast<std::size_t>(r) < all.size(); ++r) {
       const gmp::MemoryStats& s = all[static_cast<std::size_t>(r)];
-      check(s.allocated_bytes.all().peak == expected_peak(r), "gather: rank " + std::to_string(r) + " peak allocated " +
-                                                                  std::to_string(s.allocated_bytes.all().peak));
+      check(s.allocated_bytes.all().peak == expected_peak(r),
+            "gather: rank " + std::to_string(r) + " peak allocated " + std::to_string(s.allocated_bytes.all().peak));
       check(s.allocated_bytes.all().current == expected_peak(r), "gather: rank " + std::to_string(r) + " current");
-      check(s.allocation.all().current == r + 1 + (r == 3 ? 1 : 0), "gather: rank " + std::to_string(r) + " allocations");
+      check(s.allocation.all().current == r + 1 + (r == 3 ? 1 : 0),
+            "gather: rank " + std::to_string(r) + " allocations");
     }
     const int last = world - 1;
     check(gmp::largest_peak(all) == gmp::RankPeak{last, expected_peak(last)}, "largest_peak is the last rank");
     check(gmp::smallest_peak(all) == gmp::RankPeak{0, expected_peak(0)}, "smallest_peak is rank 0");
-    check(world != 4 || gmp::peak_imbalance(all) == 8.0, "imbalance (128 MiB / 16 MiB) = 8, got " +
-                                                             std::to_string(gmp::peak_imbalance(all)));
+    check(world != 4 || gmp::peak_imbalance(all) == 8.0,
+          "imbalance (128 MiB / 16 MiB) = 8, got " + std::to_string(gmp::peak_imbalance(all)));
     check(gmp::largest_peak(all, gmp::PeakOf::reserved).bytes == expected_peak(last) + static_cast<std::int64_t>(2_MiB),
           "largest reserved peak");
   } else {

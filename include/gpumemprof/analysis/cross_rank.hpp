@@ -46,7 +46,7 @@ struct RankFacts {
   std::string file;
   std::int64_t peak_allocated_bytes = 0;
   std::int64_t peak_reserved_bytes = 0;
-  bool peaks_recorded = false;  ///< from the allocator's stats (else from the trace)
+  bool peaks_recorded = false;                   ///< from the allocator's stats (else from the trace)
   std::optional<double> external_fragmentation;  ///< at the end; none when nothing is free
   std::int64_t num_ooms = 0;
   std::string top_site;  ///< "" when the snapshot has no allocations

@@ -85,10 +85,10 @@ struct RankInfo {
   std::int64_t rank = -1;  ///< -1: not part of a multi-process run (the keys are not written)
   std::int64_t world_size = 0;
   std::string host;
-  std::string device;                       ///< "cuda:1", "sim:0"
-  std::int64_t peak_allocated_bytes = -1;   ///< allocated_bytes.all.peak; -1: unknown
-  std::int64_t peak_reserved_bytes = -1;    ///< reserved_bytes.all.peak; -1: unknown
-  std::int64_t num_ooms = -1;               ///< -1: unknown
+  std::string device;                      ///< "cuda:1", "sim:0"
+  std::int64_t peak_allocated_bytes = -1;  ///< allocated_bytes.all.peak; -1: unknown
+  std::int64_t peak_reserved_bytes = -1;   ///< reserved_bytes.all.peak; -1: unknown
+  std::int64_t num_ooms = -1;              ///< -1: unknown
   [[nodiscard]] bool known() const noexcept { return rank >= 0; }
 };
 

@@ -31,8 +31,8 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
-#include <utility>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "gpumemprof/allocator/default_allocator.hpp"
@@ -55,7 +55,8 @@ inline void check(int rc, const char* what) {
   char text[MPI_MAX_ERROR_STRING];
   int len = 0;
   MPI_Error_string(rc, text, &len);
-  throw std::runtime_error(std::string("gpumemprof::mpi: ") + what + " failed: " + std::string(text, static_cast<std::size_t>(len)));
+  throw std::runtime_error(std::string("gpumemprof::mpi: ") + what +
+                           " failed: " + std::string(text, static_cast<std::size_t>(len)));
 }
 
 inline int comm_rank(MPI_Comm comm) {
@@ -123,41 +124,41 @@ inline void dump_snapshots(const std::string& dir, const Device& device, MPI_Com
                 "MPI_Gather of the rank files");
   if (rank == 0) {
     try {
-      write_file_atomically(
-          (std::filesystem::path(dir) / "ranks.json").string(), [&](std::ostream& os) {
-            JsonWriter w(os);
-            w.begin_dict();
-            w.field("world_size", world);
-            w.key("ranks");
-            w.begin_list();
-            for (int r = 0; r < world; ++r) {
-              const detail::RankRecord& rec = all[static_cast<std::size_t>(r)];
-              w.begin_dict();
-              w.field("rank", r);
-              w.field("host", std::string(rec.host));
-              w.field("device", std::string(rec.device));
-              w.field("peak_allocated_bytes", rec.peak_allocated);
-              w.field("peak_reserved_bytes", rec.peak_reserved);
-              w.field("num_ooms", rec.num_ooms);
-              w.key("file");
-              if (rec.written != 0) {
-                w.value("rank-" + std::to_string(r) + ".pickle");
-              } else {
-                w.value(nullptr);
-              }
-              if (rec.written == 0) w.field("error", std::string(rec.error));
-              w.end_dict();
-            }
-            w.end_list();
-            w.end_dict();
-            w.finish();
-          });
+      write_file_atomically((std::filesystem::path(dir) / "ranks.json").string(), [&](std::ostream& os) {
+        JsonWriter w(os);
+        w.begin_dict();
+        w.field("world_size", world);
+        w.key("ranks");
+        w.begin_list();
+        for (int r = 0; r < world; ++r) {
+          const detail::RankRecord& rec = all[static_cast<std::size_t>(r)];
+          w.begin_dict();
+          w.field("rank", r);
+          w.field("host", std::string(rec.host));
+          w.field("device", std::string(rec.device));
+          w.field("peak_allocated_bytes", rec.peak_allocated);
+          w.field("peak_reserved_bytes", rec.peak_reserved);
+          w.field("num_ooms", rec.num_ooms);
+          w.key("file");
+          if (rec.written != 0) {
+            w.value("rank-" + std::to_string(r) + ".pickle");
+          } else {
+            w.value(nullptr);
+          }
+          if (rec.written == 0) w.field("error", std::string(rec.error));
+          w.end_dict();
+        }
+        w.end_list();
+        w.end_dict();
+        w.finish();
+      });
     } catch (const std::exception& e) {
       if (failure.empty()) failure = e.what();
     }
   }
   detail::check(MPI_Barrier(comm), "MPI_Barrier after the rank files");  // every file is there on return
-  if (!failure.empty()) throw IoError("gpumemprof::mpi::dump_snapshots on rank " + std::to_string(rank) + ": " + failure);
+  if (!failure.empty())
+    throw IoError("gpumemprof::mpi::dump_snapshots on rank " + std::to_string(rank) + ": " + failure);
 }
 
 /// At every OOM of `device`'s default allocator on this rank, writes `dir/rank-<R>.pickle` (the

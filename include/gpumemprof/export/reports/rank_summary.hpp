@@ -62,8 +62,9 @@ GPUMEMPROF_NAMESPACE_BEGIN
   }
   if (ec) throw IoError(dir + ": cannot list the folder (" + ec.message() + ")");
   if (found.empty()) {
-    throw IoError(dir + ": no rank-<R>.pickle files in this folder (write them with gpumemprof::mpi::dump_snapshots or "
-                           "gpumemprof_torch.dump_snapshots, or name the snapshot files)");
+    throw IoError(dir +
+                  ": no rank-<R>.pickle files in this folder (write them with gpumemprof::mpi::dump_snapshots or "
+                  "gpumemprof_torch.dump_snapshots, or name the snapshot files)");
   }
   std::sort(found.begin(), found.end());
   std::vector<std::string> out;
@@ -124,17 +125,20 @@ GPUMEMPROF_NAMESPACE_BEGIN
 [[nodiscard]] inline std::string format_cross_rank(const CrossRankReport& report, std::size_t top = 10) {
   std::string out;
   char buf[512];
-  const auto size = [](std::int64_t b) { return format_size(static_cast<std::uint64_t>(std::max<std::int64_t>(b, 0))); };
+  const auto size = [](std::int64_t b) {
+    return format_size(static_cast<std::uint64_t>(std::max<std::int64_t>(b, 0)));
+  };
   std::snprintf(buf, sizeof buf, "%zu rank(s) of world size %lld\n", report.ranks().size(),
                 static_cast<long long>(report.world_size()));
   out += buf;
-  std::snprintf(buf, sizeof buf, "%5s  %-16s %-8s %14s %14s %9s %5s  %s\n", "rank", "host", "device",
-                "peak allocated", "peak reserved", "ext.frag", "OOMs", "top site (peak requested)");
+  std::snprintf(buf, sizeof buf, "%5s  %-16s %-8s %14s %14s %9s %5s  %s\n", "rank", "host", "device", "peak allocated",
+                "peak reserved", "ext.frag", "OOMs", "top site (peak requested)");
   out += buf;
   bool any_from_trace = false;
   for (const RankFacts& r : report.ranks()) {
     any_from_trace = any_from_trace || !r.peaks_recorded;
-    const std::string site = r.top_site.empty() ? std::string("(none)") : r.top_site + " (" + format_size(r.top_site_bytes) + ")";
+    const std::string site =
+        r.top_site.empty() ? std::string("(none)") : r.top_site + " (" + format_size(r.top_site_bytes) + ")";
     std::snprintf(buf, sizeof buf, "%5d  %-16s %-8s %14s %14s %9s %5lld  %s%s\n", r.rank,
                   r.host.empty() ? "?" : r.host.c_str(), r.device.empty() ? "?" : r.device.c_str(),
                   size(r.peak_allocated_bytes).c_str(), size(r.peak_reserved_bytes).c_str(),
@@ -142,7 +146,8 @@ GPUMEMPROF_NAMESPACE_BEGIN
                   r.peaks_recorded ? "" : " *");
     out += buf;
   }
-  if (any_from_trace) out += "* peaks from the trace (allocated replayed on the default policy, reserved as recorded)\n";
+  if (any_from_trace)
+    out += "* peaks from the trace (allocated replayed on the default policy, reserved as recorded)\n";
   if (report.max_peak_rank() >= 0) {
     const RankFacts& hi = report.rank(report.max_peak_rank());
     const RankFacts& lo = report.rank(report.min_peak_rank());

@@ -256,7 +256,7 @@ class CachingAllocator {
         detail::spin_while([this] { return fold_waiting.load(std::memory_order_relaxed); });
       }
     }
-    // A folder's lock (fold_mutex_ held: one folder at a time).
+    // A folder's or an exclusive section's lock (fold_mutex_ held: one such taker at a time).
     void lock_for_fold() noexcept {
       fold_waiting.store(true, std::memory_order_relaxed);
       mutex.lock();
@@ -343,7 +343,7 @@ class CachingAllocator {
       a_.fold_mutex_.lock();
       if (kept != nullptr) kept->parked.store(false, std::memory_order_relaxed);
       for (const auto& sh : a_.shards_) {
-        if (sh.get() != kept) sh->mutex.lock();
+        if (sh.get() != kept) sh->lock_for_fold();  // the fold handshake: a busy hot path lets it in
       }
       a_.fold_locked(/*all_held=*/true);
       if (stats_) {
@@ -357,15 +357,21 @@ class CachingAllocator {
       if (stats_) {
         a_.stats_lock_.unlock();
       } else {
-        a_.quiescent_.store(false, std::memory_order_release);
+        // A reader that saw quiescent_ reads holding the fold lock and no shard (read_stats):
+        // the shards stay held until it is done. Taking the fold lock with the shards held
+        // inverts the lock order, safely: while quiescent_ is set no holder of the fold lock
+        // waits for a shard (folds and read_stats skip them), and the device mutex (held)
+        // keeps out every other taker of shards.
+        a_.fold_mutex_.lock();
+        a_.quiescent_.store(false, std::memory_order_relaxed);
       }
-      // Under the fold lock (held unless !stats_, and readers keep no shard): its journal is
-      // empty, all folded on entry, and stays so while it is held.
+      // Under the fold lock (readers keep no shard): its journal is empty, all folded on
+      // entry, and stays so while it is held.
       if (kept != nullptr) kept->parked.store(true, std::memory_order_relaxed);
       for (auto it = a_.shards_.rbegin(); it != a_.shards_.rend(); ++it) {
         if (it->get() != kept) (*it)->mutex.unlock();
       }
-      if (stats_) a_.fold_mutex_.unlock();
+      a_.fold_mutex_.unlock();
       if (!keep_device) a_.device_mutex_.unlock();
     }
     const CachingAllocator& a_;

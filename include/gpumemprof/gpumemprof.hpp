@@ -35,6 +35,7 @@
 #include "gpumemprof/history/user_metadata.hpp"
 
 // analysis (between history and the profiler)
+#include "gpumemprof/analysis/oom_report.hpp"
 
 // 4 profiler
 #include "gpumemprof/profiler/leak_detector.hpp"

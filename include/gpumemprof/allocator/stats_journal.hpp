@@ -49,8 +49,6 @@ class StatJournal {
   /// and a steady state allocates nothing.
   void take_all(std::vector<StatRecord>& out) noexcept { out.swap(records_); }
 
-  [[nodiscard]] std::size_t size() const noexcept { return records_.size(); }
-
  private:
   std::vector<StatRecord> records_;
   std::uint64_t last_ = 0;

@@ -55,7 +55,8 @@ struct Pause {
 void* allocate(std::size_t n, std::size_t align) {
   count_one();
   if (n == 0) n = 1;
-  void* p = align <= alignof(std::max_align_t) ? std::malloc(n) : std::aligned_alloc(align, (n + align - 1) / align * align);
+  void* p =
+      align <= alignof(std::max_align_t) ? std::malloc(n) : std::aligned_alloc(align, (n + align - 1) / align * align);
   if (p == nullptr) throw std::bad_alloc();
   return p;
 }
@@ -84,18 +85,54 @@ constexpr std::size_t MiB = std::size_t{1} << 20;
 struct QuietSim : gmp::SimulatedBackend {
   using SimulatedBackend::SimulatedBackend;
   using Pause = inject::Pause;
-  void* malloc(std::size_t n) { Pause p; return SimulatedBackend::malloc(n); }
-  void free(void* ptr) { Pause p; SimulatedBackend::free(ptr); }
-  gmp::Event record_event(gmp::Stream s) { Pause p; return SimulatedBackend::record_event(s); }
-  bool query_event(gmp::Event e) { Pause p; return SimulatedBackend::query_event(e); }
-  void synchronize_event(gmp::Event e) { Pause p; SimulatedBackend::synchronize_event(e); }
-  void release_event(gmp::Event e) { Pause p; SimulatedBackend::release_event(e); }
-  std::string name() const { Pause p; return SimulatedBackend::name(); }
-  gmp::Reservation reserve(std::size_t n) { Pause p; return SimulatedBackend::reserve(n); }
-  void release(gmp::Reservation r) { Pause p; SimulatedBackend::release(r); }
-  bool map(gmp::Reservation r, std::size_t off, std::size_t n) { Pause p; return SimulatedBackend::map(r, off, n); }
-  void unmap(gmp::Reservation r, std::size_t off, std::size_t n) { Pause p; SimulatedBackend::unmap(r, off, n); }
-  void synchronize_stream(gmp::Stream s) { Pause p; SimulatedBackend::synchronize_stream(s); }
+  void* malloc(std::size_t n) {
+    Pause p;
+    return SimulatedBackend::malloc(n);
+  }
+  void free(void* ptr) {
+    Pause p;
+    SimulatedBackend::free(ptr);
+  }
+  gmp::Event record_event(gmp::Stream s) {
+    Pause p;
+    return SimulatedBackend::record_event(s);
+  }
+  bool query_event(gmp::Event e) {
+    Pause p;
+    return SimulatedBackend::query_event(e);
+  }
+  void synchronize_event(gmp::Event e) {
+    Pause p;
+    SimulatedBackend::synchronize_event(e);
+  }
+  void release_event(gmp::Event e) {
+    Pause p;
+    SimulatedBackend::release_event(e);
+  }
+  std::string name() const {
+    Pause p;
+    return SimulatedBackend::name();
+  }
+  gmp::Reservation reserve(std::size_t n) {
+    Pause p;
+    return SimulatedBackend::reserve(n);
+  }
+  void release(gmp::Reservation r) {
+    Pause p;
+    SimulatedBackend::release(r);
+  }
+  bool map(gmp::Reservation r, std::size_t off, std::size_t n) {
+    Pause p;
+    return SimulatedBackend::map(r, off, n);
+  }
+  void unmap(gmp::Reservation r, std::size_t off, std::size_t n) {
+    Pause p;
+    SimulatedBackend::unmap(r, off, n);
+  }
+  void synchronize_stream(gmp::Stream s) {
+    Pause p;
+    SimulatedBackend::synchronize_stream(s);
+  }
 };
 using Alloc = gmp::CachingAllocator<QuietSim>;
 
@@ -170,8 +207,10 @@ void nothing(Fixture&) {}
 }  // namespace
 
 TEST_CASE("exception safety: the first allocation of a fresh allocator") {
-  fail_each_allocation("", 1024 * MiB, nothing, [](Fixture& f) { f.alloc(1000); }, true);
-  fail_each_allocation("", 1024 * MiB, nothing, [](Fixture& f) { f.alloc(30 * MiB); }, true);
+  fail_each_allocation(
+      "", 1024 * MiB, nothing, [](Fixture& f) { f.alloc(1000); }, true);
+  fail_each_allocation(
+      "", 1024 * MiB, nothing, [](Fixture& f) { f.alloc(30 * MiB); }, true);
 }
 
 TEST_CASE("exception safety: runs of allocations and frees on one stream") {
@@ -210,7 +249,8 @@ TEST_CASE("exception safety: frees of blocks used on other streams, and their ev
       f.a.record_stream(p, s2);
     }
   };
-  fail_each_allocation("", 1024 * MiB, used_elsewhere, [](Fixture& f) { f.free_last(); }, true);
+  fail_each_allocation(
+      "", 1024 * MiB, used_elsewhere, [](Fixture& f) { f.free_last(); }, true);
   fail_each_allocation("", 1024 * MiB, used_elsewhere, [](Fixture& f) {
     while (!f.live.empty()) f.free_last();
   });
@@ -244,10 +284,13 @@ TEST_CASE("exception safety: empty_cache and the out-of-memory sequence") {
     f.a.record_stream(p, s0);
     while (f.live.size() > 1) f.free_last();  // one small block stays allocated
   };
-  fail_each_allocation("", 128 * MiB, cached, [](Fixture& f) { f.a.empty_cache(); }, true);
+  fail_each_allocation(
+      "", 128 * MiB, cached, [](Fixture& f) { f.a.empty_cache(); }, true);
   // 128 MiB device, 60 MiB of it cached on s1: 100 MiB on s0 needs the cache released.
-  fail_each_allocation("", 128 * MiB, cached, [=](Fixture& f) { f.alloc(100 * MiB, s0); }, true);
-  fail_each_allocation("max_split_size_mb:20", 128 * MiB, cached, [=](Fixture& f) { f.alloc(100 * MiB, s0); }, true);
+  fail_each_allocation(
+      "", 128 * MiB, cached, [=](Fixture& f) { f.alloc(100 * MiB, s0); }, true);
+  fail_each_allocation(
+      "max_split_size_mb:20", 128 * MiB, cached, [=](Fixture& f) { f.alloc(100 * MiB, s0); }, true);
 }
 
 TEST_CASE("exception safety: several streams (journaled stats) and the readers") {

@@ -27,7 +27,7 @@ bool any_segment_on(const SimAllocator& a, gmp::Stream stream) {
 TEST_CASE("release_stream: cached, pending and live memory of a destroyed stream") {
   SimAlloc s;
   const gmp::Stream s0, s1(0x51), s2(0x52);
-  void* live1 = s.a.allocate(1000, s1);  // a small segment of s1: live block + free remainder
+  void* live1 = s.a.allocate(1000, s1);        // a small segment of s1: live block + free remainder
   s.a.deallocate(s.a.allocate(30 * MiB, s1));  // a whole free segment of s1
   void* b0 = s.a.allocate(4096, s0);
   s.a.record_stream(b0, s1);  // a live block of s0 used on s1
@@ -47,9 +47,10 @@ TEST_CASE("release_stream: cached, pending and live memory of a destroyed stream
   s.a.validate();
   const auto after = s.stats();
   CHECK(s.sim().counters().free_calls == frees_before + 1);  // the free 30 MiB segment went back
-  CHECK(after.reserved_bytes.all().current == before.reserved_bytes.all().current - 30 * MiB);
+  const auto segment_bytes = static_cast<std::int64_t>(30 * MiB);
+  CHECK(after.reserved_bytes.all().current == before.reserved_bytes.all().current - segment_bytes);
   CHECK(after.active.all().current == before.active.all().current - 1);  // d0's block is free now
-  CHECK(after.allocation.all().current == 2);                           // live1 and b0
+  CHECK(after.allocation.all().current == 2);                            // live1 and b0
   CHECK(!any_segment_on(s.a, s1));
   CHECK(segment_of(s.a, live1).stream == s0);  // moved to the default stream with its free remainder
 

@@ -9,11 +9,17 @@
 namespace {
 struct OpaqueStream;
 template <class A>
-concept records_swapped = requires(A& a, OpaqueStream* handle, void* ptr) { a.record_stream(handle, ptr); };
+concept records_swapped = requires(A& a, OpaqueStream* handle, void* ptr) {
+  a.record_stream(handle, ptr);
+};
 template <class A>
-concept records_in_order = requires(A& a, OpaqueStream* handle, void* ptr) { a.record_stream(ptr, gmp::Stream(handle)); };
+concept records_in_order = requires(A& a, OpaqueStream* handle, void* ptr) {
+  a.record_stream(ptr, gmp::Stream(handle));
+};
 template <class A>
-concept allocates_on_bare_handle = requires(A& a, OpaqueStream* handle) { a.allocate(64, handle); };
+concept allocates_on_bare_handle = requires(A& a, OpaqueStream* handle) {
+  a.allocate(64, handle);
+};
 static_assert(!records_swapped<SimAllocator>, "record_stream(stream, ptr) must not compile");
 static_assert(records_in_order<SimAllocator>);
 static_assert(!allocates_on_bare_handle<SimAllocator>, "a stream handle converts to Stream only explicitly");

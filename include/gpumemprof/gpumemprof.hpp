@@ -41,6 +41,7 @@
 
 // analysis (between history and the profiler)
 #include "gpumemprof/analysis/rank_budget.hpp"
+#include "gpumemprof/analysis/oom_report.hpp"
 
 // 4 profiler
 #include "gpumemprof/profiler/leak_detector.hpp"

@@ -116,3 +116,15 @@ TEST_CASE("a process started with a bad variable survives static initialisation 
   CHECK(run_child("[env-child-device]", "GPUMEMPROF_DEVICE=cuda:banana") == 5);
   CHECK(run_child("[env-child]", "GPUMEMPROF_ALLOC_CONF=max_split_size_mb:64") == 6);  // a good value: no error
 }
+
+// The umbrella header brings the OOM report (this file includes nothing else of the project).
+TEST_CASE("gpumemprof.hpp alone gives attach_oom_reporter") {
+  gmp::CachingAllocator<gmp::SimulatedBackend> a(gmp::SimulatedBackend(gmp::SimulatedOptions{64u << 20}),
+                                                 gmp::AllocatorConfig(""));
+  auto reporter = gmp::attach_oom_reporter(a);
+  CHECK_THROWS_AS((void)a.allocate(std::size_t{128} << 20), gmp::OutOfMemoryError);
+  CHECK(reporter->count() == 1);
+  REQUIRE(reporter->last().has_value());
+  CHECK(reporter->last()->block_bytes == std::uint64_t{128} << 20);
+  CHECK(reporter->last()->device_name == "sim:0");
+}

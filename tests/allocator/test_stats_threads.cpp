@@ -158,3 +158,69 @@ TEST_CASE("gauges() read during traffic on several streams are never torn") {
   CHECK(g.total_allocations == g.total_frees);
   s.a.validate();
 }
+
+// One stream (no journals: its shard's lock orders every operation), a with_lock() reader
+// (segments(), as snapshot() and dump_snapshot() do) and a stats reader opening peak windows (a
+// profiler's scopes plus its sampler): the everyday setup. Under ThreadSanitizer any access to
+// the statistics or the windows outside the protocol is reported; here the readings must also
+// stay consistent and the windows' peaks bound every value seen meanwhile. (Catch2's assertions
+// are not thread-safe: the readers count what they find wrong, the main thread checks.)
+TEST_CASE("one stream with a segments() reader and a stats and peak-window reader") {
+  SimAlloc s;
+  std::atomic<bool> stop{false};
+  std::atomic<int> snapshots{0}, readings{0}, untiled{0}, inconsistent{0}, low_peaks{0};
+  std::thread snapshotter([&] {
+    while (!stop.load()) {
+      for (const auto& seg : s.a.segments()) {
+        std::size_t sum = 0;
+        for (const auto& b : seg.blocks) sum += b.size;
+        if (sum != seg.size) untiled.fetch_add(1);
+      }
+      snapshots.fetch_add(1);
+    }
+  });
+  std::thread sampler([&] {
+    while (!stop.load()) {
+      const std::uint64_t outer = s.a.open_peak_window();
+      const auto g = s.a.gauges();
+      const std::uint64_t inner = s.a.open_peak_window();  // nested, as profile_context scopes are
+      const auto st = s.a.memory_stats();
+      if (g.requested_bytes > g.allocated_bytes || g.allocated_bytes > g.reserved_bytes ||
+          g.total_allocations - g.total_frees != static_cast<std::uint64_t>(g.allocations) ||
+          st.allocated_bytes.all().current > st.allocated_bytes.all().peak) {
+        inconsistent.fetch_add(1);
+      }
+      if (s.a.close_peak_window(inner) < st.allocated_bytes.all().current) low_peaks.fetch_add(1);
+      if (s.a.close_peak_window(outer) < std::max(g.allocated_bytes, st.allocated_bytes.all().current)) {
+        low_peaks.fetch_add(1);
+      }
+      readings.fetch_add(1);
+    }
+  });
+  while (snapshots.load() == 0 || readings.load() == 0) std::this_thread::yield();
+  std::mt19937_64 rng(21);
+  std::vector<void*> mine;
+  for (int i = 0; i < 20000; ++i) {  // the default stream
+    if (mine.size() < 8 && (mine.empty() || rng() % 2 != 0)) {
+      mine.push_back(s.a.allocate(round_size(rng)));
+    } else {
+      s.a.deallocate(mine.back());
+      mine.pop_back();
+    }
+    if (i % 4000 == 0) {  // readers interleave with the traffic, not only before or after it
+      const int a = snapshots.load(), r = readings.load();
+      while (snapshots.load() == a || readings.load() == r) std::this_thread::yield();
+    }
+  }
+  for (void* p : mine) s.a.deallocate(p);
+  stop = true;
+  snapshotter.join();
+  sampler.join();
+  CHECK(untiled.load() == 0);
+  CHECK(inconsistent.load() == 0);
+  CHECK(low_peaks.load() == 0);
+  const auto g = s.a.gauges();
+  CHECK(g.allocations == 0);
+  CHECK(g.total_allocations == g.total_frees);
+  s.a.validate();
+}

@@ -1,6 +1,31 @@
 // Cross-stream safety: a block used on another stream waits for that stream's events.
+#include <type_traits>
+
 #include "catch.hpp"
 #include "sim_allocator.hpp"
+
+// A stream handle is a pointer to an opaque type (cudaStream_t is CUstream_st*). Stream(T*) is
+// explicit, so a handle and a device pointer given in the wrong order do not compile.
+namespace {
+struct OpaqueStream;
+template <class A>
+concept records_swapped = requires(A& a, OpaqueStream* handle, void* ptr) {
+  a.record_stream(handle, ptr);
+};
+template <class A>
+concept records_in_order = requires(A& a, OpaqueStream* handle, void* ptr) {
+  a.record_stream(ptr, gmp::Stream(handle));
+};
+template <class A>
+concept allocates_on_bare_handle = requires(A& a, OpaqueStream* handle) {
+  a.allocate(64, handle);
+};
+static_assert(!records_swapped<SimAllocator>, "record_stream(stream, ptr) must not compile");
+static_assert(records_in_order<SimAllocator>);
+static_assert(!allocates_on_bare_handle<SimAllocator>, "a stream handle converts to Stream only explicitly");
+static_assert(!std::is_convertible_v<void*, gmp::Stream>);
+static_assert(std::is_constructible_v<gmp::Stream, OpaqueStream*>);
+}  // namespace
 
 TEST_CASE("record_stream: the block is not reused before the other stream's work completes") {
   SimAlloc s;

@@ -47,16 +47,16 @@ TEST_CASE("record_stream: no reuse before the other stream's long-running work e
   cudaStream_t s1 = nullptr, s2 = nullptr;
   GPUMEMPROF_CUDA_CHECK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
   GPUMEMPROF_CUDA_CHECK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
-  void* p = a.allocate(MiB, s1);
+  void* p = a.allocate(MiB, gmp::Stream(s1));
   gpu_test::launch_spin_and_fill(p, 1024, 300.0, s2);  // s2 uses p for ~300 ms
-  a.record_stream(p, s2);
+  a.record_stream(p, gmp::Stream(s2));
   a.deallocate(p);
-  void* q = a.allocate(MiB, s1);  // s2 still running: p's block must not come back
+  void* q = a.allocate(MiB, gmp::Stream(s1));  // s2 still running: p's block must not come back
   CHECK(q != p);
   CHECK(a.memory_stats().active.all().current == 2);
   a.validate();
   GPUMEMPROF_CUDA_CHECK(cudaStreamSynchronize(s2));
-  void* r = a.allocate(MiB, s1);  // the event completed: p's block is reused at once
+  void* r = a.allocate(MiB, gmp::Stream(s1));  // the event completed: p's block is reused at once
   CHECK(r == p);
   unsigned word = 0;
   GPUMEMPROF_CUDA_CHECK(cudaMemcpy(&word, p, sizeof word, cudaMemcpyDeviceToHost));
@@ -72,10 +72,10 @@ TEST_CASE("same-stream reuse is immediate even while the stream is busy") {
   auto a = make_allocator();
   cudaStream_t s = nullptr;
   GPUMEMPROF_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  void* p = a.allocate(MiB, s);
+  void* p = a.allocate(MiB, gmp::Stream(s));
   gpu_test::launch_spin_and_fill(p, 256, 100.0, s);
   a.deallocate(p);
-  CHECK(a.allocate(MiB, s) == p);  // stream order protects it
+  CHECK(a.allocate(MiB, gmp::Stream(s)) == p);  // stream order protects it
   a.deallocate(p);
   GPUMEMPROF_CUDA_CHECK(cudaStreamSynchronize(s));
   cudaStreamDestroy(s);

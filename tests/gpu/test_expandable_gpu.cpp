@@ -129,13 +129,13 @@ TEST_CASE("expandable GPU: two streams, one reservation each; pages recycled acr
   cudaStream_t s1 = nullptr, s2 = nullptr;
   GPUMEMPROF_CUDA_CHECK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
   GPUMEMPROF_CUDA_CHECK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
-  const Buffer x{a.allocate(32 * MiB, s1), 32 * MiB, 7, s1};
-  const Buffer y{a.allocate(32 * MiB, s2), 32 * MiB, 8, s2};
+  const Buffer x{a.allocate(32 * MiB, gmp::Stream(s1)), 32 * MiB, 7, s1};
+  const Buffer y{a.allocate(32 * MiB, gmp::Stream(s2)), 32 * MiB, 8, s2};
   fill(x);
   fill(y);
   CHECK(a.segments().size() == 2);
   a.deallocate(x.p);  // s1's pages are free; s2 grows by taking them (after s1 is synchronized)
-  const Buffer z{a.allocate(16 * MiB, s2), 16 * MiB, 9, s2};
+  const Buffer z{a.allocate(16 * MiB, gmp::Stream(s2)), 16 * MiB, 9, s2};
   fill(z);
   a.validate();
   CHECK(reserved(a) == static_cast<std::int64_t>(64 * MiB));

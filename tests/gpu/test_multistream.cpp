@@ -47,7 +47,7 @@ unsigned run_rounds(gmp::DeviceAllocator& a, int iterations, bool record, unsign
     const std::size_t bytes = rng() % 4 == 0 ? MiB + rng() % (11 * MiB) : 4 * KiB + rng() % MiB;
     const auto words = static_cast<unsigned>(bytes / sizeof(unsigned));
     const unsigned tag = static_cast<unsigned>(i) * 7919u + seed;
-    void* p = a.allocate(bytes, prod);
+    void* p = a.allocate(bytes, gmp::Stream(prod));
     gpu_test::launch_fill_pattern(p, words, tag, 0.0, prod);
     cudaEvent_t filled = nullptr;
     GPUMEMPROF_CUDA_CHECK(cudaEventCreateWithFlags(&filled, cudaEventDisableTiming));
@@ -56,7 +56,7 @@ unsigned run_rounds(gmp::DeviceAllocator& a, int iterations, bool record, unsign
     GPUMEMPROF_CUDA_CHECK(cudaEventDestroy(filled));
     // The consumer waits a little before reading: time for a wrongly reused block to be refilled.
     gpu_test::launch_verify_pattern(p, words, tag, 0.5 + (rng() % 100) / 100.0, errors, cons);
-    if (record) a.record_stream(p, cons);
+    if (record) a.record_stream(p, gmp::Stream(cons));
     a.deallocate(p);  // at once: the consumer has not run yet
     if (i % 97 == 0) a.validate();
     if (i % 211 == 0) a.empty_cache();

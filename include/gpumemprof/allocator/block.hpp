@@ -88,25 +88,34 @@ class ObjectPool {
     T* p = head_;
     head_ = p->free_next;
     p->free_next = nullptr;
+    --free_;
     return p;
   }
   void put(T* p) noexcept {
     *p = T{};  // drop links and owned state so a stale pointer sees a blank record
     p->free_next = head_;
     head_ = p;
+    ++free_;
+  }
+  /// Makes sure the next `n` get() calls cannot throw. May throw std::bad_alloc.
+  void reserve(std::size_t n) {
+    while (free_ < n) grow();
   }
 
  private:
   static constexpr std::size_t slab_size = 256;
   void grow() {
+    slabs_.reserve(slabs_.size() + 1);  // first: a failure leaves the pool as it was
     slabs_.push_back(std::make_unique<T[]>(slab_size));
     for (std::size_t i = slab_size; i-- > 0;) {
       slabs_.back()[i].free_next = head_;
       head_ = &slabs_.back()[i];
     }
+    free_ += slab_size;
   }
   std::vector<std::unique_ptr<T[]>> slabs_;
   T* head_ = nullptr;
+  std::size_t free_ = 0;  // records on the free list
 };
 
 }  // namespace detail

@@ -103,7 +103,15 @@ typename CachingAllocator<Backend>::Shard& CachingAllocator<Backend>::shard_slow
     std::lock_guard first(shards_.front()->mutex);
     journaling_ = true;
   }
-  fold_runs_.reserve(shards_.size() + 1);
+  return add_shard(s);
+}
+
+// Adds the shard of new stream `s` (the device mutex and the fold lock held, and journaling_
+// set if another shard exists -- or every shard held).
+template <DeviceBackend Backend>
+typename CachingAllocator<Backend>::Shard& CachingAllocator<Backend>::add_shard(Stream s) {
+  if (!shards_.empty() && !journaling_) journaling_ = true;
+  fold_runs_.reserve(2 * (shards_.size() + 1));  // two runs per shard: no allocation in a fold
   auto& sh = shards_.emplace_back(std::make_unique<Shard>(s));
   if (const std::size_t n = fast_count_.load(std::memory_order_relaxed); n < kFastShards) {
     fast_shards_[n].store(sh.get(), std::memory_order_relaxed);
@@ -120,7 +128,9 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::allocate_e
                                                                                          std::size_t requested) {
   ExclusiveLock lock(*this);
   if (pending_events_.load(std::memory_order_relaxed) != 0) process_events();
-  Block* block = take_free_block(shard.trees[pool.small], pool, size);  // another thread may have freed one
+  // Another thread may have freed one. Either way the block is in its tree, and a failure in
+  // hand_out leaves it there.
+  Block* block = find_free_block(shard.trees[pool.small], pool, size);
   if (block == nullptr) block = allocate_slow(shard, pool, stream, size, requested, lock);
   return hand_out(shard, pool_of(block), block, size, requested, /*journal_length=*/nullptr);
 }
@@ -129,22 +139,30 @@ template <DeviceBackend Backend>
 void CachingAllocator<Backend>::deallocate_exclusive(void* ptr) {
   ExclusiveLock lock(*this);
   const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
+  auto& bucket = bucket_of(addr);
   Block* b = nullptr;
   {
-    auto& bucket = bucket_of(addr);
     std::lock_guard bucket_lock(bucket.lock);
-    b = bucket.value.erase(addr);
+    b = bucket.value.find(addr);
   }
   if (b == nullptr) throw_invalid_pointer(ptr, "deallocate");
-  b->allocated = false;
-  apply_unallocate(pool_of(b).stat_pool, static_cast<std::int64_t>(b->size));
-  notify_block(TraceAction::free_requested, *b);
-  if (b->stream_uses != nullptr && !b->stream_uses->empty()) {
+  Pool& pool = pool_of(b);
+  // What may throw comes first (events recorded, or room for the free block): a failure leaves
+  // the block allocated.
+  const bool deferred = b->stream_uses != nullptr && !b->stream_uses->empty();
+  if (deferred) {
     insert_events(b);
   } else {
-    Pool& pool = pool_of(b);
-    apply_free(free_block(pool.at(b->stream), block_records_, b, /*deferred=*/false));
+    reserve_free(pool.at(b->stream), b);
   }
+  {
+    std::lock_guard bucket_lock(bucket.lock);
+    bucket.value.erase(addr);
+  }
+  b->allocated = false;
+  apply_unallocate(pool.stat_pool, static_cast<std::int64_t>(b->size));
+  notify_block(TraceAction::free_requested, *b);
+  if (!deferred) apply_free(free_block(pool.at(b->stream), block_records_, b, /*deferred=*/false));
 }
 
 template <DeviceBackend Backend>
@@ -193,17 +211,31 @@ void CachingAllocator<Backend>::fold_locked(bool all_held) const {
     // stamped, only after this read.)
     if (quiescent_.load(std::memory_order_acquire)) return;
   }
+  // No allocation: the journal's buffer is swapped with the shard's empty `fresh` run, and the
+  // records left over (stamped at or after C) become the next fold's `carried` run by another
+  // swap. The carried records precede every later cut (they were stamped before this visit), so
+  // the next fold applies them all and its `carried` run is empty again when it swaps.
   for (const auto& sh : shards_) {
     if (!all_held && sh->parked.load(std::memory_order_relaxed)) continue;  // nothing to take
     if (!all_held) sh->lock_for_fold();
-    sh->journal.take_all(sh->spare);
+    sh->journal.take_all(sh->fresh.records);
     if (!all_held) sh->mutex.unlock();
-    sh->folding.add(sh->spare);  // after the records carried from the last fold
-    if (sh->folding.has_before(cut)) fold_runs_.push_back(&sh->folding);  // reserved: no allocation
+    // Carried records first: equal stamps merge in run order. fold_runs_ is reserved: no allocation.
+    if (sh->carried.has_before(cut)) fold_runs_.push_back(&sh->carried);
+    if (sh->fresh.has_before(cut)) fold_runs_.push_back(&sh->fresh);
   }
-  if (fold_runs_.empty()) return;
-  std::lock_guard lock(stats_lock_);
-  detail::merge_by_stamp(fold_runs_, cut, [this](const detail::StatRecord& r) { apply_record(r); });
+  if (!fold_runs_.empty()) {
+    std::lock_guard lock(stats_lock_);
+    detail::merge_by_stamp(fold_runs_, cut, [this](const detail::StatRecord& r) { apply_record(r); });
+  }
+  for (const auto& sh : shards_) {
+    if (sh->fresh.records.empty()) continue;
+    if (sh->carried.records.empty()) {
+      sh->carried.records.swap(sh->fresh.records);
+    } else {
+      sh->carried.add(sh->fresh.records);  // not reached while stamps are monotonic; may allocate
+    }
+  }
 }
 
 template <DeviceBackend Backend>
@@ -353,7 +385,8 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::new_segmen
   if (is_retry) ++stats_.num_alloc_retries;
   // Mallocs in flight count: with release_lock_on_cudamalloc two threads may be in one at once.
   if (allowed_max_ && total_reserved_ + reserving_ + segment_bytes > *allowed_max_) return nullptr;
-  // Take the records first: once the device memory is ours, nothing may throw.
+  // Take the records and the tree's room first: once the device memory is ours, nothing may throw.
+  shard.trees[pool.small].reserve(segment_bytes);
   Segment* s = segment_records_.get();
   Block* b = nullptr;
   void* p = nullptr;
@@ -393,6 +426,7 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::new_segmen
   if (segment_bytes >= cfg_.max_split_size) stats_.oversize_segments.increase(1);
   ++stats_.num_device_alloc;
   s->context = notify(TraceAction::segment_alloc, s->addr, segment_bytes, stream);
+  insert_free(pool, shard.trees[pool.small], b);  // free until hand_out takes it
   return b;
 }
 
@@ -580,9 +614,8 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::grow_expan
     cur = map_block(hole, std::min((size - cur->size + page_ - 1) & ~(page_ - 1), hole->size));
     if (cur == nullptr) return fail();
   }
-  pool.find(stream)->erase(cur);
   if constexpr (VirtualMemoryBackend<Backend>) backend_.release_spare_pages();  // recycled pages were used
-  return cur;
+  return cur;  // free, in its tree: hand_out takes it
 }
 
 template <DeviceBackend Backend>
@@ -592,10 +625,7 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::take_spill
   if (cfg_.max_split_size != AllocatorConfig::unlimited) return nullptr;
   Tree* tree = large_.find(stream);
   if (tree == nullptr) return nullptr;
-  Block* b = tree->lower_bound(size);
-  if (b == nullptr) return nullptr;
-  tree->erase(b);
-  return b;
+  return tree->lower_bound(size);  // stays in its tree: hand_out takes it
 }
 
 template <DeviceBackend Backend>
@@ -693,7 +723,13 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::new_reserv
 template <DeviceBackend Backend>
 typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::map_block(Block* hole, std::size_t bytes) {
   Segment* s = hole->segment;
-  Block* rest = bytes < hole->size ? block_records_.get() : nullptr;  // first: nothing throws once mapped
+  // First: nothing throws once mapped. The mapped block merges with free mapped neighbours.
+  std::size_t merged = bytes;
+  for (const Block* n : {hole->prev, bytes < hole->size ? nullptr : hole->next}) {
+    if (n != nullptr && n->is_free() && n->mapped) merged += n->size;
+  }
+  pool_of(hole).at(hole->stream).reserve(merged);
+  Block* rest = bytes < hole->size ? block_records_.get() : nullptr;
   bool ok = false;
   if constexpr (VirtualMemoryBackend<Backend>) ok = backend_.map(s->reservation, hole->addr - s->addr, bytes);
   if (!ok) {
@@ -733,6 +769,9 @@ void CachingAllocator<Backend>::unmap_pages(Block* b, std::uintptr_t addr, std::
   Pool& pool = pool_of(b);
   const bool has_before = addr > b->addr;
   const bool has_after = addr + bytes < b->addr + b->size;
+  Tree& tree = *pool.find(b->stream);
+  if (has_before) tree.reserve(addr - b->addr);  // first: nothing throws once unmapped
+  if (has_after) tree.reserve(b->addr + b->size - addr - bytes);
   Block* before = has_before ? block_records_.get() : nullptr;
   Block* after = nullptr;
   try {
@@ -829,27 +868,31 @@ template <DeviceBackend Backend>
 void CachingAllocator<Backend>::release_expandable() {
   for (Segment* s = segments_head_; s != nullptr;) {
     Segment* next = s->list_next;
-    if (s->expandable) {
-      std::vector<Block*> free_mapped;
-      for (Block* b = s->head; b != nullptr; b = b->next) {
-        if (b->mapped && b->is_free()) free_mapped.push_back(b);
-      }
-      bool synced = false;
-      for (Block* b : free_mapped) {
-        const std::uintptr_t lo = (b->addr + page_ - 1) & ~(page_ - 1);
-        const std::uintptr_t hi = (b->addr + b->size) & ~(page_ - 1);
-        if (hi <= lo) continue;
-        if (!synced) {
-          if constexpr (VirtualMemoryBackend<Backend>) backend_.synchronize_stream(s->stream);
-          synced = true;
-        }
-        unmap_pages(b, lo, hi - lo);
-      }
-      if (s->head->next == nullptr && !s->head->mapped) release_reservation(s);
-    }
+    if (s->expandable) release_expandable_segment(s, /*synced=*/false);
     s = next;
   }
   if constexpr (VirtualMemoryBackend<Backend>) backend_.release_spare_pages();
+}
+
+// Unmaps every free page of expandable segment `s` (synchronizing its stream first, unless
+// `synced`), and gives back its reservation once nothing is mapped.
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::release_expandable_segment(Segment* s, bool synced) {
+  std::vector<Block*> free_mapped;
+  for (Block* b = s->head; b != nullptr; b = b->next) {
+    if (b->mapped && b->is_free()) free_mapped.push_back(b);
+  }
+  for (Block* b : free_mapped) {
+    const std::uintptr_t lo = (b->addr + page_ - 1) & ~(page_ - 1);
+    const std::uintptr_t hi = (b->addr + b->size) & ~(page_ - 1);
+    if (hi <= lo) continue;
+    if (!synced) {
+      if constexpr (VirtualMemoryBackend<Backend>) backend_.synchronize_stream(s->stream);
+      synced = true;
+    }
+    unmap_pages(b, lo, hi - lo);
+  }
+  if (s->head->next == nullptr && !s->head->mapped) release_reservation(s);
 }
 
 template <DeviceBackend Backend>
@@ -865,18 +908,40 @@ void CachingAllocator<Backend>::release_reservation(Segment* s) {
 
 template <DeviceBackend Backend>
 void CachingAllocator<Backend>::insert_events(Block* b) {
-  const auto uses = std::move(b->stream_uses);
-  for (Stream s : *uses) {
-    const Event e = backend_.record_event(s);
-    ++b->event_count;
-    auto it = std::find_if(events_.begin(), events_.end(), [s](const StreamEvents& se) { return se.stream == s; });
-    if (it == events_.end()) {
-      events_.push_back(StreamEvents{s, {}});
-      it = std::prev(events_.end());
+  const std::vector<Stream>& uses = *b->stream_uses;
+  auto queue_of = [this](Stream s) {
+    return std::find_if(events_.begin(), events_.end(), [s](const StreamEvents& se) { return se.stream == s; });
+  };
+  std::size_t done = 0;
+  try {
+    for (; done < uses.size(); ++done) {
+      const Stream s = uses[done];
+      auto it = queue_of(s);
+      if (it == events_.end()) {  // an empty queue is harmless: process_events drops it
+        events_.push_back(StreamEvents{s, {}});
+        it = std::prev(events_.end());
+      }
+      const Event e = backend_.record_event(s);
+      try {
+        it->queue.push_back({e, b});
+      } catch (...) {
+        backend_.release_event(e);
+        throw;
+      }
+      ++b->event_count;
+      ++pending_events_;
     }
-    it->queue.push_back({e, b});
-    ++pending_events_;
+  } catch (...) {  // take back the events recorded so far (each the last of its queue): no change
+    for (std::size_t i = done; i-- > 0;) {
+      auto& q = queue_of(uses[i])->queue;
+      backend_.release_event(q.back().event);
+      q.pop_back();
+      --b->event_count;
+      --pending_events_;
+    }
+    throw;
   }
+  b->stream_uses.reset();
 }
 
 template <DeviceBackend Backend>
@@ -887,6 +952,7 @@ void CachingAllocator<Backend>::process_events() {
     while (!q.empty()) {
       const PendingEvent pe = q.front();
       if (!backend_.query_event(pe.event)) break;
+      if (pe.block->event_count == 1) reserve_free(pool_of(pe.block).at(pe.block->stream), pe.block);
       backend_.release_event(pe.event);
       q.pop_front();
       --pending_events_;
@@ -900,17 +966,109 @@ template <DeviceBackend Backend>
 void CachingAllocator<Backend>::synchronize_and_free_events() {
   ++stats_.num_sync_all_streams;
   while (!events_.empty()) {
-    auto& q = events_.front().queue;
-    while (!q.empty()) {
-      const PendingEvent pe = q.front();
-      backend_.synchronize_event(pe.event);
-      backend_.release_event(pe.event);
-      q.pop_front();
-      --pending_events_;
-      if (--pe.block->event_count == 0) free_block_exclusive(pe.block);
-    }
+    synchronize_queue(events_.front().queue);
     events_.erase(events_.begin());
   }
+}
+
+// Waits for each event of one stream's queue and frees the blocks that waited for it last.
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::synchronize_queue(std::deque<PendingEvent>& q) {
+  while (!q.empty()) {
+    const PendingEvent pe = q.front();
+    backend_.synchronize_event(pe.event);
+    if (pe.block->event_count == 1) reserve_free(pool_of(pe.block).at(pe.block->stream), pe.block);
+    backend_.release_event(pe.event);
+    q.pop_front();
+    --pending_events_;
+    if (--pe.block->event_count == 0) free_block_exclusive(pe.block);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// A stream about to be destroyed (release_stream): afterwards nothing refers to its handle.
+
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::release_stream(Stream stream) {
+  if (stream == Stream{}) {
+    throw std::invalid_argument("release_stream: the default stream is never destroyed; pass a stream you created");
+  }
+  {
+    ExclusiveLock lock(*this);
+    // 1. Its work so far completes (an event on it, waited for): what it used is free to reuse.
+    const Event done = backend_.record_event(stream);
+    backend_.synchronize_event(done);
+    backend_.release_event(done);
+    // 2. Its pending events complete; the blocks that waited for them are freed.
+    if (auto it = std::find_if(events_.begin(), events_.end(), [stream](const StreamEvents& se) { return se.stream == stream; });
+        it != events_.end()) {
+      synchronize_queue(it->queue);
+      events_.erase(it);
+    }
+    // 3. Live blocks of other streams forget their uses on it (that work is done).
+    for (Segment* s = segments_head_; s != nullptr; s = s->list_next) {
+      for (Block* b = s->head; b != nullptr; b = b->next) {
+        if (b->stream_uses == nullptr) continue;
+        auto& uses = *b->stream_uses;
+        uses.erase(std::remove(uses.begin(), uses.end(), stream), uses.end());
+      }
+    }
+    // 4. Its cached memory goes back to the device: whole free segments, free expandable pages.
+    // 5. Its segments that still hold allocated or pending blocks move to the default stream,
+    //    free blocks included, so later frees, reuse and page moves never name the handle again
+    //    and a new stream with the same handle starts with nothing.
+    Shard* home = nullptr;
+    for (Segment* s = segments_head_; s != nullptr;) {
+      Segment* next = s->list_next;
+      if (s->stream == stream) {
+        if (s->expandable) {
+          release_expandable_segment(s, /*synced=*/true);
+        } else if (s->head->next == nullptr && s->head->is_free()) {
+          release_segment(s->head);
+        }
+      }
+      s = next;
+    }
+    if constexpr (VirtualMemoryBackend<Backend>) {
+      if (expandable_) backend_.release_spare_pages();
+    }
+    for (Segment* s = segments_head_; s != nullptr; s = s->list_next) {
+      if (s->stream != stream) continue;
+      if (home == nullptr) home = &add_shard_exclusive(Stream{});
+      rehome_segment(s, *home);
+    }
+  }
+  debug_validate();
+}
+
+// Moves segment `s` (every block) to `home`'s stream (exclusive).
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::rehome_segment(Segment* s, Shard& home) {
+  Pool& pool = s->small_pool ? small_ : large_;
+  Tree& from = pool.at(s->stream);
+  Tree& to = home.trees[pool.small];
+  for (const Block* b = s->head; b != nullptr; b = b->next) {  // first: nothing throws below
+    if (b->mapped && b->is_free()) to.reserve(b->size);
+  }
+  for (Block* b = s->head; b != nullptr; b = b->next) {
+    const bool in_tree = b->mapped && b->is_free();
+    if (in_tree) from.erase(b);
+    b->stream = home.stream;
+    if (in_tree) insert_free(pool, to, b);
+  }
+  s->stream = home.stream;
+}
+
+// The shard of `s`, created if new, inside an exclusive section (the device mutex, the fold
+// lock and every shard held): created locked, as ExclusiveLock gives back every shard.
+template <DeviceBackend Backend>
+typename CachingAllocator<Backend>::Shard& CachingAllocator<Backend>::add_shard_exclusive(Stream s) {
+  for (const auto& sh : shards_) {
+    if (sh->stream == s) return *sh;
+  }
+  Shard& sh = add_shard(s);
+  sh.mutex.lock();
+  return sh;
 }
 
 // ------------------------------------------------------------------------------------------------

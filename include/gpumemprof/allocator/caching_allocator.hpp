@@ -54,6 +54,17 @@
 // segments holding only the device mutex (cudaFree synchronizes the device), having taken them out
 // of their streams' trees first. Expandable map/unmap calls run under the whole ExclusiveLock.
 // The slow paths are in caching_allocator-inl.hpp.
+//
+// Exceptions. An operation first does what may throw (a block record, room in a free tree or
+// the pointer map or the journal, the events of a cross-stream free) and only then changes
+// anything, so std::bad_alloc or a device error out of allocate(), deallocate() or
+// record_stream() leaves the allocator as it was; empty_cache() and the OOM sequence keep what
+// their steps did so far, every byte accounted for. Folds allocate nothing (gauges() is noexcept).
+// tests/allocator/test_exception_safety.cpp fails each heap allocation of each operation in turn.
+//
+// Streams the user destroys: release_stream() (before cudaStreamDestroy) waits for the stream,
+// returns its cached memory and moves its remaining segments to the default stream, so nothing
+// names the handle afterwards.
 #pragma once
 
 #include <atomic>
@@ -132,6 +143,14 @@ class CachingAllocator {
 
   /// Waits for outstanding cross-stream events and returns every fully free segment to the device.
   void empty_cache();
+
+  /// Call before destroying `stream` (cudaStreamDestroy): waits for its work and its pending
+  /// events, gives its cached memory back to the device, and moves its segments that still hold
+  /// allocations to the default stream, so the allocator never uses the handle again and a new
+  /// stream with the same handle starts with no memory. Allocations made on `stream` stay valid;
+  /// free them as usual. Do not queue work on `stream` after this call. Throws
+  /// std::invalid_argument for the default stream.
+  void release_stream(Stream stream);
 
   [[nodiscard]] MemoryStats memory_stats() const;
   void reset_peak_memory_stats();
@@ -240,8 +259,8 @@ class CachingAllocator {
   // allocator lives (so a Shard& stays valid without a lock).
   struct alignas(64) Shard {  // its own lines: two streams never share one
     explicit Shard(Stream s) : stream(s), trees{Tree(kLargeExact), Tree(kSmallExact)} {
-      folding.records.reserve(2 * kFoldAt);
-      spare.reserve(2 * kFoldAt);
+      carried.records.reserve(2 * kFoldAt);
+      fresh.records.reserve(2 * kFoldAt);
     }
     // A spin lock, not std::mutex: one atomic exchange per hot operation fewer (unlock is a
     // store), and waiters on a shared stream spin instead of sleeping (measured on the H100
@@ -257,7 +276,7 @@ class CachingAllocator {
         detail::spin_while([this] { return fold_waiting.load(std::memory_order_relaxed); });
       }
     }
-    // A folder's lock (fold_mutex_ held: one folder at a time).
+    // A folder's or an exclusive section's lock (fold_mutex_ held: one such taker at a time).
     void lock_for_fold() noexcept {
       fold_waiting.store(true, std::memory_order_relaxed);
       mutex.lock();
@@ -267,10 +286,10 @@ class CachingAllocator {
     Tree trees[2];                             // [0] large pool, [1] small pool
     Records records;                           // block records split off and merged away under `mutex`
     detail::StatJournal journal{2 * kFoldAt};  // stat changes of the hot path (journaling_), under `mutex`
-    // Under fold_mutex_: records taken, not applied yet (stamped after the last fold's cut), and
-    // the buffer that the journal's is swapped with.
-    alignas(64) detail::StatRun folding;
-    std::vector<detail::StatRecord> spare;
+    // Under fold_mutex_: the records a fold left (stamped after its cut), and those it took from
+    // the journal (by swapping buffers; empty between folds).
+    alignas(64) detail::StatRun carried;
+    detail::StatRun fresh;
     // Under fold_mutex_: held across a backend call by an exclusive section (released_during),
     // with nothing to fold. Folds and read_stats skip it instead of waiting.
     mutable std::atomic<bool> parked{false};
@@ -344,7 +363,7 @@ class CachingAllocator {
       a_.fold_mutex_.lock();
       if (kept != nullptr) kept->parked.store(false, std::memory_order_relaxed);
       for (const auto& sh : a_.shards_) {
-        if (sh.get() != kept) sh->mutex.lock();
+        if (sh.get() != kept) sh->lock_for_fold();  // the fold handshake: a busy hot path lets it in
       }
       a_.fold_locked(/*all_held=*/true);
       if (stats_) {
@@ -358,15 +377,21 @@ class CachingAllocator {
       if (stats_) {
         a_.stats_lock_.unlock();
       } else {
-        a_.quiescent_.store(false, std::memory_order_release);
+        // A reader that saw quiescent_ reads holding the fold lock and no shard (read_stats):
+        // the shards stay held until it is done. Taking the fold lock with the shards held
+        // inverts the lock order, safely: while quiescent_ is set no holder of the fold lock
+        // waits for a shard (folds and read_stats skip them), and the device mutex (held)
+        // keeps out every other taker of shards.
+        a_.fold_mutex_.lock();
+        a_.quiescent_.store(false, std::memory_order_relaxed);
       }
-      // Under the fold lock (held unless !stats_, and readers keep no shard): its journal is
-      // empty, all folded on entry, and stays so while it is held.
+      // Under the fold lock (readers keep no shard): its journal is empty, all folded on
+      // entry, and stays so while it is held.
       if (kept != nullptr) kept->parked.store(true, std::memory_order_relaxed);
       for (auto it = a_.shards_.rbegin(); it != a_.shards_.rend(); ++it) {
         if (it->get() != kept) (*it)->mutex.unlock();
       }
-      if (stats_) a_.fold_mutex_.unlock();
+      a_.fold_mutex_.unlock();
       if (!keep_device) a_.device_mutex_.unlock();
     }
     const CachingAllocator& a_;
@@ -405,6 +430,8 @@ class CachingAllocator {
     return nullptr;
   }
   Shard& shard_slow(Stream s);
+  Shard& add_shard(Stream s);
+  Shard& add_shard_exclusive(Stream s);
   // The pointer-map bucket of an address (bits that PointerMap's own hash does not use).
   static std::size_t bucket_hash(std::uintptr_t addr) noexcept {
     return static_cast<std::size_t>(((addr >> 9) * 0xD6E8FEB86659FD93ull) >> 32);
@@ -414,11 +441,24 @@ class CachingAllocator {
   [[nodiscard]] const Block* find_pointer(std::uintptr_t addr) const noexcept {
     return ptrs_.at(bucket_hash(addr)).value.find(addr);
   }
-  Block* take_free_block(Tree& tree, Pool& pool, std::size_t size);
-  // journal_length: the hot path (record(); receives its result); nullptr: exclusive (the stats
-  // are applied now, the stats lock being held).
+  // The best fit in `tree` under the policy; it stays in the tree (hand_out takes it out).
+  Block* find_free_block(Tree& tree, Pool& pool, std::size_t size);
+  // Hands out `block`, a free block in its shard's tree: first everything that may throw (a
+  // record for the split, tree and pointer-map room, journal room), so that a failure leaves the
+  // block where it was; then the changes, which cannot throw. journal_length: the hot path
+  // (record(); receives its result); nullptr: exclusive (the stats are applied now, the stats
+  // lock being held).
   Block* hand_out(Shard& shard, Pool& pool, Block* block, std::size_t size, std::size_t requested,
                   std::size_t* journal_length);
+  // Room in `tree` for `b` merged with its free neighbours, so that free_block(tree, ..., b)
+  // cannot throw. May throw std::bad_alloc: call before changing anything.
+  static void reserve_free(Tree& tree, const Block* b) {
+    std::size_t merged = b->size;
+    for (const Block* n : {b->prev, b->next}) {
+      if (n != nullptr && n->is_free() && n->mapped == b->mapped) merged += n->size;
+    }
+    tree.reserve(merged);
+  }
   void insert_free(Pool& pool, Block* b) { insert_free(pool, pool.at(b->stream), b); }
   static void insert_free(Pool& pool, Tree& tree, Block* b) {
     b->gc_base = pool.free_lookups.load(std::memory_order_relaxed);
@@ -528,6 +568,8 @@ class CachingAllocator {
   std::size_t recycle_pages(std::size_t wanted, std::uintptr_t keep_begin, std::uintptr_t keep_end);
   std::size_t pages_to_recycle(std::size_t size, std::size_t need);
   void release_expandable();
+  void release_expandable_segment(Segment* s, bool synced);
+  void rehome_segment(Segment* s, Shard& home);
   void release_reservation(Segment* s);
   void unlink_segment(Segment* s);
   void link_segment(Segment* s);
@@ -546,6 +588,7 @@ class CachingAllocator {
   void process_events();
   void insert_events(Block* b);
   void synchronize_and_free_events();
+  void synchronize_queue(std::deque<PendingEvent>& q);
   // Throws InvalidPointerError explaining `ptr` (takes the exclusive lock; call with none held).
   [[noreturn]] GPUMEMPROF_NOINLINE void invalid_pointer(const void* ptr, const char* what) const {
     ExclusiveLock lock(*this);
@@ -639,8 +682,8 @@ void* CachingAllocator<Backend>::allocate(std::size_t bytes, Stream stream) {
     shard.yield_to_fold();
     std::lock_guard lock(shard.mutex);
     if (GPUMEMPROF_LIKELY(pending_events_.load(std::memory_order_relaxed) == 0)) {
-      block = take_free_block(shard.trees[pool.small], pool, size);
-      if (GPUMEMPROF_LIKELY(block != nullptr)) {
+      block = find_free_block(shard.trees[pool.small], pool, size);
+      if (GPUMEMPROF_LIKELY(block != nullptr)) {  // throws (block still free) or hands it out
         block = hand_out(shard, pool, block, size, bytes, &journal_length);
       }
     }
@@ -685,6 +728,14 @@ void CachingAllocator<Backend>::deallocate(void* ptr) {
       }
       shard = fast;
     }
+    try {  // before any change: room for the freed block and its stat record
+      reserve_free(shard->trees[b->small_pool], b);
+      if (journaling_) shard->journal.reserve_one();
+    } catch (...) {
+      bucket.lock.unlock();
+      shard->mutex.unlock();
+      throw;
+    }
     bucket.value.erase(addr);
     bucket.lock.unlock();
     break;
@@ -698,7 +749,7 @@ void CachingAllocator<Backend>::deallocate(void* ptr) {
 }
 
 template <DeviceBackend Backend>
-typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::take_free_block(Tree& tree, Pool& pool,
+typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::find_free_block(Tree& tree, Pool& pool,
                                                                                       std::size_t size) {
   if (GPUMEMPROF_UNLIKELY(gc_active_)) pool.free_lookups.fetch_add(1, std::memory_order_relaxed);
   Block* b = tree.lower_bound(size);
@@ -708,7 +759,6 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::take_free_
   // block that wastes less than max_non_split_rounding_size (these blocks are never split).
   if (size < max_split && b->size >= max_split) return nullptr;
   if (size >= max_split && b->size - size >= cfg_.max_non_split_rounding_size) return nullptr;
-  tree.erase(b);
   return b;
 }
 
@@ -717,13 +767,34 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::hand_out(S
                                                                                std::size_t size, std::size_t requested,
                                                                                std::size_t* journal_length) {
   const StatPool sp = pool.stat_pool;
+  Tree& tree = shard.trees[pool.small];
+  const bool split = should_split(block->size, size, pool.small, cfg_);
+  // What may throw, before any change.
+  if (split) {
+    shard.records.reserve(1);
+    tree.reserve(block->size - size);
+  }
+  if (journal_length != nullptr && journaling_) shard.journal.reserve_one();
+  Block* const out = split ? shard.records.get() : block;
+  {
+    auto& bucket = bucket_of(block->addr);  // the front: the handed-out address either way
+    std::lock_guard lock(bucket.lock);
+    try {
+      bucket.value.insert(block->addr, out);
+    } catch (...) {
+      if (split) shard.records.put(out);
+      throw;
+    }
+  }
+  // From here on nothing throws.
+  tree.erase(block);
   const bool already_split = block->is_split();
   std::int64_t inactive_blocks = 0;  // stat changes, journaled or applied below
   std::int64_t inactive_bytes = 0;
-  if (should_split(block->size, size, pool.small, cfg_)) {
+  if (split) {
     // The front of the block is handed out; the remainder keeps the old record and stays free.
     Block* rest = block;
-    block = shard.records.get();
+    block = out;
     block->addr = rest->addr;
     block->size = size;
     block->stream = rest->stream;
@@ -740,7 +811,7 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::hand_out(S
     rest->prev = block;
     rest->addr += size;
     rest->size -= size;
-    insert_free(pool, shard.trees[pool.small], rest);
+    insert_free(pool, tree, rest);
     if (!block->segment->expandable) {
       if (already_split) {
         inactive_bytes = -static_cast<std::int64_t>(size);
@@ -756,11 +827,6 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::hand_out(S
   block->allocated = true;
   block->requested = requested;
   block->category = detail::thread_memory_category;
-  {
-    auto& bucket = bucket_of(block->addr);
-    std::lock_guard lock(bucket.lock);
-    bucket.value.insert(block->addr, block);
-  }
   detail::StatRecord r;
   r.size = static_cast<std::int64_t>(block->size);
   r.requested = static_cast<std::int64_t>(requested);

@@ -136,6 +136,10 @@ inline void reset_accumulated_memory_stats(const Device& device = Device()) {
 }
 /// Returns the cached, unused memory of `device` to the device (torch.cuda.empty_cache).
 inline void empty_cache(const Device& device = Device()) { default_allocator(device).empty_cache(); }
+/// Call before destroying `stream` (cudaStreamDestroy): see CachingAllocator::release_stream.
+inline void release_stream(Stream stream, const Device& device = Device()) {
+  default_allocator(device).release_stream(stream);
+}
 /// Caps the default allocator of `device` at `fraction` of the device's memory.
 inline void set_per_process_memory_fraction(double fraction, const Device& device = Device()) {
   default_allocator(device).set_memory_fraction(fraction);

@@ -120,11 +120,19 @@ class FreeIndex {
   [[nodiscard]] bool empty() const noexcept { return count_ == 0; }
   [[nodiscard]] std::size_t size() const noexcept { return count_; }
 
-  void insert(Node* n) {
-    if (const std::size_t b = bin_of(n->size); b < nbins_) {
+  /// Makes room for a block of `size` bytes, so that inserting one cannot throw: call before
+  /// changing anything that an insert would have to complete. May throw std::bad_alloc.
+  void reserve(std::size_t size) {
+    if (const std::size_t b = bin_of(size); b < nbins_) {
       auto& chunk = chunks_[b / chunk_bins];
       if (!chunk) chunk = std::make_unique<Bin[]>(chunk_bins);  // first block of these sizes
-      Bin& bin = chunk[b % chunk_bins];
+    }
+  }
+  /// Throws std::bad_alloc only where reserve(n->size) was not called.
+  void insert(Node* n) {
+    if (const std::size_t b = bin_of(n->size); b < nbins_) {
+      reserve(n->size);
+      Bin& bin = this->bin(b);
       // Most bins hold one block or none. The bitmap (one line per 512 bins) says which, so an
       // empty bin is only written: its line (one per 4 bins) is not loaded on this path.
       if (bitmap_.test(b)) {

@@ -27,9 +27,13 @@ class PointerMap {
     }
   }
 
-  /// Inserts a key that is not present (key != 0).
-  void insert(std::uintptr_t key, Value* value) {
+  /// Makes sure the next insert cannot throw. May throw std::bad_alloc (the map unchanged).
+  void reserve_one() {
     if ((count_ + 1) * 2 > slots_.size()) rehash(slots_.size() * 2);
+  }
+  /// Inserts a key that is not present (key != 0). Throws only where reserve_one() was not called.
+  void insert(std::uintptr_t key, Value* value) {
+    reserve_one();
     place(key, value);
     ++count_;
   }
@@ -78,8 +82,8 @@ class PointerMap {
     slots_[i] = Slot{key, value};
   }
   void rehash(std::size_t capacity) {
-    std::vector<Slot> old = std::move(slots_);
-    slots_.assign(capacity, Slot{});
+    std::vector<Slot> old(capacity);  // first: a failure leaves the map as it was
+    old.swap(slots_);
     mask_ = capacity - 1;
     shift_ = 64 - static_cast<unsigned>(__builtin_ctzll(capacity));
     for (const Slot& s : old) {

@@ -37,7 +37,12 @@ class StatJournal {
 
   explicit StatJournal(std::size_t capacity) { records_.reserve(capacity); }
 
+  /// Makes sure the next append cannot throw. May throw std::bad_alloc.
+  void reserve_one() {
+    if (GPUMEMPROF_UNLIKELY(records_.size() == records_.capacity())) records_.reserve(2 * records_.capacity() + 1);
+  }
   /// Appends `r`, stamped now (never below the previous stamp). Returns the journal's length.
+  /// Throws only where reserve_one() was not called.
   std::size_t append(StatRecord r) {
     last_ = std::max(last_, stamp_now());
     r.stamp = last_;
@@ -48,8 +53,6 @@ class StatJournal {
   /// Moves every record into `out`, which must be empty: swaps buffers, O(1) under the lock,
   /// and a steady state allocates nothing.
   void take_all(std::vector<StatRecord>& out) noexcept { out.swap(records_); }
-
-  [[nodiscard]] std::size_t size() const noexcept { return records_.size(); }
 
  private:
   std::vector<StatRecord> records_;

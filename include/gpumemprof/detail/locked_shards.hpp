@@ -1,6 +1,6 @@
 // Layer 0 (ground floor): N independent copies of a structure, each with its own SpinLock and on
 // its own cache lines, picked by a hash -- a table that threads touching different keys update
-// without sharing a lock or a line. Whole-table readers take every lock, in index order.
+// without sharing a lock or a line. Whole-table readers keep every writer out by other means.
 #pragma once
 
 #include <array>
@@ -27,14 +27,8 @@ class LockedShards {
   [[nodiscard]] Shard& at(std::size_t hash) noexcept { return shards_[hash & (N - 1)]; }
   [[nodiscard]] const Shard& at(std::size_t hash) const noexcept { return shards_[hash & (N - 1)]; }
 
-  /// Every shard's lock, in index order (a fixed order: no deadlock between two callers).
-  void lock_all() const noexcept {
-    for (auto& s : shards_) s.lock.lock();
-  }
-  void unlock_all() const noexcept {
-    for (std::size_t i = N; i-- > 0;) shards_[i].lock.unlock();
-  }
-  /// Visits every shard's value; the caller holds every lock (lock_all) or is alone.
+  /// Visits every shard's value; the caller keeps every writer out (the allocator holds all its
+  /// stream shards, whose holders alone write here) or is alone.
   template <class F>
   void for_each(F&& f) const {
     for (const auto& s : shards_) f(s.value);

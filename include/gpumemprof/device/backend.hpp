@@ -22,9 +22,10 @@ struct Stream {
 
   constexpr Stream() noexcept = default;
   constexpr explicit Stream(std::uintptr_t value) noexcept : id(value) {}
-  /// From any stream pointer type (cudaStream_t is `CUstream_st*`).
+  /// From any stream pointer type (cudaStream_t is `CUstream_st*`). Explicit: a pointer passed
+  /// where a stream is expected (record_stream(stream, ptr)) does not compile.
   template <class T>
-  Stream(T* handle) noexcept : id(reinterpret_cast<std::uintptr_t>(handle)) {}  // NOLINT(google-explicit-constructor)
+  constexpr explicit Stream(T* handle) noexcept : id(reinterpret_cast<std::uintptr_t>(handle)) {}
   template <class T>
   [[nodiscard]] T* as() const noexcept {
     return reinterpret_cast<T*>(id);

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <deque>
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -101,6 +102,7 @@ class SimulatedBackend {
 
   [[nodiscard]] Event record_event(Stream stream) {
     std::lock_guard lock(s_->mutex);
+    check_stream_locked(stream, "record an event on");
     ++s_->counters.events_recorded;
     const std::uintptr_t id = ++s_->next_event;
     const bool done = s_->opt.auto_complete_events;
@@ -188,6 +190,7 @@ class SimulatedBackend {
   /// Waiting for a stream means its work so far is done: its events complete.
   void synchronize_stream(Stream stream) {
     std::lock_guard lock(s_->mutex);
+    check_stream_locked(stream, "synchronize");
     ++s_->counters.stream_synchronizations;
     complete_stream_locked(stream, s_->next_event);
   }
@@ -197,6 +200,18 @@ class SimulatedBackend {
   void complete_events(Stream stream) {
     std::lock_guard lock(s_->mutex);
     complete_stream_locked(stream, s_->next_event);
+  }
+  /// Destroys `stream` (cudaStreamDestroy): its work completes, and any later use of the handle
+  /// throws DeviceRuntimeError until create_stream() makes a stream with that handle again.
+  void destroy_stream(Stream stream) {
+    std::lock_guard lock(s_->mutex);
+    complete_stream_locked(stream, s_->next_event);
+    s_->destroyed.insert(stream.id);
+  }
+  /// A new stream that reuses the handle of a destroyed one.
+  void create_stream(Stream stream) {
+    std::lock_guard lock(s_->mutex);
+    s_->destroyed.erase(stream.id);
   }
   /// Completes every event recorded so far on any stream.
   void complete_all_events() {
@@ -367,6 +382,7 @@ class SimulatedBackend {
     std::uintptr_t next_event = 0;
     std::unordered_map<std::uintptr_t, EventState> events;
     std::map<std::uintptr_t, std::deque<std::uintptr_t>> pending_by_stream;
+    std::set<std::uintptr_t> destroyed;  // destroy_stream()'s handles
     SimulatedCounters counters;
     std::map<std::uintptr_t, std::size_t> external_live;  // external_malloc'd address -> charged bytes
     std::size_t external_charged = 0;
@@ -383,13 +399,20 @@ class SimulatedBackend {
     return s_->used + s_->mapped + s_->external + s_->external_charged + s_->opt.context_bytes;
   }
 
+  void check_stream_locked(Stream stream, const char* what) const {
+    if (s_->destroyed.count(stream.id) != 0) {
+      throw DeviceRuntimeError(name() + ": cannot " + what + " stream " + hex(stream.id) + ": it was destroyed");
+    }
+  }
+
   // Events on one stream complete in order: completing one completes all recorded before it.
   void complete_stream_locked(Stream stream, std::uintptr_t up_to) {
     auto it = s_->pending_by_stream.find(stream.id);
     if (it == s_->pending_by_stream.end()) return;
     auto& q = it->second;
     while (!q.empty() && q.front() <= up_to) {
-      s_->events.at(q.front()).complete = true;
+      // An event may be released before it completes (cudaEventDestroy allows it): skip it.
+      if (auto e = s_->events.find(q.front()); e != s_->events.end()) e->second.complete = true;
       q.pop_front();
     }
   }

@@ -615,7 +615,8 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::grow_expan
     if (cur == nullptr) return fail();
   }
   if constexpr (VirtualMemoryBackend<Backend>) backend_.release_spare_pages();  // recycled pages were used
-  return cur;  // free, in its tree: hand_out takes it
+  // Free, in its tree: hand_out takes it.
+  return cur;
 }
 
 template <DeviceBackend Backend>
@@ -1000,7 +1001,8 @@ void CachingAllocator<Backend>::release_stream(Stream stream) {
     backend_.synchronize_event(done);
     backend_.release_event(done);
     // 2. Its pending events complete; the blocks that waited for them are freed.
-    if (auto it = std::find_if(events_.begin(), events_.end(), [stream](const StreamEvents& se) { return se.stream == stream; });
+    if (auto it = std::find_if(events_.begin(), events_.end(),
+                               [stream](const StreamEvents& se) { return se.stream == stream; });
         it != events_.end()) {
       synchronize_queue(it->queue);
       events_.erase(it);

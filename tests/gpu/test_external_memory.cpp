@@ -196,9 +196,9 @@ int main() {
     for (int d = 0; d < devices; ++d) {
       const gmp::DeviceMemory md = gmp::device_memory(gmp::Device::cuda(d));
       check(bytes_of(md.external_by_owner, "libnccl.so") > 0,
-            "NCCL's buffers on cuda:" + std::to_string(d) + " are held by libnccl.so: " +
-                gmp::format_size(bytes_of(md.external_by_owner, "libnccl.so")) + " (code " +
-                gmp::format_size(bytes_of(md.code_by_owner, "libnccl.so")) + ")");
+            "NCCL's buffers on cuda:" + std::to_string(d) +
+                " are held by libnccl.so: " + gmp::format_size(bytes_of(md.external_by_owner, "libnccl.so")) +
+                " (code " + gmp::format_size(bytes_of(md.code_by_owner, "libnccl.so")) + ")");
     }
   }
 

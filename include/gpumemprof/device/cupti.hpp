@@ -81,8 +81,8 @@ struct Pool {
 /// local memory, enabling peer access, raising the stack limit), charged to `owner`.
 struct Growth {
   int device = 0;
-  std::string call;   ///< "cuLaunchKernelEx", ...
-  std::string owner;  ///< the caller
+  std::string call;                             ///< "cuLaunchKernelEx", ...
+  std::string owner;                            ///< the caller
   std::size_t used_before = 0, used_after = 0;  ///< the driver's used bytes at the last measurement and now
   std::size_t bytes = 0;                        ///< charged (used growth nothing else explains)
 };
@@ -120,12 +120,12 @@ struct Capture {
   std::map<std::uint64_t, std::uint64_t> mapped_at;
   std::unordered_map<std::uint64_t, int> mappings;
   std::unordered_map<std::uint64_t, bool> released;
-  std::array<std::int64_t, max_ledger_devices> mark{};        // unattributed at the last measurement
-  std::array<bool, max_ledger_devices> context_known{};       // the device's context was measured
+  std::array<std::int64_t, max_ledger_devices> mark{};   // unattributed at the last measurement
+  std::array<bool, max_ledger_devices> context_known{};  // the device's context was measured
   std::array<std::vector<std::pair<std::uint32_t, Caller>>, max_ledger_devices> early;  // modules before it
-  std::map<std::uint32_t, std::size_t> early_size;  // module -> image bytes
-  std::array<std::unordered_set<std::uint64_t>, max_ledger_devices> launched;  // kernels launched
-  std::array<std::size_t, max_ledger_devices> stack_limit{};  // CU_LIMIT_STACK_SIZE last seen
+  std::map<std::uint32_t, std::size_t> early_size;                                      // module -> image bytes
+  std::array<std::unordered_set<std::uint64_t>, max_ledger_devices> launched;           // kernels launched
+  std::array<std::size_t, max_ledger_devices> stack_limit{};                            // CU_LIMIT_STACK_SIZE last seen
   std::vector<Growth> growths;  // memory taken inside calls that allocate nothing, in order
   // Callbacks that ran, per domain (runtime, driver) and callback id: the diagnostics' count.
   std::array<std::array<std::atomic<std::uint32_t>, 1024>, 2> calls{};
@@ -385,7 +385,8 @@ inline void on_runtime(CUpti_CallbackId id, const CUpti_CallbackData* cb) {
     case CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_ptsz_v11020: on_pool(current_device(), nullptr); break;
     case CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_v11020:
     case CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_ptsz_v11020:
-      on_pool(current_device(), reinterpret_cast<CUmemoryPool>(params<cudaMallocFromPoolAsync_v11020_params>(cb).memPool));
+      on_pool(current_device(),
+              reinterpret_cast<CUmemoryPool>(params<cudaMallocFromPoolAsync_v11020_params>(cb).memPool));
       break;
     case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000:
     case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000:
@@ -405,7 +406,9 @@ inline void on_runtime(CUpti_CallbackId id, const CUpti_CallbackData* cb) {
     case CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSetLimit_v3020:
       on_growth_point("local memory (kernel stacks)", runtime_api, id);
       break;
-    case CUPTI_RUNTIME_TRACE_CBID_cudaDeviceEnablePeerAccess_v4000: on_growth_point("peer access", runtime_api, id); break;
+    case CUPTI_RUNTIME_TRACE_CBID_cudaDeviceEnablePeerAccess_v4000:
+      on_growth_point("peer access", runtime_api, id);
+      break;
     default: break;
   }
 }
@@ -526,7 +529,8 @@ inline bool start() {
       !driver_entry(c.pool_get_attribute, "cuMemPoolGetAttribute") ||
       !driver_entry(c.primary_state, "cuDevicePrimaryCtxGetState") ||
       !driver_entry(c.primary_retain, "cuDevicePrimaryCtxRetain") ||
-      !driver_entry(c.primary_release, "cuDevicePrimaryCtxRelease") || !driver_entry(c.ctx_get_limit, "cuCtxGetLimit")) {
+      !driver_entry(c.primary_release, "cuDevicePrimaryCtxRelease") ||
+      !driver_entry(c.ctx_get_limit, "cuCtxGetLimit")) {
     return fail("the CUDA driver lacks functions the capture needs (cuMemGetInfo, cuDeviceGetMemPool, ...)");
   }
   void* warm[4];
@@ -561,35 +565,52 @@ inline bool start() {
       (void)c.primary_release(d);
     }
   }
-  const CUpti_CallbackId runtime[] = {
-      CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020,           CUPTI_RUNTIME_TRACE_CBID_cudaMallocPitch_v3020,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMalloc3D_v3020,         CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_v11020,     CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_ptsz_v11020,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_v11020,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_ptsz_v11020,
-      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,     CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
-      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000,
-      CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000, CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSetLimit_v3020,   CUPTI_RUNTIME_TRACE_CBID_cudaDeviceEnablePeerAccess_v4000};
-  const CUpti_CallbackId driver[] = {
-      CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2,       CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2,
-      CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2,        CUPTI_DRIVER_TRACE_CBID_cuMemCreate,
-      CUPTI_DRIVER_TRACE_CBID_cuMemRelease,        CUPTI_DRIVER_TRACE_CBID_cuMemMap,
-      CUPTI_DRIVER_TRACE_CBID_cuMemUnmap,          CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync,
-      CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz, CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync,
-      CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz,
-      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
-      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
-      CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
-      CUPTI_DRIVER_TRACE_CBID_cuCtxSetLimit,       CUPTI_DRIVER_TRACE_CBID_cuCtxEnablePeerAccess};
+  const CUpti_CallbackId runtime[] = {CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020,
+                                      CUPTI_RUNTIME_TRACE_CBID_cudaMallocPitch_v3020,
+                                      CUPTI_RUNTIME_TRACE_CBID_cudaMalloc3D_v3020,
+                                      CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020,
+                                      CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_v11020,
+                                      CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_ptsz_v11020,
+                                      CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_v11020,
+                                      CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_ptsz_v11020,
+                                      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+                                      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+                                      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
+                                      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
+                                      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
+                                      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000,
+                                      CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000,
+                                      CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000,
+                                      CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSetLimit_v3020,
+                                      CUPTI_RUNTIME_TRACE_CBID_cudaDeviceEnablePeerAccess_v4000};
+  const CUpti_CallbackId driver[] = {CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2,
+                                     CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2,
+                                     CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2,
+                                     CUPTI_DRIVER_TRACE_CBID_cuMemCreate,
+                                     CUPTI_DRIVER_TRACE_CBID_cuMemRelease,
+                                     CUPTI_DRIVER_TRACE_CBID_cuMemMap,
+                                     CUPTI_DRIVER_TRACE_CBID_cuMemUnmap,
+                                     CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync,
+                                     CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz,
+                                     CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync,
+                                     CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz,
+                                     CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+                                     CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+                                     CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+                                     CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+                                     CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
+                                     CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+                                     CUPTI_DRIVER_TRACE_CBID_cuCtxSetLimit,
+                                     CUPTI_DRIVER_TRACE_CBID_cuCtxEnablePeerAccess};
   const CUpti_CallbackId resource[] = {CUPTI_CBID_RESOURCE_CONTEXT_CREATED, CUPTI_CBID_RESOURCE_MODULE_LOADED,
                                        CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING};
   bool ok = true;
-  for (const CUpti_CallbackId id : runtime) ok &= c.enable_callback(1, c.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, id) == CUPTI_SUCCESS;
-  for (const CUpti_CallbackId id : driver) ok &= c.enable_callback(1, c.subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id) == CUPTI_SUCCESS;
-  for (const CUpti_CallbackId id : resource) ok &= c.enable_callback(1, c.subscriber, CUPTI_CB_DOMAIN_RESOURCE, id) == CUPTI_SUCCESS;
+  for (const CUpti_CallbackId id : runtime)
+    ok &= c.enable_callback(1, c.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, id) == CUPTI_SUCCESS;
+  for (const CUpti_CallbackId id : driver)
+    ok &= c.enable_callback(1, c.subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id) == CUPTI_SUCCESS;
+  for (const CUpti_CallbackId id : resource)
+    ok &= c.enable_callback(1, c.subscriber, CUPTI_CB_DOMAIN_RESOURCE, id) == CUPTI_SUCCESS;
   if (!ok) return fail("CUPTI refused to enable the memory callbacks");
   cuda_ledger_refresh.store(&refresh_pools, std::memory_order_release);
   c.on.store(true, std::memory_order_release);

@@ -65,11 +65,17 @@ std::size_t bytes_of(const std::vector<gmp::OwnerMemory>& owners, std::string_vi
 
 /// Diagnostics for a step: every device's used bytes (the driver's count) and what stays unattributed.
 void print_step(const char* step, int devices) {
+  int current = 0;
+  cuda(cudaGetDevice(&current), "cudaGetDevice");
   for (int d = 0; d < devices; ++d) {
     const gmp::DeviceMemory md = gmp::device_memory(gmp::Device::cuda(d));
-    std::printf("  %-28s cuda:%d used %llu bytes, unattributed %lld bytes\n", step, d,
-                static_cast<unsigned long long>(md.used), static_cast<long long>(md.unattributed));
+    std::size_t stack = 0;  // the per-thread stack limit: local memory grows with it
+    cuda(cudaSetDevice(d), "cudaSetDevice");
+    cuda(cudaDeviceGetLimit(&stack, cudaLimitStackSize), "cudaDeviceGetLimit");
+    std::printf("  %-28s cuda:%d used %llu bytes, unattributed %lld bytes, stack limit %zu bytes\n", step, d,
+                static_cast<unsigned long long>(md.used), static_cast<long long>(md.unattributed), stack);
   }
+  cuda(cudaSetDevice(current), "cudaSetDevice");
 }
 
 /// Diagnostics: what the capture charged inside calls that allocate nothing (kernel launches growing

@@ -22,7 +22,11 @@ namespace gmp = gpumemprof;
 
 namespace {
 
-thread_local std::string last_error;
+// A plain array, never destroyed: PyTorch frees tensors from its own static destructors at exit,
+// after this thread's thread_local objects are gone, and every call here touches this message.
+thread_local char last_error[1024];
+
+void set_last_error(const std::string& text) { std::snprintf(last_error, sizeof last_error, "%s", text.c_str()); }
 
 /// The variable that configures the bridge's allocators and its value: $GPUMEMPROF_ALLOC_CONF,
 /// else PyTorch's own (what PyTorch users already set). Read once.
@@ -62,14 +66,14 @@ gmp::DeviceAllocator& allocator_of(int device) {
 template <class F, class R>
 R guarded(const char* what, bool print, R fail, F&& f) noexcept {
   try {
-    last_error.clear();
+    last_error[0] = '\0';
     return f();
   } catch (const std::exception& e) {
-    last_error = std::string(what) + ": " + e.what();
+    set_last_error(std::string(what) + ": " + e.what());
   } catch (...) {
-    last_error = std::string(what) + ": unknown error";
+    set_last_error(std::string(what) + ": unknown error");
   }
-  if (print) std::fprintf(stderr, "gpumemprof_torch: %s\n", last_error.c_str());
+  if (print) std::fprintf(stderr, "gpumemprof_torch: %s\n", last_error);
   return fail;
 }
 
@@ -199,7 +203,7 @@ int64_t gpumemprof_close_peak_window(int device, uint64_t id) {
                  [&] { return allocator_of(device).close_peak_window(id); });
 }
 
-const char* gpumemprof_last_error(void) { return last_error.c_str(); }
+const char* gpumemprof_last_error(void) { return last_error; }
 
 const char* gpumemprof_alloc_conf(void) {
   static const std::string text = alloc_conf().first.empty() ? "" : alloc_conf().first + "=" + alloc_conf().second;

@@ -11,6 +11,7 @@ DIR/rank-<R>.oom.txt at an out-of-memory error. Rank 0 then prints the cross-ran
 (`gpumemprof summary DIR` prints it again). --config takes PYTORCH_CUDA_ALLOC_CONF's syntax.
 """
 import argparse
+import faulthandler
 import os
 import runpy
 import sys
@@ -49,6 +50,9 @@ def _wait_for_ranks(out, world, seconds):
 
 def main(argv=None):
     opts = _parse(sys.argv[1:] if argv is None else argv)
+    # A crash in the script's own teardown (CUDA, NCCL, PyTorch's static objects at exit) then
+    # names where it happened on stderr instead of a bare exit -11.
+    faulthandler.enable(all_threads=True)
     if not os.path.isfile(opts.script):
         _fail("%s: no such script" % opts.script)
     try:
@@ -105,9 +109,14 @@ def _finish(gt, opts, local_rank, collective):
         print("%s: not every rank wrote its file within %.0f s; the summary covers those that did"
               % (_PROG, opts.wait), file=sys.stderr)
     try:
-        print(gt.rank_summary(opts.out), end="")
+        summary = gt.rank_summary(opts.out)
     except RuntimeError as e:
         print("%s: %s" % (_PROG, e), file=sys.stderr)
+        return
+    # Out now, whole: stdout into a pipe or file is block-buffered, and a crash later in the
+    # process's teardown (after this function, outside gpumemprof) would lose what is unflushed.
+    sys.stdout.write(summary)
+    sys.stdout.flush()
 
 
 if __name__ == "__main__":

@@ -67,7 +67,9 @@ void check_rank_file(const std::string& dir, int r, int world) {
   std::uint64_t allocated = 0;
   for (const gmp::SnapshotSegment& s : snap.segments) allocated += s.allocated_size;
   check(allocated == static_cast<std::uint64_t>(expected_peak(r)), path + ": live bytes " + std::to_string(allocated));
-  check(snap.device_traces.size() == 1 && !snap.device_traces[0].empty(), path + ": no trace");
+  // One trace list per device up to this rank's (PyTorch's layout): sim:0 is list 0, cuda:R list R.
+  const std::size_t own = device == "sim:0" ? 0 : static_cast<std::size_t>(r);
+  check(snap.device_traces.size() == own + 1 && !snap.device_traces[own].empty(), path + ": no trace");
 }
 
 void check_index(const std::string& dir, int world) {

@@ -21,9 +21,40 @@ class _Cuda:
 cuda = _Cuda()
 """
 
+FAKE_TORCH_GPU = """
+class _Cuda:
+    @staticmethod
+    def is_available():
+        return True
+    @staticmethod
+    def is_initialized():
+        return False
+cuda = _Cuda()
+"""
+
+# gpumemprof_torch as the launcher uses it, without the bridge library or a GPU: rank 0 of 1.
+FAKE_BRIDGE = """
+import os
+def install(): pass
+def record_memory_history(*args, **kwargs): pass
+def dump_on_oom(*args, **kwargs): pass
+def _rank_and_world(): return 0, 1, False
+def dump_snapshots(directory, device=None, collective=True):
+    os.makedirs(directory, exist_ok=True)
+    open(os.path.join(directory, "rank-0.pickle"), "w").close()
+def rank_summary(directory): return "1 rank(s) of world size 1 (stand-in summary)\\n"
+"""
+
+# A script whose process dies at exit (as a library's teardown can), after the launcher's summary.
+CRASH_AT_EXIT = """
+import atexit, os, signal
+atexit.register(lambda: os.kill(os.getpid(), signal.SIGSEGV))
+"""
+
 
 def launch(source, pythonpath, *args):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(pythonpath + [os.path.join(source, "python")]))
+    env.pop("PYTHONUNBUFFERED", None)  # stdout block-buffered, as under torchrun into a log file
     return subprocess.run([sys.executable, "-m", "gpumemprof_torch.run", *args], capture_output=True, text=True,
                           env=env, timeout=120)
 
@@ -61,6 +92,28 @@ def main():
               f"without a GPU: one line naming the problem, got {p.stderr!r}")
         check(not os.path.exists(marker), "the script ran although the launcher refused")
         check(not os.path.exists(os.path.join(tmp, "out")), "the launcher wrote a dump folder without running")
+
+        # The summary reaches a pipe even when the process crashes in its teardown afterwards
+        # (stdout into a pipe is block-buffered), and the crash says where it happened.
+        fake = os.path.join(tmp, "fake-gpu")
+        for package in ("torch", "gpumemprof_torch"):
+            os.makedirs(os.path.join(fake, package))
+        with open(os.path.join(fake, "torch", "__init__.py"), "w") as f:
+            f.write(FAKE_TORCH_GPU)
+        with open(os.path.join(fake, "gpumemprof_torch", "__init__.py"), "w") as f:
+            f.write(FAKE_BRIDGE)
+        with open(os.path.join(source, "python", "gpumemprof_torch", "run.py")) as f:
+            launcher = f.read()
+        with open(os.path.join(fake, "gpumemprof_torch", "run.py"), "w") as f:
+            f.write(launcher)
+        crash = os.path.join(tmp, "crash_at_exit.py")
+        with open(crash, "w") as f:
+            f.write(CRASH_AT_EXIT)
+        p = launch(source, [fake], "--out", os.path.join(tmp, "crash-out"), crash)
+        check(p.returncode == -11, f"crash at exit: exit {p.returncode}")
+        check("1 rank(s) of world size 1 (stand-in summary)" in p.stdout,
+              f"crash at exit: the summary was lost, stdout {p.stdout!r}")
+        check("Segmentation fault" in p.stderr, f"crash at exit: no report of where, stderr {p.stderr!r}")
     finish("launcher checks")
 
 

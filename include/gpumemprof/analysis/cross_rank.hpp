@@ -70,9 +70,9 @@ template <SnapshotLike S>
 
   const MemoryUsage usage = usage_from_snapshot(snap);
   for (const auto& [site, counts] : usage.sites) {
-    f.site_peaks[site] = counts.peak_bytes;
-    if (counts.peak_bytes > f.top_site_bytes) {
-      f.top_site_bytes = counts.peak_bytes;
+    f.site_peaks[site] = counts.peak_requested_bytes;
+    if (counts.peak_requested_bytes > f.top_site_bytes) {
+      f.top_site_bytes = counts.peak_requested_bytes;
       f.top_site = site;
     }
   }

@@ -14,22 +14,10 @@
 #include "gpumemprof/allocator/device_memory.hpp"
 #include "gpumemprof/allocator/format_size.hpp"
 #include "gpumemprof/config.hpp"
+#include "gpumemprof/export/formats/html_escape.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
 namespace detail {
-
-/// `s` as HTML text (also inside attribute values).
-inline void append_html_escaped(std::string& out, std::string_view s) {
-  for (const char c : s) {
-    switch (c) {
-      case '&': out.append("&amp;"); break;
-      case '<': out.append("&lt;"); break;
-      case '>': out.append("&gt;"); break;
-      case '"': out.append("&quot;"); break;
-      default: out.push_back(c);
-    }
-  }
-}
 
 /// One part of the device bar.
 struct DevicePart {

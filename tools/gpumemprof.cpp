@@ -58,7 +58,7 @@ const char* usage() {
          "  html SNAPSHOT -o REPORT.html   an offline HTML report of a snapshot\n"
          "  perfetto SNAPSHOT -o TRACE.json  counter tracks for ui.perfetto.dev\n"
          "  timeline SNAPSHOT -o OUT.json|OUT.html  memory by category over time (torch.profiler's layout)\n"
-         "  slice SNAPSHOT (--time T0:T1 | --max-entries N) -o OUT.pickle  a window of the history, for the viewer\n"
+         "  slice SNAPSHOT (--time T0:T1 | --steps A:B | --max-entries N) -o OUT.pickle  a window for the viewer\n"
          "  demo             a profiled training loop (GPU with cuBLAS, else the simulated device)\n"
          "  help [COMMAND]   this text, or a command's options\n"
          "  --version        print the version\n"

@@ -114,8 +114,31 @@ replayed = os.path.join(TMP, "replayed.pickle")
 run("replay", TRACE, "--repeat", "1", "--snapshot", replayed)
 slices_of("replay-written", replayed)
 
+# --steps: four annotated steps over the reference trace, steps 1 to 2 kept.
+stepped = dict(whole)
+n = len(times)
+bounds = [(times[i * n // 4], times[(i + 1) * n // 4 - 1]) for i in range(4)]
+stepped["external_annotations"] = [
+    {"stage": stage, "name": f"step {i}", "device": 0, "time_us": t}
+    for i, (a, b) in enumerate(bounds) for stage, t in (("START", a), ("END", b))]
+stepped_path = os.path.join(TMP, "stepped.pickle")
+with open(stepped_path, "wb") as f:
+    pickle.dump(stepped, f, protocol=4)
+out = os.path.join(TMP, "steps-slice.pickle")
+run("slice", stepped_path, "--steps", "1:2", "-o", out)
+first = times.index(bounds[1][0])
+last = max(i for i, t in enumerate(times) if t <= bounds[2][1]) + 1
+sl = check_slice("--steps 1:2", whole, out, first, last)
+check([a["name"] for a in sl["external_annotations"] if a["stage"] == "START"] == ["step 1", "step 2"],
+      f"--steps 1:2: annotations {sl['external_annotations']!r}")
+run("slice", stepped_path, "--steps", "3:", "-o", out)
+check_slice("--steps 3:", whole, out, times.index(bounds[3][0]), n)
+cli_checks.check_one_error_line(run("slice", stepped_path, "--steps", "0:9", "-o", out, expect_rc=2), "steps 0 to 3")
+cli_checks.check_one_error_line(run("slice", REFERENCE, "--steps", "0:1", "-o", out, expect_rc=2),
+                                "no annotated steps")
+
 # Bad input: one line, exit 2.
-out = os.path.join(TMP, "bad.pickle")
+out = os.path.join(TMP, "bad.pickle")  # never written
 after = times[-1] + 1_000_000
 cli_checks.check_one_error_line(run("slice", REFERENCE, "--time", f"{after}:", "-o", out, expect_rc=2),
                                 "outside the snapshot's trace")
@@ -131,7 +154,7 @@ shutil.copyfile(REFERENCE, copy)
 size = os.path.getsize(copy)
 cli_checks.check_one_error_line(run("slice", copy, "--max-entries", "10", "-o", copy, expect_rc=2), "input file")
 check(os.path.getsize(copy) == size, "slice -o INPUT changed the input")
-check(not os.path.exists(out), "a refused slice wrote its output")
+check(not os.path.exists(os.path.join(TMP, "bad.pickle")), "a refused slice wrote its output")
 help_text = run("help").stdout
 check("slice SNAPSHOT" in help_text, "gpumemprof help does not list slice")
 

@@ -9,6 +9,7 @@
 #include "cli_args.hpp"
 #include "cmd_diff.hpp"
 #include "cmd_replay.hpp"
+#include "cmd_slice.hpp"
 #include "cmd_snapshot.hpp"
 #include "cmd_timeline.hpp"
 #include "cmd_tune.hpp"
@@ -57,6 +58,7 @@ const char* usage() {
          "  html SNAPSHOT -o REPORT.html   an offline HTML report of a snapshot\n"
          "  perfetto SNAPSHOT -o TRACE.json  counter tracks for ui.perfetto.dev\n"
          "  timeline SNAPSHOT -o OUT.json|OUT.html  memory by category over time (torch.profiler's layout)\n"
+         "  slice SNAPSHOT (--time T0:T1 | --steps A:B | --max-entries N) -o OUT.pickle  a window for the viewer\n"
          "  demo             a profiled training loop (GPU with cuBLAS, else the simulated device)\n"
          "  help [COMMAND]   this text, or a command's options\n"
          "  --version        print the version\n"
@@ -92,6 +94,7 @@ int run(int argc, char** argv) {
     if (cmd == "html") return tools::cmd_html(argc, argv);
     if (cmd == "perfetto") return tools::cmd_perfetto(argc, argv);
     if (cmd == "timeline") return tools::cmd_timeline(argc, argv);
+    if (cmd == "slice") return tools::cmd_slice(argc, argv);
     if (cmd == "demo") return run_demo_command(argc, argv);
     throw tools::UsageError("unknown command '" + cmd + "'; run 'gpumemprof --help'");
   } catch (const tools::UsageError& e) {

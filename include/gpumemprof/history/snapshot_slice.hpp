@@ -1,0 +1,228 @@
+// Layer 3: a window of a snapshot's history as a smaller snapshot that PyTorch's viewer opens.
+//
+// A slice's device_traces hold only the entries inside the window; its segments and blocks are
+// the state at the END of the window, so that replaying the trace backwards from them (as the
+// viewer does) is consistent and blocks live at the start of the window appear as pre-existing.
+// The state at the window's end is the snapshot's state with the entries after the window undone,
+// newest first: an alloc undone frees its block, a free_completed undone brings back its block
+// (pending free; its size is the request rounded up to 512 bytes, the allocator's smallest
+// block, when the snapshot's layout does not tell it), a segment_alloc undone removes the
+// segment, a segment_free undone brings it back whole and free. Entries of expandable segments
+// (segment_map/unmap) and frees of addresses found in no segment cannot be undone exactly; they
+// are counted in SliceResult::approximate.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <limits>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "gpumemprof/config.hpp"
+#include "gpumemprof/history/compact_snapshot.hpp"
+#include "gpumemprof/history/snapshot.hpp"
+
+GPUMEMPROF_NAMESPACE_BEGIN
+
+/// Which entries a slice keeps: those with t0 <= time_us <= t1, and of those the newest
+/// `max_entries` of each device's trace (0: no limit).
+struct SliceWindow {
+  std::int64_t t0 = std::numeric_limits<std::int64_t>::min();
+  std::int64_t t1 = std::numeric_limits<std::int64_t>::max();
+  std::size_t max_entries = 0;
+};
+
+struct SliceResult {
+  Snapshot snapshot;
+  std::size_t entries = 0;      ///< trace entries kept, all devices
+  std::size_t undone = 0;       ///< entries after the window, undone to find the state at its end
+  std::size_t approximate = 0;  ///< of those, entries that could not be undone exactly
+};
+
+namespace detail {
+
+/// The segments of one device by address, rewound entry by entry.
+class SegmentRewinder {
+ public:
+  explicit SegmentRewinder(std::vector<SnapshotSegment> segs) {
+    for (SnapshotSegment& s : segs) segs_.emplace(s.address, std::move(s));
+  }
+
+  /// Undoes one entry; false when it could not be undone exactly.
+  template <class Entry>
+  bool undo(const Entry& e, int device) {
+    switch (e.action) {
+      case TraceAction::alloc: return set_state(e.addr, BlockState::inactive, 0);
+      case TraceAction::free_requested: return set_state(e.addr, BlockState::active_allocated, e.size);
+      case TraceAction::free_completed: return bring_back(e.addr, e.size);
+      case TraceAction::segment_alloc: return segs_.erase(e.addr) == 1;
+      case TraceAction::segment_free: {
+        SnapshotSegment s;
+        s.device = device;
+        s.address = e.addr;
+        s.total_size = e.size;
+        s.stream = e.stream;
+        s.is_large = e.size != kSmallSegment;
+        s.blocks.push_back(SnapshotBlock{e.addr, e.size, 0, BlockState::inactive, {}});
+        return segs_.emplace(e.addr, std::move(s)).second;
+      }
+      case TraceAction::segment_map:
+      case TraceAction::segment_unmap: return false;
+      case TraceAction::snapshot:
+      case TraceAction::oom: return true;
+    }
+    return true;
+  }
+
+  /// The segments in address order, free neighbours merged and the totals recomputed.
+  std::vector<SnapshotSegment> take() && {
+    std::vector<SnapshotSegment> out;
+    for (auto& [addr, s] : segs_) {
+      std::vector<SnapshotBlock> blocks;
+      for (SnapshotBlock& b : s.blocks) {
+        if (!blocks.empty() && b.state == BlockState::inactive && blocks.back().state == BlockState::inactive) {
+          blocks.back().size += b.size;
+        } else {
+          blocks.push_back(std::move(b));
+        }
+      }
+      s.blocks = std::move(blocks);
+      s.allocated_size = s.active_size = s.requested_size = 0;
+      for (const SnapshotBlock& b : s.blocks) {
+        if (b.state == BlockState::inactive) continue;
+        if (b.state == BlockState::active_allocated) s.allocated_size += b.size;
+        s.active_size += b.size;
+        s.requested_size += b.requested_size;
+      }
+      out.push_back(std::move(s));
+    }
+    return out;
+  }
+
+ private:
+  static constexpr std::uint64_t kSmallSegment = std::uint64_t{2} << 20;  // the small pool's segments
+  static constexpr std::uint64_t kMinBlock = 512;
+
+  /// The segment holding `addr` and the index of its block holding it, or {nullptr, 0}.
+  std::pair<SnapshotSegment*, std::size_t> find(std::uint64_t addr) {
+    auto it = segs_.upper_bound(addr);
+    if (it == segs_.begin()) return {nullptr, 0};
+    SnapshotSegment& s = std::prev(it)->second;
+    if (addr >= s.address + s.total_size) return {nullptr, 0};
+    for (std::size_t i = 0; i < s.blocks.size(); ++i) {
+      if (addr < s.blocks[i].address + s.blocks[i].size) return {&s, i};
+    }
+    return {nullptr, 0};
+  }
+
+  bool set_state(std::uint64_t addr, BlockState state, std::uint64_t requested) {
+    auto [s, i] = find(addr);
+    if (s == nullptr || s->blocks[i].address != addr) return false;
+    SnapshotBlock& b = s->blocks[i];
+    if (state == BlockState::inactive) b.frames.reset();
+    if (state != BlockState::inactive && b.state == BlockState::inactive) return false;
+    b.state = state;
+    b.requested_size = state == BlockState::inactive ? 0 : requested;
+    return true;
+  }
+
+  /// Before a free_completed, the block at `addr` was pending free: carve it out of the free
+  /// block that now holds it.
+  bool bring_back(std::uint64_t addr, std::uint64_t requested) {
+    auto [s, i] = find(addr);
+    if (s == nullptr) return false;
+    SnapshotBlock free_block = s->blocks[i];
+    if (free_block.state != BlockState::inactive) {
+      if (free_block.address != addr) return false;
+      s->blocks[i].state = BlockState::active_pending_free;
+      s->blocks[i].requested_size = requested;
+      return true;
+    }
+    // The free neighbours (undone allocs are not merged as they are undone) are one free range.
+    std::size_t lo = i;
+    std::size_t hi = i + 1;
+    while (lo > 0 && s->blocks[lo - 1].state == BlockState::inactive) --lo;
+    while (hi < s->blocks.size() && s->blocks[hi].state == BlockState::inactive) ++hi;
+    free_block.address = s->blocks[lo].address;
+    const std::uint64_t end = s->blocks[hi - 1].address + s->blocks[hi - 1].size;
+    const std::uint64_t rounded =
+        requested < kMinBlock ? kMinBlock : (requested + kMinBlock - 1) / kMinBlock * kMinBlock;
+    const std::uint64_t size = std::min(rounded, end - addr);
+    std::vector<SnapshotBlock> parts;
+    if (addr > free_block.address) {
+      parts.push_back(SnapshotBlock{free_block.address, addr - free_block.address, 0, BlockState::inactive, {}});
+    }
+    parts.push_back(SnapshotBlock{addr, size, requested, BlockState::active_pending_free, {}});
+    if (addr + size < end) parts.push_back(SnapshotBlock{addr + size, end - addr - size, 0, BlockState::inactive, {}});
+    s->blocks.erase(s->blocks.begin() + static_cast<std::ptrdiff_t>(lo),
+                    s->blocks.begin() + static_cast<std::ptrdiff_t>(hi));
+    s->blocks.insert(s->blocks.begin() + static_cast<std::ptrdiff_t>(lo), parts.begin(), parts.end());
+    return size == rounded;
+  }
+
+  std::map<std::uint64_t, SnapshotSegment> segs_;
+};
+
+}  // namespace detail
+
+/// The slice of `snap` that `w` selects (see the file comment). Only the kept entries are
+/// expanded into TraceEntry values; annotations inside the kept time span stay.
+template <SnapshotLike S>
+SliceResult slice_snapshot(const S& snap, const SliceWindow& w) {
+  SliceResult r;
+  std::vector<detail::SegmentRewinder> rewinders;
+  std::int64_t kept_first = std::numeric_limits<std::int64_t>::max();
+  std::int64_t kept_last = std::numeric_limits<std::int64_t>::min();
+  for (std::size_t d = 0; d < snap.device_traces.size(); ++d) {
+    const auto& trace = snap.device_traces[d];
+    std::size_t first = 0;
+    while (first < trace.size() && trace[first].time_us < w.t0) ++first;
+    std::size_t last = first;  // one past the window
+    while (last < trace.size() && trace[last].time_us <= w.t1) ++last;
+    if (w.max_entries != 0 && last - first > w.max_entries) first = last - w.max_entries;
+
+    std::vector<SnapshotSegment> mine;
+    for (const SnapshotSegment& s : snap.segments) {
+      if (s.device == static_cast<int>(d)) mine.push_back(s);
+    }
+    detail::SegmentRewinder rewinder(std::move(mine));
+    for (std::size_t i = trace.size(); i > last; --i) {
+      ++r.undone;
+      if (!rewinder.undo(trace[i - 1], static_cast<int>(d))) ++r.approximate;
+    }
+    std::vector<SnapshotSegment> segs = std::move(rewinder).take();
+    r.snapshot.segments.insert(r.snapshot.segments.end(), std::make_move_iterator(segs.begin()),
+                               std::make_move_iterator(segs.end()));
+
+    std::vector<TraceEntry> kept;
+    kept.reserve(last - first);
+    for (std::size_t i = first; i < last; ++i) {
+      const auto e = trace[i];
+      kept.push_back(
+          TraceEntry{e.action, e.addr, e.size, e.stream, e.time_us, e.compile_context, e.user_metadata, e.frames});
+    }
+    if (!kept.empty()) {
+      kept_first = std::min(kept_first, kept.front().time_us);
+      kept_last = std::max(kept_last, kept.back().time_us);
+    }
+    r.entries += kept.size();
+    r.snapshot.device_traces.push_back(std::move(kept));
+  }
+  // Segments of devices with no trace stay as they are.
+  for (const SnapshotSegment& s : snap.segments) {
+    if (s.device < 0 || static_cast<std::size_t>(s.device) >= snap.device_traces.size()) {
+      r.snapshot.segments.push_back(s);
+    }
+  }
+  r.snapshot.allocator_settings = snap.allocator_settings;
+  for (const Annotation& a : snap.external_annotations) {
+    if (a.time_us >= kept_first && a.time_us <= kept_last) r.snapshot.external_annotations.push_back(a);
+  }
+  r.snapshot.rank_info = snap.rank_info;
+  return r;
+}
+
+GPUMEMPROF_NAMESPACE_END

@@ -115,7 +115,8 @@ TEST_CASE("timeline: Perfetto's and the HTML report's curves are the timeline's 
   const auto& trace = snap.device_traces.at(0);
   REQUIRE(trace.size() > 60);
 
-  // Perfetto: the allocated and reserved counters are the timeline's levels at each timestamp.
+  // Perfetto: the requested and reserved counters are the timeline's levels (active: requested
+  // bytes until free_completed) at each timestamp.
   std::ostringstream os;
   gmp::write_perfetto(snap, os);
   const gmp::DataValue doc = gmp::parse_json(os.str());
@@ -125,14 +126,14 @@ TEST_CASE("timeline: Perfetto's and the HTML report's curves are the timeline's 
       counters[e.find("name")->as_string()].push_back(e.find("args")->find("bytes")->as_int());
     }
   }
-  std::vector<std::int64_t> allocated{t.start().allocated};
+  std::vector<std::int64_t> requested{t.start().active};
   std::vector<std::int64_t> reserved{t.start().reserved};
   t.walk([&](std::size_t i, const auto& e, const TimelineLevels& l, const auto&) {
     if (i + 1 < trace.size() && trace[i + 1].time_us <= e.time_us) return;  // one sample per timestamp
-    if (l.allocated != allocated.back()) allocated.push_back(l.allocated);
+    if (l.active != requested.back()) requested.push_back(l.active);
     if (l.reserved != reserved.back()) reserved.push_back(l.reserved);
   });
-  CHECK(counters["allocated"] == allocated);
+  CHECK(counters["requested"] == requested);
   CHECK(counters["reserved"] == reserved);
 
   // HTML: its active curve (the allocations it draws, state by state), its reserved steps and
@@ -160,10 +161,10 @@ TEST_CASE("timeline: Perfetto's and the HTML report's curves are the timeline's 
   });
   CHECK(same);
   const TimelineLevels peaks = t.peaks();
-  CHECK(d.summary.peak_allocated_bytes == static_cast<std::uint64_t>(peaks.allocated));
+  CHECK(d.summary.peak_requested_bytes == static_cast<std::uint64_t>(peaks.allocated));
   CHECK(d.summary.peak_active_bytes == static_cast<std::uint64_t>(peaks.active));
   CHECK(d.summary.peak_reserved_bytes == static_cast<std::uint64_t>(peaks.reserved));
-  CHECK(*std::max_element(counters["allocated"].begin(), counters["allocated"].end()) == peaks.allocated);
+  CHECK(*std::max_element(counters["requested"].begin(), counters["requested"].end()) == peaks.active);
   bool pending = false;  // the workload did keep frees pending: the two curves part somewhere
   t.walk([&](std::size_t, const auto&, const TimelineLevels& l, const auto&) { pending |= l.allocated < l.active; });
   CHECK(pending);

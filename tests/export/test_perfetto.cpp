@@ -85,14 +85,14 @@ TEST_CASE("perfetto: counters replay the trace; annotations become slices") {
   CHECK(doc.find("displayTimeUnit")->as_string() == "ms");
 
   const std::int64_t t0 = s.device_traces[0][0].time_us;
-  // The trace explains everything the snapshot holds on device 0, so both start at 0.
+  // The trace explains everything the snapshot holds on device 0, so both start at 0. Requested
+  // bytes leave at free_completed (PyTorch's requested_bytes), not at free_requested.
   const auto allocated = counter(doc, "requested", 0);
   const std::vector<std::pair<std::int64_t, std::int64_t>> want_allocated = {{t0 - 1, 0},
                                                                              {t0 + 1, (2 << 20) - 3},
                                                                              {t0 + 2, (2 << 20) - 3 + 1000},
-                                                                             {t0 + 3, (2 << 20) - 3},
-                                                                             {t0 + 6, (2 << 20) - 3 + 512},
-                                                                             {t0 + 7, (2 << 20) - 3}};
+                                                                             {t0 + 6, (2 << 20) - 3 + 1000 + 512},
+                                                                             {t0 + 8, (2 << 20) - 3 + 1000}};
   CHECK(allocated == want_allocated);
   const auto reserved = counter(doc, "reserved", 0);
   const std::vector<std::pair<std::int64_t, std::int64_t>> want_reserved = {

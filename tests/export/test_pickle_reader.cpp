@@ -1,6 +1,7 @@
 // read_pickle: pickles CPython made (protocols 2..5), and hostile input: truncation at every
 // length, random and mutated bytes, code-running opcodes, cycles, deep nesting.
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <sstream>
 #include <string>
@@ -391,4 +392,13 @@ TEST_CASE("read_pickle: random and mutated bytes never crash") {
     for (int k = 0; k < flips; ++k) s[rng() % s.size()] = static_cast<char>(byte(rng));
     REQUIRE(parses_or_format_error(s));
   }
+}
+
+TEST_CASE("read_pickle: an unsigned 64-bit integer keeps its bit pattern; wider ones are refused") {
+  // PyTorch 2.11 writes a frame line of size_t(-1) with compile_context=True: LONG1 of 9 bytes.
+  CHECK(read_pickle(bin("\x80\x02\x8a\x09\xff\xff\xff\xff\xff\xff\xff\xff\x00.")).as_int() == -1);
+  CHECK(read_pickle(bin("\x80\x02\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x80\x00.")).as_int() ==
+        std::numeric_limits<std::int64_t>::min());
+  CHECK_THROWS(read_pickle(bin("\x80\x02\x8a\x09\xff\xff\xff\xff\xff\xff\xff\x7f\xff.")));  // < -2^63
+  CHECK_THROWS(read_pickle(bin("\x80\x02\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x01.")));  // 2^64
 }

@@ -310,7 +310,9 @@ class PickleMachine {
       v |= static_cast<std::uint64_t>(static_cast<std::uint8_t>(s[k])) << (8 * k);
     }
     const auto result = static_cast<std::int64_t>(v);
-    if (n >= 8 && (result < 0) != negative) fail("an integer that does not fit in 64 bits");
+    // An unsigned 64-bit value past 2^63 (PyTorch writes a frame line of size_t(-1) with
+    // compile_context) is kept as its 64-bit pattern: 2^64 - 1 reads as -1.
+    if (n >= 8 && negative && result >= 0) fail("an integer that does not fit in 64 bits");
     return result;
   }
 

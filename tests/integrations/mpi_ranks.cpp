@@ -39,7 +39,11 @@ std::int64_t expected_peak(int rank) {
 
 // Two allocation sites, so that the cross-rank report has a site that differs.
 __attribute__((noinline)) void* layer_weights(gmp::DeviceAllocator& a) { return a.allocate(16_MiB); }
-__attribute__((noinline)) void* extra_buffer(gmp::DeviceAllocator& a) { return a.allocate(64_MiB); }
+__attribute__((noinline)) void* extra_buffer(gmp::DeviceAllocator& a) {
+  void* p = a.allocate(64_MiB);
+  asm volatile("" : : "r"(p) : "memory");  // no tail call: a release build keeps this frame on the stack
+  return p;
+}
 
 std::vector<void*> rank_work(int rank) {
   auto& alloc = gmp::default_allocator(device);

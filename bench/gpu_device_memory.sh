@@ -35,6 +35,9 @@ for mode in LAZY EAGER; do
   echo "test_external_memory CUDA_MODULE_LOADING=$mode: exit $? ($(grep -c '^PASS' "$log") passed," \
        "$(grep -c '^FAIL' "$log") failed, $(grep -c '^SKIP' "$log") skipped)"
   grep -E "^(FAIL|SKIP)" "$log"
+  # Where NCCL's memory appears (used and unattributed around each step), what was charged inside
+  # calls that allocate nothing (kernel launches growing local memory, peer access), which callbacks ran.
+  grep -E "^  (before|after) |^  growth: |^  callbacks:" "$log"
 done | tee "$out/device_memory_tests.txt"
 
 {

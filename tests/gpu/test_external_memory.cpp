@@ -19,6 +19,7 @@
 #include "gpumemprof/allocator/default_allocator.hpp"
 #include "gpumemprof/allocator/device_memory.hpp"
 #include "gpumemprof/device/cuda.hpp"
+#include "gpumemprof/device/cupti.hpp"
 
 namespace gmp = gpumemprof;
 
@@ -60,6 +61,36 @@ std::size_t bytes_of(const std::vector<gmp::OwnerMemory>& owners, std::string_vi
     if (std::string_view(o.owner).substr(0, prefix.size()) == prefix) n += o.bytes;
   }
   return n;
+}
+
+/// Diagnostics for a step: every device's used bytes (the driver's count) and what stays unattributed.
+void print_step(const char* step, int devices) {
+  int current = 0;
+  cuda(cudaGetDevice(&current), "cudaGetDevice");
+  for (int d = 0; d < devices; ++d) {
+    const gmp::DeviceMemory md = gmp::device_memory(gmp::Device::cuda(d));
+    std::size_t stack = 0;  // the per-thread stack limit: local memory grows with it
+    cuda(cudaSetDevice(d), "cudaSetDevice");
+    cuda(cudaDeviceGetLimit(&stack, cudaLimitStackSize), "cudaDeviceGetLimit");
+    std::printf("  %-28s cuda:%d used %llu bytes, unattributed %lld bytes, stack limit %zu bytes\n", step, d,
+                static_cast<unsigned long long>(md.used), static_cast<long long>(md.unattributed), stack);
+  }
+  cuda(cudaSetDevice(current), "cudaSetDevice");
+}
+
+/// Diagnostics: what the capture charged inside calls that allocate nothing (kernel launches growing
+/// local memory, peer access), and which callbacks ran.
+void print_capture() {
+#if GPUMEMPROF_WITH_CUDA && GPUMEMPROF_WITH_CUPTI
+  for (const auto& g : gmp::detail::cupti::growths()) {
+    std::printf("  growth: cuda:%d %s by %s: %llu bytes (used %llu -> %llu)\n", g.device, g.call.c_str(),
+                g.owner.c_str(), static_cast<unsigned long long>(g.bytes),
+                static_cast<unsigned long long>(g.used_before), static_cast<unsigned long long>(g.used_after));
+  }
+  std::string seen;
+  for (const auto& [name, n] : gmp::detail::cupti::callbacks_seen()) seen += " " + name + " x" + std::to_string(n);
+  std::printf("  callbacks:%s\n", seen.c_str());
+#endif
 }
 
 std::string program_owner() {
@@ -145,7 +176,9 @@ int main() {
     std::vector<void*> comms(static_cast<std::size_t>(devices));
     std::vector<int> list;
     for (int d = 0; d < devices; ++d) list.push_back(d);
+    print_step("before ncclCommInitAll", devices);
     bool ok = sym<InitAll>(nccl, "ncclCommInitAll")(comms.data(), devices, list.data()) == 0;
+    print_step("after ncclCommInitAll", devices);
     std::vector<float*> bufs(comms.size());
     std::vector<cudaStream_t> streams(comms.size());
     for (int d = 0; d < devices; ++d) {
@@ -164,17 +197,19 @@ int main() {
       cuda(cudaStreamSynchronize(streams[d]), "cudaStreamSynchronize (all-reduce)");
     }
     cuda(cudaSetDevice(0), "cudaSetDevice");
+    print_step("after the first all-reduce", devices);
     check(ok, "an NCCL communicator over " + std::to_string(devices) + " GPU(s) and an all-reduce");
     for (int d = 0; d < devices; ++d) {
       const gmp::DeviceMemory md = gmp::device_memory(gmp::Device::cuda(d));
       check(bytes_of(md.external_by_owner, "libnccl.so") > 0,
-            "NCCL's buffers on cuda:" + std::to_string(d) + " are held by libnccl.so: " +
-                gmp::format_size(bytes_of(md.external_by_owner, "libnccl.so")) + " (code " +
-                gmp::format_size(bytes_of(md.code_by_owner, "libnccl.so")) + ")");
+            "NCCL's buffers on cuda:" + std::to_string(d) +
+                " are held by libnccl.so: " + gmp::format_size(bytes_of(md.external_by_owner, "libnccl.so")) +
+                " (code " + gmp::format_size(bytes_of(md.code_by_owner, "libnccl.so")) + ")");
     }
   }
 
   // Every device: the whole account, and what it leaves unexplained.
+  print_capture();
   for (int d = 0; d < devices; ++d) {
     const gmp::DeviceMemory md = gmp::device_memory(gmp::Device::cuda(d));
     std::printf("%s", gmp::format_device_memory(md).c_str());

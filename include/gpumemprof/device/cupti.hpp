@@ -12,6 +12,11 @@
 //   - module code: the growth of unexplained device memory across each module load, under the
 //     library holding the module's image (else the caller); modules loaded while a context is being
 //     created count by their image size, the rest of that growth being the context.
+//   - memory taken inside calls that allocate nothing: the growth of unexplained device memory
+//     across a kernel's first launch on a device (the driver grows local memory, the stacks of every
+//     resident thread, for kernels that need more: NCCL's), cudaDeviceSetLimit / cuCtxSetLimit and
+//     enabling peer access; charged to the caller as an allocation at site "local memory (kernel
+//     stacks)" or "peer access".
 //   - the context: used memory when a context is created after tracking started (or, for contexts
 //     already active, when tracking starts), less gpumemprof's own bytes.
 // The owner of a call is the first library on the stack outside libcuda, libcudart and libcupti,
@@ -30,6 +35,7 @@
 #include <string_view>
 
 #include "gpumemprof/config.hpp"
+#include "gpumemprof/device/call_owner.hpp"
 #include "gpumemprof/device/cuda.hpp"
 #include "gpumemprof/device/external_memory.hpp"
 
@@ -43,7 +49,6 @@
 #if defined(__clang__)
 #pragma clang diagnostic pop
 #endif
-#include <cxxabi.h>
 #include <dlfcn.h>
 #include <execinfo.h>
 
@@ -52,6 +57,7 @@
 #include <cstdlib>
 #include <map>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 #endif
 
@@ -62,60 +68,6 @@ namespace detail {
 
 namespace cupti {
 
-/// Whether `file` (a shared object's path) is CUDA's own plumbing, never an owner.
-inline bool is_cuda_plumbing(std::string_view file) {
-  const std::string_view base = file.substr(file.rfind('/') + 1);  // npos + 1 == 0
-  for (const std::string_view p : {"libcuda.so", "libcudart.so", "libcupti.so", "libnvidia-"}) {
-    if (base.substr(0, p.size()) == p) return true;
-  }
-  return false;
-}
-
-/// "/usr/lib/libnccl.so.2.28.9" -> "libnccl.so"; the program -> its file name.
-inline std::string owner_name(const char* file) {
-  std::string_view f = file != nullptr ? file : "";
-  if (f.empty()) f = program_invocation_short_name;
-  f = f.substr(f.rfind('/') + 1);
-  if (const auto so = f.find(".so"); so != std::string_view::npos) f = f.substr(0, so + 3);
-  return std::string(f);
-}
-
-struct Caller {
-  std::string owner = "unknown";
-  std::string site;
-};
-
-/// The first frame outside CUDA's libraries above the CUDA call that is running.
-inline Caller caller_outside_cuda() {
-  void* frames[64];
-  const int n = ::backtrace(frames, 64);
-  bool inside_cuda = false;
-  for (int i = 0; i < n; ++i) {
-    Dl_info info{};
-    const auto* pc = static_cast<const char*>(frames[i]) - 1;  // inside the call, not after it
-    if (::dladdr(pc, &info) == 0 || info.dli_fname == nullptr) continue;
-    if (is_cuda_plumbing(info.dli_fname)) {
-      inside_cuda = true;
-      continue;
-    }
-    if (!inside_cuda) continue;  // the capture's own frames, below CUPTI
-    Caller c{owner_name(info.dli_fname), {}};
-    if (info.dli_sname != nullptr) {
-      int status = 0;
-      char* demangled = abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status);
-      c.site = status == 0 && demangled != nullptr ? demangled : info.dli_sname;
-      std::free(demangled);
-      if (const auto paren = c.site.find('('); paren != std::string::npos) c.site.resize(paren);
-    } else {
-      char off[32];
-      std::snprintf(off, sizeof off, "+0x%zx", static_cast<std::size_t>(pc - static_cast<const char*>(info.dli_fbase)));
-      c.site = c.owner + off;
-    }
-    return c;
-  }
-  return {};
-}
-
 // Ids in the ledgers: device pointers as they are; physical allocations and pools tagged apart.
 inline std::uint64_t handle_id(std::uint64_t h) { return h | (std::uint64_t{1} << 63); }
 inline std::uint64_t pool_id(const void* p) { return reinterpret_cast<std::uintptr_t>(p) | (std::uint64_t{1} << 62); }
@@ -123,6 +75,16 @@ inline std::uint64_t pool_id(const void* p) { return reinterpret_cast<std::uintp
 struct Pool {
   int device = 0;
   Caller first;
+};
+
+/// Device memory the driver took inside a call that allocates nothing (a kernel launch growing
+/// local memory, enabling peer access, raising the stack limit), charged to `owner`.
+struct Growth {
+  int device = 0;
+  std::string call;                             ///< "cuLaunchKernelEx", ...
+  std::string owner;                            ///< the caller
+  std::size_t used_before = 0, used_after = 0;  ///< the driver's used bytes at the last measurement and now
+  std::size_t bytes = 0;                        ///< charged (used growth nothing else explains)
 };
 
 struct Capture {
@@ -141,6 +103,8 @@ struct Capture {
   CUresult (*primary_state)(CUdevice, unsigned*, int*) = nullptr;
   CUresult (*primary_retain)(CUcontext*, CUdevice) = nullptr;
   CUresult (*primary_release)(CUdevice) = nullptr;
+  CUresult (*ctx_get_limit)(std::size_t*, CUlimit) = nullptr;
+  CUptiResult (*callback_name)(CUpti_CallbackDomain, uint32_t, const char**) = nullptr;
 
   CUpti_SubscriberHandle subscriber = nullptr;
   std::atomic<bool> on{false};
@@ -156,10 +120,15 @@ struct Capture {
   std::map<std::uint64_t, std::uint64_t> mapped_at;
   std::unordered_map<std::uint64_t, int> mappings;
   std::unordered_map<std::uint64_t, bool> released;
-  std::array<std::int64_t, max_ledger_devices> mark{};        // unattributed at the last measurement
-  std::array<bool, max_ledger_devices> context_known{};       // the device's context was measured
+  std::array<std::int64_t, max_ledger_devices> mark{};   // unattributed at the last measurement
+  std::array<bool, max_ledger_devices> context_known{};  // the device's context was measured
   std::array<std::vector<std::pair<std::uint32_t, Caller>>, max_ledger_devices> early;  // modules before it
-  std::map<std::uint32_t, std::size_t> early_size;  // module -> image bytes
+  std::map<std::uint32_t, std::size_t> early_size;                                      // module -> image bytes
+  std::array<std::unordered_set<std::uint64_t>, max_ledger_devices> launched;           // kernels launched
+  std::array<std::size_t, max_ledger_devices> stack_limit{};                            // CU_LIMIT_STACK_SIZE last seen
+  std::vector<Growth> growths;  // memory taken inside calls that allocate nothing, in order
+  // Callbacks that ran, per domain (runtime, driver) and callback id: the diagnostics' count.
+  std::array<std::array<std::atomic<std::uint32_t>, 1024>, 2> calls{};
 };
 
 inline Capture& capture() {
@@ -339,6 +308,52 @@ inline void on_context(CUcontext ctx) {
   c.mark[device] = 0;
 }
 
+/// Inside a call that allocates nothing (`site`): what the device's used memory grew by that
+/// nothing known explains is charged to the caller as an allocation. Local memory is the usual
+/// case: the driver reserves a kernel's stack for every thread that can be resident on every SM,
+/// and grows that reservation at the first launch of a kernel needing more (NCCL's kernels do).
+inline void on_growth_point(const char* site, CUpti_CallbackDomain domain, CUpti_CallbackId id) {
+  int device = 0;
+  std::size_t used = 0;
+  if (!measure(nullptr, device, used)) return;
+  const std::int64_t now = unattributed(device, used);
+  Capture& c = capture();
+  std::int64_t grown = 0;
+  {
+    std::lock_guard lock(c.mutex);
+    if (!c.context_known[device]) return;
+    grown = now - c.mark[device];
+    c.mark[device] = grown > 0 ? now - grown : now;
+    if (grown <= 0) return;
+  }
+  const Caller who = caller_outside_cuda();
+  const char* call = "?";
+  (void)c.callback_name(domain, id, &call);
+  std::lock_guard lock(c.mutex);
+  const auto bytes = static_cast<std::size_t>(grown);
+  cuda_ledger(device).record_alloc((std::uint64_t{1} << 61) | c.growths.size(), bytes, who.owner, site);
+  c.growths.push_back(Growth{device, call, who.owner, used - bytes, used, bytes});
+}
+
+/// A kernel launch (`kernel`: its function, 0 when unknown): measured at the first launch of each
+/// kernel on a device, and whenever the stack limit changed since the last launch there.
+inline void on_launch(std::uint64_t kernel, CUpti_CallbackDomain domain, CUpti_CallbackId id) {
+  Capture& c = capture();
+  std::size_t limit = 0;
+  (void)c.ctx_get_limit(&limit, CU_LIMIT_STACK_SIZE);
+  const auto device = static_cast<std::size_t>(current_device());
+  {
+    std::lock_guard lock(c.mutex);
+    const bool new_kernel = kernel != 0 && c.launched[device].insert(kernel).second;
+    if (!new_kernel && limit == c.stack_limit[device]) return;
+    c.stack_limit[device] = limit;
+  }
+  on_growth_point("local memory (kernel stacks)", domain, id);
+}
+
+inline constexpr CUpti_CallbackDomain runtime_api = CUPTI_CB_DOMAIN_RUNTIME_API;
+inline constexpr CUpti_CallbackDomain driver_api = CUPTI_CB_DOMAIN_DRIVER_API;
+
 template <class P>
 const P& params(const CUpti_CallbackData* cb) {
   return *static_cast<const P*>(cb->functionParams);
@@ -370,7 +385,29 @@ inline void on_runtime(CUpti_CallbackId id, const CUpti_CallbackData* cb) {
     case CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_ptsz_v11020: on_pool(current_device(), nullptr); break;
     case CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_v11020:
     case CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_ptsz_v11020:
-      on_pool(current_device(), reinterpret_cast<CUmemoryPool>(params<cudaMallocFromPoolAsync_v11020_params>(cb).memPool));
+      on_pool(current_device(),
+              reinterpret_cast<CUmemoryPool>(params<cudaMallocFromPoolAsync_v11020_params>(cb).memPool));
+      break;
+    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000:
+      on_launch(reinterpret_cast<std::uintptr_t>(params<cudaLaunchKernel_v7000_params>(cb).func), runtime_api, id);
+      break;
+    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060:
+      on_launch(reinterpret_cast<std::uintptr_t>(params<cudaLaunchKernelExC_v11060_params>(cb).func), runtime_api, id);
+      break;
+    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000:
+      on_launch(reinterpret_cast<std::uintptr_t>(params<cudaLaunchCooperativeKernel_v9000_params>(cb).func),
+                runtime_api, id);
+      break;
+    case CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000:
+    case CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000: on_launch(0, runtime_api, id); break;
+    case CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSetLimit_v3020:
+      on_growth_point("local memory (kernel stacks)", runtime_api, id);
+      break;
+    case CUPTI_RUNTIME_TRACE_CBID_cudaDeviceEnablePeerAccess_v4000:
+      on_growth_point("peer access", runtime_api, id);
       break;
     default: break;
   }
@@ -413,6 +450,20 @@ inline void on_driver(CUpti_CallbackId id, const CUpti_CallbackData* cb) {
     case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz:
       on_pool(current_device(), params<cuMemAllocFromPoolAsync_params>(cb).pool);
       break;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
+      on_launch(reinterpret_cast<std::uintptr_t>(params<cuLaunchKernel_params>(cb).f), driver_api, id);
+      break;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz:
+      on_launch(reinterpret_cast<std::uintptr_t>(params<cuLaunchKernelEx_params>(cb).f), driver_api, id);
+      break;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz:
+      on_launch(reinterpret_cast<std::uintptr_t>(params<cuLaunchCooperativeKernel_params>(cb).f), driver_api, id);
+      break;
+    case CUPTI_DRIVER_TRACE_CBID_cuCtxSetLimit: on_growth_point("local memory (kernel stacks)", driver_api, id); break;
+    case CUPTI_DRIVER_TRACE_CBID_cuCtxEnablePeerAccess: on_growth_point("peer access", driver_api, id); break;
     default: break;
   }
 }
@@ -437,6 +488,7 @@ inline void CUPTIAPI on_callback(void* /*userdata*/, CUpti_CallbackDomain domain
     return;
   }
   if (api_depth <= 0) return;  // entered before tracking started
+  capture().calls[domain == CUPTI_CB_DOMAIN_DRIVER_API ? 1 : 0][id % 1024].fetch_add(1, std::memory_order_relaxed);
   if (--api_depth != 0 || own_device_call_depth > 0) return;  // nested, or gpumemprof's own
   if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) on_runtime(id, cb);
   if (domain == CUPTI_CB_DOMAIN_DRIVER_API) on_driver(id, cb);
@@ -468,7 +520,7 @@ inline bool start() {
         "/usr/local/cuda/lib64) to LD_LIBRARY_PATH");
   }
   if (!symbol(lib, c.subscribe, "cuptiSubscribe") || !symbol(lib, c.enable_callback, "cuptiEnableCallback") ||
-      !symbol(lib, c.result_string, "cuptiGetResultString")) {
+      !symbol(lib, c.result_string, "cuptiGetResultString") || !symbol(lib, c.callback_name, "cuptiGetCallbackName")) {
     return fail("the libcupti.so found lacks cuptiSubscribe; install a CUDA Toolkit's CUPTI");
   }
   if (!driver_entry(c.ctx_get_device, "cuCtxGetDevice") || !driver_entry(c.ctx_get_current, "cuCtxGetCurrent") ||
@@ -477,7 +529,8 @@ inline bool start() {
       !driver_entry(c.pool_get_attribute, "cuMemPoolGetAttribute") ||
       !driver_entry(c.primary_state, "cuDevicePrimaryCtxGetState") ||
       !driver_entry(c.primary_retain, "cuDevicePrimaryCtxRetain") ||
-      !driver_entry(c.primary_release, "cuDevicePrimaryCtxRelease")) {
+      !driver_entry(c.primary_release, "cuDevicePrimaryCtxRelease") ||
+      !driver_entry(c.ctx_get_limit, "cuCtxGetLimit")) {
     return fail("the CUDA driver lacks functions the capture needs (cuMemGetInfo, cuDeviceGetMemPool, ...)");
   }
   void* warm[4];
@@ -512,29 +565,75 @@ inline bool start() {
       (void)c.primary_release(d);
     }
   }
-  const CUpti_CallbackId runtime[] = {
-      CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020,           CUPTI_RUNTIME_TRACE_CBID_cudaMallocPitch_v3020,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMalloc3D_v3020,         CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_v11020,     CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_ptsz_v11020,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_v11020,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_ptsz_v11020};
-  const CUpti_CallbackId driver[] = {
-      CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2,       CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2,
-      CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2,        CUPTI_DRIVER_TRACE_CBID_cuMemCreate,
-      CUPTI_DRIVER_TRACE_CBID_cuMemRelease,        CUPTI_DRIVER_TRACE_CBID_cuMemMap,
-      CUPTI_DRIVER_TRACE_CBID_cuMemUnmap,          CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync,
-      CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz, CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync,
-      CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz};
+  const CUpti_CallbackId runtime[] = {CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020,
+                                      CUPTI_RUNTIME_TRACE_CBID_cudaMallocPitch_v3020,
+                                      CUPTI_RUNTIME_TRACE_CBID_cudaMalloc3D_v3020,
+                                      CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020,
+                                      CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_v11020,
+                                      CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_ptsz_v11020,
+                                      CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_v11020,
+                                      CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_ptsz_v11020,
+                                      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+                                      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+                                      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
+                                      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
+                                      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
+                                      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000,
+                                      CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000,
+                                      CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000,
+                                      CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSetLimit_v3020,
+                                      CUPTI_RUNTIME_TRACE_CBID_cudaDeviceEnablePeerAccess_v4000};
+  const CUpti_CallbackId driver[] = {CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2,
+                                     CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2,
+                                     CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2,
+                                     CUPTI_DRIVER_TRACE_CBID_cuMemCreate,
+                                     CUPTI_DRIVER_TRACE_CBID_cuMemRelease,
+                                     CUPTI_DRIVER_TRACE_CBID_cuMemMap,
+                                     CUPTI_DRIVER_TRACE_CBID_cuMemUnmap,
+                                     CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync,
+                                     CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz,
+                                     CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync,
+                                     CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz,
+                                     CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+                                     CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+                                     CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+                                     CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+                                     CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
+                                     CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+                                     CUPTI_DRIVER_TRACE_CBID_cuCtxSetLimit,
+                                     CUPTI_DRIVER_TRACE_CBID_cuCtxEnablePeerAccess};
   const CUpti_CallbackId resource[] = {CUPTI_CBID_RESOURCE_CONTEXT_CREATED, CUPTI_CBID_RESOURCE_MODULE_LOADED,
                                        CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING};
   bool ok = true;
-  for (const CUpti_CallbackId id : runtime) ok &= c.enable_callback(1, c.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, id) == CUPTI_SUCCESS;
-  for (const CUpti_CallbackId id : driver) ok &= c.enable_callback(1, c.subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id) == CUPTI_SUCCESS;
-  for (const CUpti_CallbackId id : resource) ok &= c.enable_callback(1, c.subscriber, CUPTI_CB_DOMAIN_RESOURCE, id) == CUPTI_SUCCESS;
+  for (const CUpti_CallbackId id : runtime)
+    ok &= c.enable_callback(1, c.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, id) == CUPTI_SUCCESS;
+  for (const CUpti_CallbackId id : driver)
+    ok &= c.enable_callback(1, c.subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id) == CUPTI_SUCCESS;
+  for (const CUpti_CallbackId id : resource)
+    ok &= c.enable_callback(1, c.subscriber, CUPTI_CB_DOMAIN_RESOURCE, id) == CUPTI_SUCCESS;
   if (!ok) return fail("CUPTI refused to enable the memory callbacks");
   cuda_ledger_refresh.store(&refresh_pools, std::memory_order_release);
   c.on.store(true, std::memory_order_release);
   return true;
+}
+
+/// Diagnostics: the growths charged so far, and the callbacks that ran ("cuMemCreate x146"), by name.
+inline std::vector<Growth> growths() {
+  std::lock_guard lock(capture().mutex);
+  return capture().growths;
+}
+inline std::vector<std::pair<std::string, std::uint32_t>> callbacks_seen() {
+  Capture& c = capture();
+  std::vector<std::pair<std::string, std::uint32_t>> out;
+  for (int d = 0; d < 2 && c.callback_name != nullptr; ++d) {
+    for (std::uint32_t id = 0; id < 1024; ++id) {
+      const std::uint32_t n = c.calls[static_cast<std::size_t>(d)][id].load(std::memory_order_relaxed);
+      const char* name = "?";
+      if (n != 0) (void)c.callback_name(d == 1 ? driver_api : runtime_api, id, &name);
+      if (n != 0) out.emplace_back(name, n);
+    }
+  }
+  return out;
 }
 
 }  // namespace cupti

@@ -133,7 +133,9 @@ TEST_CASE("peaks: concurrent scopes on two threads, the newer one sees the highe
   CHECK(result_named(profiler, "A").peak_memory_usage() == 30 * iMiB);
   CHECK(result_named(profiler, "B").peak_memory_usage() == 30 * iMiB);
   const auto c = result_named(profiler, "C").peak_memory_usage();
-  CHECK((c == 1 * iMiB || c == 3 * iMiB));  // T1 frees its 2 MiB concurrently with C
+  // T1 frees its 2 MiB concurrently with C: before C opens (1), after C opens but before its
+  // allocation (2: the level C opened at), or after that allocation (3).
+  CHECK((c == 1 * iMiB || c == 2 * iMiB || c == 3 * iMiB));
 }
 
 TEST_CASE("peaks: many threads profiling the same allocator keep every peak consistent") {

@@ -5,12 +5,10 @@
 
 #include "gpumemprof/allocator/caching_allocator.hpp"
 #include "gpumemprof/device/simulated.hpp"
+#include "units.hpp"
 
 namespace gmp = gpumemprof;
 
-inline constexpr std::size_t KiB = std::size_t{1} << 10;
-inline constexpr std::size_t MiB = std::size_t{1} << 20;
-inline constexpr std::size_t GiB = std::size_t{1} << 30;
 
 using SimAllocator = gmp::CachingAllocator<gmp::SimulatedBackend>;
 

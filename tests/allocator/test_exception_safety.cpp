@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "units.hpp"
 #include "gpumemprof/allocator/caching_allocator.hpp"
 #include "gpumemprof/allocator/pointer_map.hpp"
 #include "gpumemprof/device/simulated.hpp"
@@ -78,8 +79,6 @@ void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::fre
 void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
 
 namespace {
-constexpr std::size_t KiB = std::size_t{1} << 10;
-constexpr std::size_t MiB = std::size_t{1} << 20;
 
 // The simulated device with injection paused in every call the allocator makes to it.
 struct QuietSim : gmp::SimulatedBackend {

@@ -4,12 +4,12 @@
 #include <string>
 
 #include "catch.hpp"
+#include "units.hpp"
 #include "gpumemprof/device/host.hpp"
 #include "sim_allocator.hpp"
 
 namespace {
 
-constexpr auto iMiB = static_cast<std::int64_t>(MiB);
 
 struct Expandable : SimAlloc {
   explicit Expandable(std::size_t capacity = GiB) : SimAlloc("expandable_segments:True", capacity) {}

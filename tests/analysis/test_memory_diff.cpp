@@ -3,13 +3,13 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "units.hpp"
 #include "gpumemprof/analysis/memory_diff.hpp"
 #include "gpumemprof/analysis/memory_facts.hpp"
 
 namespace gmp = gpumemprof;
 
 namespace {
-constexpr std::uint64_t MiB = std::uint64_t{1} << 20;
 
 gmp::Frames stack(std::vector<gmp::Frame> frames) {
   return std::make_shared<const std::vector<gmp::Frame>>(std::move(frames));

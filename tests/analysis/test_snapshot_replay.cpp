@@ -3,13 +3,13 @@
 #include <string>
 
 #include "catch.hpp"
+#include "units.hpp"
 #include "gpumemprof/analysis/snapshot_replay.hpp"
 #include "gpumemprof/export/formats/snapshot_reader.hpp"
 
 namespace gmp = gpumemprof;
 
 namespace {
-constexpr std::uint64_t MiB = std::uint64_t{1} << 20;
 constexpr std::uint64_t S = 0x7f0000000000;  // a recorded segment address
 
 gmp::TraceEntry ev(gmp::TraceAction a, std::uint64_t addr, std::uint64_t size, std::uint64_t stream = 0) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "units.hpp"
 #include "gpumemprof/device/any_backend.hpp"
 #include "gpumemprof/device/device.hpp"
 #include "gpumemprof/device/host.hpp"
@@ -15,7 +16,6 @@
 
 namespace gmp = gpumemprof;
 using Catch::Matchers::Contains;
-constexpr std::size_t MiB = std::size_t{1} << 20;
 
 TEST_CASE("Device parses sim, host and validates indices") {
   CHECK(gmp::Device("sim:3").is_simulated());

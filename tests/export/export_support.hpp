@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "gpumemprof/export/formats/snapshot_writer.hpp"
 #include "gpumemprof/history/snapshot.hpp"
 
 namespace gmp = gpumemprof;
@@ -78,6 +79,13 @@ class TempDir {
 template <std::size_t N>
 std::string bin(const char (&s)[N]) {
   return std::string(s, N - 1);
+}
+
+/// A snapshot as the pickle bytes write_snapshot writes.
+inline std::string pickle_bytes(const gmp::Snapshot& s) {
+  std::ostringstream os;
+  gmp::write_snapshot(s, os, gmp::SnapshotFormat::pickle);
+  return os.str();
 }
 
 inline void write_bytes(const std::string& path, const std::string& bytes) {

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "catch.hpp"
+#include "units.hpp"
 #include "export_support.hpp"
 #include "gpumemprof/analysis/oom_report.hpp"
 #include "gpumemprof/export/formats/snapshot_reader.hpp"
@@ -16,8 +17,6 @@ using export_test::TempDir;
 
 namespace {
 
-constexpr std::size_t MiB = std::size_t{1} << 20;
-constexpr std::size_t GiB = std::size_t{1} << 30;
 
 /// 80 GiB with a 2.1 GiB context, NCCL holding 14 GiB, cuBLAS 1000 bytes (one 2 MiB granule).
 struct BusyDevice {

@@ -29,7 +29,7 @@ std::string json_of(Fn&& fill) {
   return os.str();
 }
 
-std::string error_of(const std::string& text) {
+std::string json_error_of(const std::string& text) {
   try {
     (void)parse_json(text);
   } catch (const FormatError& e) {
@@ -139,26 +139,26 @@ TEST_CASE("parse_json: valid documents") {
 }
 
 TEST_CASE("parse_json: strict about everything else, with line and column") {
-  CHECK(error_of("[1,]").find("expected a value") != std::string::npos);
-  CHECK(error_of("{\"a\":1,}").find("expected a string key") != std::string::npos);
-  CHECK(error_of("[01]").find("expected ']'") != std::string::npos);
-  CHECK(error_of("[1.]").find("decimal point") != std::string::npos);
-  CHECK(error_of("['a']").find("expected a value") != std::string::npos);
-  CHECK(error_of("[NaN]").find("expected a value") != std::string::npos);
-  CHECK(error_of("// c\n[]").find("expected a value") != std::string::npos);
-  CHECK(error_of("[\"a\nb\"]").find("control character") != std::string::npos);
-  CHECK(error_of("[\"\\ud800\"]").find("surrogate") != std::string::npos);
-  CHECK(error_of("[\"\\x\"]").find("invalid escape") != std::string::npos);
-  CHECK(error_of("[\"\xFF\"]").find("UTF-8") != std::string::npos);
-  CHECK(error_of("[\"abc").find("unterminated") != std::string::npos);
-  CHECK(error_of("[] []").find("after the JSON value") != std::string::npos);
-  CHECK(error_of("[tru]").find("invalid literal") != std::string::npos);
-  CHECK(error_of("[1e400]").find("range") != std::string::npos);
-  CHECK(error_of("").find("unexpected end") != std::string::npos);
-  CHECK(error_of("{\n  \"a\": ?\n}").find("line 2, column 8") != std::string::npos);
+  CHECK(json_error_of("[1,]").find("expected a value") != std::string::npos);
+  CHECK(json_error_of("{\"a\":1,}").find("expected a string key") != std::string::npos);
+  CHECK(json_error_of("[01]").find("expected ']'") != std::string::npos);
+  CHECK(json_error_of("[1.]").find("decimal point") != std::string::npos);
+  CHECK(json_error_of("['a']").find("expected a value") != std::string::npos);
+  CHECK(json_error_of("[NaN]").find("expected a value") != std::string::npos);
+  CHECK(json_error_of("// c\n[]").find("expected a value") != std::string::npos);
+  CHECK(json_error_of("[\"a\nb\"]").find("control character") != std::string::npos);
+  CHECK(json_error_of("[\"\\ud800\"]").find("surrogate") != std::string::npos);
+  CHECK(json_error_of("[\"\\x\"]").find("invalid escape") != std::string::npos);
+  CHECK(json_error_of("[\"\xFF\"]").find("UTF-8") != std::string::npos);
+  CHECK(json_error_of("[\"abc").find("unterminated") != std::string::npos);
+  CHECK(json_error_of("[] []").find("after the JSON value") != std::string::npos);
+  CHECK(json_error_of("[tru]").find("invalid literal") != std::string::npos);
+  CHECK(json_error_of("[1e400]").find("range") != std::string::npos);
+  CHECK(json_error_of("").find("unexpected end") != std::string::npos);
+  CHECK(json_error_of("{\n  \"a\": ?\n}").find("line 2, column 8") != std::string::npos);
   std::string deep(300, '[');
   deep += std::string(300, ']');
-  CHECK(error_of(deep).find("nesting deeper than 256") != std::string::npos);
+  CHECK(json_error_of(deep).find("nesting deeper than 256") != std::string::npos);
 }
 
 TEST_CASE("json: writer output parses back to the same values") {

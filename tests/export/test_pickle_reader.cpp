@@ -215,7 +215,7 @@ bool parses_or_format_error(std::string_view data) {
   }
 }
 
-std::string error_of(std::string_view data) {
+std::string pickle_error_of(std::string_view data) {
   try {
     (void)read_pickle(data);
   } catch (const FormatError& e) {
@@ -309,41 +309,41 @@ TEST_CASE("read_pickle: opcodes CPython leaves to huge values") {
 }
 
 TEST_CASE("read_pickle: code-running and unsupported opcodes are refused, naming the opcode and offset") {
-  const std::string date = error_of(blob(kCPythonDate));
+  const std::string date = pickle_error_of(blob(kCPythonDate));
   CHECK(date.find("GLOBAL") != std::string::npos);
   CHECK(date.find("at byte 2") != std::string::npos);
-  CHECK(error_of(blob(kCPythonSet)).find("EMPTY_SET") != std::string::npos);
-  CHECK(error_of(bin("\x80\x04K\x01R.")).find("REDUCE") != std::string::npos);
-  CHECK(error_of(bin("\x80\x04}b.")).find("BUILD") != std::string::npos);
-  CHECK(error_of(bin("\x80\x04\xff.")).find("invalid opcode 0xff at byte 2") != std::string::npos);
-  CHECK(error_of(bin("\x80\x06N.")).find("protocol 6") != std::string::npos);
-  CHECK(error_of(blob(kCPythonHugeInt)).find("64 bits") != std::string::npos);
+  CHECK(pickle_error_of(blob(kCPythonSet)).find("EMPTY_SET") != std::string::npos);
+  CHECK(pickle_error_of(bin("\x80\x04K\x01R.")).find("REDUCE") != std::string::npos);
+  CHECK(pickle_error_of(bin("\x80\x04}b.")).find("BUILD") != std::string::npos);
+  CHECK(pickle_error_of(bin("\x80\x04\xff.")).find("invalid opcode 0xff at byte 2") != std::string::npos);
+  CHECK(pickle_error_of(bin("\x80\x06N.")).find("protocol 6") != std::string::npos);
+  CHECK(pickle_error_of(blob(kCPythonHugeInt)).find("64 bits") != std::string::npos);
 }
 
 TEST_CASE("read_pickle: cycles and mutation after nesting are refused") {
-  CHECK(error_of(blob(kCPythonSelfList)).find("contains itself") != std::string::npos);
-  CHECK(error_of(blob(kCPythonCycle)).find("modified after") != std::string::npos);
+  CHECK(pickle_error_of(blob(kCPythonSelfList)).find("contains itself") != std::string::npos);
+  CHECK(pickle_error_of(blob(kCPythonCycle)).find("modified after") != std::string::npos);
 }
 
 TEST_CASE("read_pickle: structural errors are FormatErrors") {
-  CHECK(error_of("").find("no STOP") != std::string::npos);
-  CHECK(error_of(bin("\x80\x04.")).find("empty stack") != std::string::npos);
-  CHECK(error_of(bin("\x80\x04h\x05.")).find("memo entry 5") != std::string::npos);
-  CHECK(error_of(bin("\x80\x04}K\x01"
+  CHECK(pickle_error_of("").find("no STOP") != std::string::npos);
+  CHECK(pickle_error_of(bin("\x80\x04.")).find("empty stack") != std::string::npos);
+  CHECK(pickle_error_of(bin("\x80\x04h\x05.")).find("memo entry 5") != std::string::npos);
+  CHECK(pickle_error_of(bin("\x80\x04}K\x01"
                      "a."))
             .find("not a list") != std::string::npos);
-  CHECK(error_of(bin("\x80\x04]K\x01K\x02s.")).find("not a dict") != std::string::npos);
-  CHECK(error_of(bin("\x80\x04}(G\x3f\xf0\x00\x00\x00\x00\x00\x00K\x01u.")).find("dict key of type float") !=
+  CHECK(pickle_error_of(bin("\x80\x04]K\x01K\x02s.")).find("not a dict") != std::string::npos);
+  CHECK(pickle_error_of(bin("\x80\x04}(G\x3f\xf0\x00\x00\x00\x00\x00\x00K\x01u.")).find("dict key of type float") !=
         std::string::npos);
-  CHECK(error_of(bin("\x80\x04}(K\x01u.")).find("odd number") != std::string::npos);
-  CHECK(error_of(bin("\x80\x04K\x01(0.")).find("underflow") != std::string::npos);
-  CHECK(error_of(bin("\x80\x04"
+  CHECK(pickle_error_of(bin("\x80\x04}(K\x01u.")).find("odd number") != std::string::npos);
+  CHECK(pickle_error_of(bin("\x80\x04K\x01(0.")).find("underflow") != std::string::npos);
+  CHECK(pickle_error_of(bin("\x80\x04"
                      "e."))
             .find("no MARK") != std::string::npos);
   // A length far beyond the data is caught before anything is allocated.
-  CHECK(error_of(bin("\x80\x04\x8d\xff\xff\xff\xff\xff\xff\xff\x7f")).find("truncated") != std::string::npos);
-  CHECK(error_of(bin("\x80\x04\x95\xff\xff\xff\xff\xff\xff\x00\x00N.")).find("FRAME") != std::string::npos);
-  CHECK(error_of(bin("\x80\x04\x8c\x02\xc3(.")).find("UTF-8") != std::string::npos);
+  CHECK(pickle_error_of(bin("\x80\x04\x8d\xff\xff\xff\xff\xff\xff\xff\x7f")).find("truncated") != std::string::npos);
+  CHECK(pickle_error_of(bin("\x80\x04\x95\xff\xff\xff\xff\xff\xff\x00\x00N.")).find("FRAME") != std::string::npos);
+  CHECK(pickle_error_of(bin("\x80\x04\x8c\x02\xc3(.")).find("UTF-8") != std::string::npos);
   // A huge memo index does not allocate a huge memo.
   const DataValue v =
       read_pickle(bin("\x80\x04Nr\xff\xff\xff\xff"
@@ -359,7 +359,7 @@ TEST_CASE("read_pickle: nesting deeper than the limit is refused") {
     return s + ".";
   };
   CHECK(read_pickle(nested(200)).depth() == 200);
-  CHECK(error_of(nested(300)).find("nested deeper than 256") != std::string::npos);
+  CHECK(pickle_error_of(nested(300)).find("nested deeper than 256") != std::string::npos);
   CHECK(read_pickle(nested(300), gmp::PickleReadOptions{400}).depth() == 300);
 }
 

@@ -19,12 +19,6 @@ using Kind = gmp::DataValue::Kind;
 
 namespace {
 
-std::string pickle_of(const gmp::Snapshot& s) {
-  std::ostringstream os;
-  gmp::write_snapshot(s, os, gmp::SnapshotFormat::pickle);
-  return os.str();
-}
-
 std::vector<std::string> keys_of(const DataValue& dict) {
   std::vector<std::string> keys;
   for (const auto& [k, v] : dict.entries()) keys.push_back(k.as_string());
@@ -43,7 +37,7 @@ std::string format_error_of(const std::string& path) {
 }  // namespace
 
 TEST_CASE("snapshot: PyTorch's key names, order and types") {
-  const DataValue root = gmp::read_pickle(pickle_of(export_test::make_full_snapshot()));
+  const DataValue root = gmp::read_pickle(export_test::pickle_bytes(export_test::make_full_snapshot()));
   CHECK(keys_of(root) ==
         std::vector<std::string>{"segments", "device_traces", "allocator_settings", "external_annotations"});
   const DataValue& seg = root.find("segments")->items()[0];
@@ -88,7 +82,7 @@ TEST_CASE("snapshot: PyTorch's key names, order and types") {
 }
 
 TEST_CASE("snapshot: the same keys as PyTorch's own snapshot") {
-  const DataValue ours = gmp::read_pickle(pickle_of(export_test::make_full_snapshot()));
+  const DataValue ours = gmp::read_pickle(export_test::pickle_bytes(export_test::make_full_snapshot()));
   const DataValue theirs = gmp::read_pickle(gmp::read_file(export_test::reference_pickle()));
   const auto sorted_keys = [](const DataValue& d) {
     auto k = keys_of(d);
@@ -130,8 +124,8 @@ TEST_CASE("snapshot: shared frames are written once and come back shared") {
   for (auto& e : copies.device_traces[0]) {
     if (e.frames) e.frames = std::make_shared<const std::vector<gmp::Frame>>(*e.frames);  // equal, not shared
   }
-  const std::string a = pickle_of(shared);
-  const std::string b = pickle_of(copies);
+  const std::string a = export_test::pickle_bytes(shared);
+  const std::string b = export_test::pickle_bytes(copies);
   CHECK(a.size() < b.size());
   const gmp::Snapshot from_a = gmp::parse_snapshot(a);
   const gmp::Snapshot from_b = gmp::parse_snapshot(b);
@@ -261,7 +255,7 @@ TEST_CASE("snapshot: foreign and corrupt files are FormatErrors naming the path 
                                              "cos\nsystem\n."));
   has(format_error_of(p), p + ": pickle: unsupported opcode GLOBAL");
 
-  const std::string good = pickle_of(export_test::make_full_snapshot());
+  const std::string good = export_test::pickle_bytes(export_test::make_full_snapshot());
   p = file("truncated.pickle", good.substr(0, good.size() / 2));
   has(format_error_of(p), p + ": pickle: truncated");
 

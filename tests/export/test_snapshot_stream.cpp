@@ -22,12 +22,6 @@ using gmp::DataValue;
 
 namespace {
 
-std::string pickle_of(const gmp::Snapshot& s) {
-  std::ostringstream os;
-  gmp::write_snapshot(s, os, gmp::SnapshotFormat::pickle);
-  return os.str();
-}
-
 // The whole-file path: a value tree, then the decoder.
 gmp::Snapshot via_tree(const std::string& bytes) { return gmp::snapshot_from_value(gmp::read_pickle(bytes)); }
 
@@ -62,7 +56,7 @@ std::string replay_of(const S& s) {
 TEST_CASE("snapshot stream: trace entries are handed over as appended, and the lists stay empty") {
   const gmp::Snapshot full = export_test::make_full_snapshot();  // three device traces, the last empty
   REQUIRE(full.device_traces.size() == 3);
-  const std::string bytes = pickle_of(full);
+  const std::string bytes = export_test::pickle_bytes(full);
   std::vector<std::vector<std::size_t>> seen(3);
   const gmp::PickleItemStream stream{"device_traces", [&](std::size_t list, std::size_t item, const DataValue& v) {
                                        REQUIRE(list < seen.size());
@@ -82,7 +76,7 @@ TEST_CASE("snapshot stream: trace entries are handed over as appended, and the l
 
 TEST_CASE("snapshot stream: the streamed snapshot equals the value tree's, ours and PyTorch's") {
   TempDir dir;
-  const std::string ours = pickle_of(export_test::make_full_snapshot());
+  const std::string ours = export_test::pickle_bytes(export_test::make_full_snapshot());
   const std::string torch = export_test::read_bytes(export_test::reference_pickle());
   for (const std::string* bytes : {&ours, &torch}) {
     const gmp::Snapshot tree = via_tree(*bytes);
@@ -98,7 +92,7 @@ TEST_CASE("snapshot stream: the streamed snapshot equals the value tree's, ours 
 }
 
 TEST_CASE("snapshot stream: summary, HTML, Perfetto and replay read a CompactSnapshot exactly as a Snapshot") {
-  const std::string ours = pickle_of(export_test::make_full_snapshot());
+  const std::string ours = export_test::pickle_bytes(export_test::make_full_snapshot());
   const std::string torch = export_test::read_bytes(export_test::reference_pickle());
   for (const std::string* bytes : {&ours, &torch}) {
     const gmp::Snapshot tree = via_tree(*bytes);
@@ -168,7 +162,7 @@ TEST_CASE("snapshot stream: files are read in chunks; long strings and truncatio
   // A frame longer than the 1 MiB read chunk.
   const std::string longname(3u << 20, 'x');
   s.device_traces[0][0].frames = export_test::make_frames({{longname, 7, "f"}});
-  const std::string bytes = pickle_of(s);
+  const std::string bytes = export_test::pickle_bytes(s);
   const std::string path = dir.file("long.pickle");
   export_test::write_bytes(path, bytes);
   const gmp::Snapshot back = gmp::load_compact_snapshot(path).expand();
@@ -177,7 +171,7 @@ TEST_CASE("snapshot stream: files are read in chunks; long strings and truncatio
   export_test::require_same(via_tree(bytes), back);
 
   // Truncated files: a FormatError naming the file, wherever the cut falls.
-  const std::string small = pickle_of(export_test::make_full_snapshot());
+  const std::string small = export_test::pickle_bytes(export_test::make_full_snapshot());
   for (std::size_t cut = 1; cut < small.size(); cut += 1 + small.size() / 40) {
     INFO("cut at " << cut);
     const std::string p = dir.file("cut.pickle");

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "units.hpp"
 #include "gpu_kernels.hpp"
 #include "gpumemprof/allocator/caching_allocator.hpp"
 #include "gpumemprof/allocator/default_allocator.hpp"
@@ -14,7 +15,6 @@
 
 namespace gmp = gpumemprof;
 using Catch::Matchers::Contains;
-constexpr std::size_t MiB = std::size_t{1} << 20;
 
 namespace {
 gmp::DeviceAllocator make_allocator(const char* conf = "") {

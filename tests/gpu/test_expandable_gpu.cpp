@@ -6,13 +6,13 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "units.hpp"
 #include "gpu_kernels.hpp"
 #include "gpumemprof/allocator/caching_allocator.hpp"
 #include "gpumemprof/device/cuda.hpp"
 
 namespace gmp = gpumemprof;
 namespace {
-constexpr std::size_t MiB = std::size_t{1} << 20;
 using CudaAllocator = gmp::CachingAllocator<gmp::CudaBackend>;
 
 struct Buffer {

@@ -20,12 +20,12 @@
 #include "gpumemprof/allocator/device_memory.hpp"
 #include "gpumemprof/device/cuda.hpp"
 #include "gpumemprof/device/cupti.hpp"
+#include "units.hpp"
 
 namespace gmp = gpumemprof;
 
 namespace {
 
-constexpr std::size_t MiB = std::size_t{1} << 20;
 int failures = 0;
 
 void check(bool ok, const std::string& what) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "units.hpp"
 #include "gpu_kernels.hpp"
 #include "gpumemprof/allocator/caching_allocator.hpp"
 #include "gpumemprof/allocator/default_allocator.hpp"
@@ -17,8 +18,6 @@
 namespace gmp = gpumemprof;
 
 namespace {
-constexpr std::size_t KiB = std::size_t{1} << 10;
-constexpr std::size_t MiB = std::size_t{1} << 20;
 
 struct Streams {
   explicit Streams(int n) : s(static_cast<std::size_t>(n)) {

@@ -12,7 +12,7 @@
 namespace fs = std::filesystem;
 
 namespace {
-const std::string kFile = "test_oom_report.cpp";
+const std::string kOomFile = "test_oom_report.cpp";
 
 // 30 blocks of 2 MiB fill three 20 MiB segments of a 64 MiB device; freeing every other one
 // leaves 30 MiB cached in 2 MiB holes, none adjacent, and 4 MiB free on the device.
@@ -75,14 +75,14 @@ TEST_CASE("A fragmentation OOM is reported with its cause, segments and allocati
   CHECK(rep.top_sites[0].count == 15);
   CHECK(rep.top_sites[0].requested_bytes == 30 * MiB);
   CHECK(rep.stacks_recorded == gmp::stacks_available);
-  if (gmp::stacks_available) CHECK(starts_at(rep.top_sites[0].frames, kFile, f.line));
+  if (gmp::stacks_available) CHECK(starts_at(rep.top_sites[0].frames, kOomFile, f.line));
   const std::string text = rep.to_string();
   INFO(text);
   CHECK(text.find("fragmentation") != std::string::npos);
   CHECK(text.find("expandable_segments") != std::string::npos);
   CHECK(text.find("largest free block is 2.00 MiB (external fragmentation 93.3%)") != std::string::npos);
   CHECK(text.find("30.00 MiB in 15 blocks") != std::string::npos);
-  if (gmp::stacks_available) CHECK(text.find(kFile) != std::string::npos);
+  if (gmp::stacks_available) CHECK(text.find(kOomFile) != std::string::npos);
 }
 
 TEST_CASE("Without history the report still explains the OOM, without stacks") {

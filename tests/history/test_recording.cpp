@@ -19,7 +19,7 @@ std::int64_t now_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
-const std::string kFile = "test_recording.cpp";
+const std::string kRecordingFile = "test_recording.cpp";
 }  // namespace
 
 TEST_CASE("enabled=all records each event with requested size, address, stream and time") {
@@ -90,8 +90,8 @@ TEST_CASE("enabled=state keeps one event and the stacks of live blocks only") {
   CHECK(bq->state == gmp::BlockState::inactive);
   CHECK(bq->frames == nullptr);  // freed: its stack is gone
   if (gmp::stacks_available) {
-    CHECK(starts_at(bp->frames, kFile, line_p));
-    CHECK(starts_at(s.segments[0].frames, kFile, line_p));  // the allocation that created it
+    CHECK(starts_at(bp->frames, kRecordingFile, line_p));
+    CHECK(starts_at(s.segments[0].frames, kRecordingFile, line_p));  // the allocation that created it
   } else {
     CHECK(bp->frames == nullptr);
   }
@@ -196,8 +196,8 @@ TEST_CASE("context=state gives live blocks and segments stacks, events none") {
   const ContextRun c = run_context(HistoryContext::state);
   CHECK(no_frames(c.trace));
   if (!gmp::stacks_available) return;
-  CHECK(starts_at(block_at(c.snap, c.live)->frames, kFile, c.live_line));
-  CHECK(starts_at(c.snap.segments.at(0).frames, kFile, c.alloc_line));
+  CHECK(starts_at(block_at(c.snap, c.live)->frames, kRecordingFile, c.live_line));
+  CHECK(starts_at(c.snap.segments.at(0).frames, kRecordingFile, c.alloc_line));
 }
 
 TEST_CASE("context=alloc puts the allocating stack on alloc and on the frees of that block") {
@@ -208,8 +208,8 @@ TEST_CASE("context=alloc puts the allocating stack on alloc and on the frees of 
   }
   const auto allocs = only(c.trace, TraceAction::alloc);
   REQUIRE(allocs.size() == 2);
-  CHECK(starts_at(allocs[0].frames, kFile, c.alloc_line));
-  CHECK(starts_at(allocs[1].frames, kFile, c.live_line));
+  CHECK(starts_at(allocs[0].frames, kRecordingFile, c.alloc_line));
+  CHECK(starts_at(allocs[1].frames, kRecordingFile, c.live_line));
   const auto seg = only(c.trace, TraceAction::segment_alloc);
   REQUIRE(seg.size() == 1);
   CHECK(seg[0].frames == allocs[0].frames);  // one capture for the whole allocate() call
@@ -229,9 +229,9 @@ TEST_CASE("context=all also captures the stack of each free") {
   const auto fc = only(c.trace, TraceAction::free_completed);
   REQUIRE(fr.size() == 1);
   REQUIRE(fc.size() == 1);
-  CHECK(starts_at(fr[0].frames, kFile, c.free_line));
+  CHECK(starts_at(fr[0].frames, kRecordingFile, c.free_line));
   CHECK(fc[0].frames == fr[0].frames);
-  CHECK(starts_at(only(c.trace, TraceAction::alloc).at(0).frames, kFile, c.alloc_line));
+  CHECK(starts_at(only(c.trace, TraceAction::alloc).at(0).frames, kRecordingFile, c.alloc_line));
 }
 
 TEST_CASE("free_requested at deallocate, free_completed once the other stream's work is done") {
@@ -271,8 +271,8 @@ TEST_CASE("free_requested at deallocate, free_completed once the other stream's 
   CHECK(t[t.size() - 2].action == TraceAction::free_completed);
   if (gmp::stacks_available) {
     // Completed later, outside deallocate(): PyTorch gives it the allocation's stack.
-    CHECK(starts_at(fc[0].frames, kFile, alloc_line));
-    CHECK(starts_at(only(t, TraceAction::free_requested).at(0).frames, kFile, free_line));
+    CHECK(starts_at(fc[0].frames, kRecordingFile, alloc_line));
+    CHECK(starts_at(only(t, TraceAction::free_requested).at(0).frames, kRecordingFile, free_line));
   }
   a.deallocate(q);
   a.validate();
@@ -307,7 +307,7 @@ TEST_CASE("empty_cache records segment_free for every released segment") {
       CHECK(f.size == m->size);
       if (!gmp::stacks_available) continue;
       if (ctx == HistoryContext::all) {
-        CHECK(starts_at(f.frames, kFile, empty_line));
+        CHECK(starts_at(f.frames, kRecordingFile, empty_line));
       } else {
         CHECK(f.frames == m->frames);  // the stack that created the segment
       }
@@ -338,7 +338,7 @@ TEST_CASE("An OOM is recorded as an oom entry with the device's free bytes") {
   CHECK(e.action == TraceAction::oom);
   CHECK(e.addr == 4 * MiB);  // device_free: 64 MiB - 3 segments of 20 MiB
   CHECK(e.size == 4 * MiB);  // the rounded request
-  if (gmp::stacks_available) CHECK(starts_at(e.frames, kFile, oom_line));
+  if (gmp::stacks_available) CHECK(starts_at(e.frames, kRecordingFile, oom_line));
   for (std::size_t i = 1; i < blocks.size(); i += 2) {
     a.deallocate(blocks[i]);
     a.validate();
@@ -414,7 +414,7 @@ TEST_CASE("clear_history drops the events but keeps the stacks of live blocks") 
   CHECK(r.recorder.trace().empty());
   const gmp::Snapshot s = a.snapshot();
   CHECK(s.device_traces.at(0).size() == 1);
-  if (gmp::stacks_available) CHECK(starts_at(block_at(s, addr(p))->frames, kFile, line));
+  if (gmp::stacks_available) CHECK(starts_at(block_at(s, addr(p))->frames, kRecordingFile, line));
   a.deallocate(p);
   a.validate();
 }
@@ -430,7 +430,7 @@ TEST_CASE("frames_of resolves a block's context handle") {
   const std::uint64_t context = segs[0].blocks.at(0).context;
   if (gmp::stacks_available) {
     CHECK(context != 0);
-    CHECK(starts_at(r.recorder.frames_of(context), kFile, line));
+    CHECK(starts_at(r.recorder.frames_of(context), kRecordingFile, line));
   }
   CHECK(r.recorder.frames_of(0) == nullptr);
   a.deallocate(p);

@@ -8,12 +8,10 @@
 
 #include "gpumemprof/allocator/caching_allocator.hpp"
 #include "gpumemprof/device/simulated.hpp"
+#include "units.hpp"
 
 namespace gmp = gpumemprof;
 
-inline constexpr std::size_t MiB = std::size_t{1} << 20;
-inline constexpr std::size_t GiB = std::size_t{1} << 30;
-inline constexpr auto iMiB = static_cast<std::int64_t>(MiB);
 
 /// A 1 GiB simulated device under an allocator with PyTorch's default configuration.
 struct SimDevice {

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "catch.hpp"
+#include "units.hpp"
 #include "gpumemprof/allocator/default_allocator.hpp"
 #include "gpumemprof/integrations/nvtx.hpp"
 #include "gpumemprof/profiler/profiler.hpp"
@@ -16,8 +17,6 @@
 namespace gmp = gpumemprof;
 
 namespace {
-constexpr std::size_t MiB = std::size_t{1} << 20;
-constexpr auto iMiB = static_cast<std::int64_t>(MiB);
 
 /// Queues `rounds` memsets of `buffer` on the default stream: milliseconds of asynchronous work.
 void queue_memsets(void* buffer, std::size_t bytes, int rounds) {

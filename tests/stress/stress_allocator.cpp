@@ -30,13 +30,12 @@
 #include "gpumemprof/allocator/caching_allocator.hpp"
 #include "gpumemprof/allocator/size_policy.hpp"
 #include "gpumemprof/device/simulated.hpp"
+#include "units.hpp"
 
 namespace gmp = gpumemprof;
 
 namespace {
 
-constexpr std::size_t MiB = std::size_t{1} << 20;
-constexpr std::size_t GiB = std::size_t{1} << 30;
 
 /// One configuration the sequence runs under. Add expandable_segments:True here once the
 /// allocator has it.

@@ -1,21 +1,20 @@
 // The cross-rank report (analysis/cross_rank.hpp, export/reports/rank_summary.hpp), the budget
 // helpers over per-rank stats (analysis/rank_budget.hpp) and the rank keys of a snapshot file.
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 #include <string>
 #include <vector>
 
-#include "catch.hpp"
-#include <unistd.h>
-
-#include <filesystem>
-
 #include "allocator/sim_allocator.hpp"
+#include "catch.hpp"
 #include "gpumemprof/allocator/device_memory.hpp"
 #include "gpumemprof/analysis/cross_rank.hpp"
 #include "gpumemprof/analysis/rank_budget.hpp"
 #include "gpumemprof/export/formats/json_reader.hpp"
-#include "gpumemprof/export/formats/snapshot_reader.hpp"
 #include "gpumemprof/export/formats/rank_dump.hpp"
+#include "gpumemprof/export/formats/snapshot_reader.hpp"
 #include "gpumemprof/export/formats/snapshot_writer.hpp"
 #include "gpumemprof/export/reports/rank_summary.hpp"
 
@@ -279,7 +278,8 @@ TEST_CASE("each rank's device memory: NCCL's share, used beside reserved, from t
 
 TEST_CASE("rank files without a device ledger, or with tracking off, say so instead of showing zeros") {
   gmp::CrossRankReport report;
-  report.add(gmp::rank_facts(round_trip(rank_snapshot(0, 2, kMiB, kMiB)), "rank-0.pickle"));  // PyTorch's own: no ledger
+  report.add(
+      gmp::rank_facts(round_trip(rank_snapshot(0, 2, kMiB, kMiB)), "rank-0.pickle"));  // PyTorch's own: no ledger
   gmp::Snapshot untracked = rank_snapshot(1, 2, kMiB, kMiB);
   gmp::DeviceMemory m;
   m.device = "cuda:1";
@@ -295,7 +295,8 @@ TEST_CASE("rank files without a device ledger, or with tracking off, say so inst
   CHECK_FALSE(report.rank(1).device_memory->tracking);
 
   const std::string text = gmp::format_cross_rank(report);
-  CHECK_THAT(text, Catch::Matchers::ContainsSubstring("    0  cuda:0             ?  (the file carries no device ledger)"));
+  CHECK_THAT(text,
+             Catch::Matchers::ContainsSubstring("    0  cuda:0             ?  (the file carries no device ledger)"));
   CHECK_THAT(text, Catch::Matchers::ContainsSubstring("(not tracked)"));
   CHECK_THAT(text, Catch::Matchers::ContainsSubstring("GPUMEMPROF_TRACK_EXTERNAL=1"));
   const gmp::DataValue json = gmp::parse_json(gmp::cross_rank_json(report));

@@ -116,9 +116,9 @@ void other_kinds() {
   cudaPitchedPtr volume{};
   cuda(cudaMalloc3D(&volume, cudaExtent{8192, 128, 4}), "cudaMalloc3D");
   const std::size_t with_3d = bytes_of(gmp::device_memory("cuda:0").external_by_owner, program_owner());
-  check(with_3d - now == volume.pitch * 128 * 4,
-        "cudaMalloc3D (8192 bytes x 128 x 4, pitch " + std::to_string(volume.pitch) + ") is held by " +
-            program_owner() + ": " + std::to_string(with_3d - now) + " bytes");
+  check(with_3d - now == volume.pitch * 128 * 4, "cudaMalloc3D (8192 bytes x 128 x 4, pitch " +
+                                                     std::to_string(volume.pitch) + ") is held by " + program_owner() +
+                                                     ": " + std::to_string(with_3d - now) + " bytes");
 
   const gmp::DeviceMemory m0 = gmp::device_memory("cuda:0");
   void* managed = nullptr;

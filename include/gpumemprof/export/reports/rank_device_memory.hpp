@@ -60,8 +60,9 @@ GPUMEMPROF_NAMESPACE_BEGIN
     out += buf;
   }
   if (untracked) {
-    out += "  ? memory outside the allocator was not tracked: run with GPUMEMPROF_TRACK_EXTERNAL=1 (the launcher: "
-           "--track-external; C++: gpumemprof::track_external_memory())\n";
+    out +=
+        "  ? memory outside the allocator was not tracked: run with GPUMEMPROF_TRACK_EXTERNAL=1 (the launcher: "
+        "--track-external; C++: gpumemprof::track_external_memory())\n";
   }
   return out;
 }

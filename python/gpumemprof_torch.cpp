@@ -180,6 +180,10 @@ int gpumemprof_empty_cache(int device) {
   });
 }
 
+int gpumemprof_track_external_memory(void) {
+  return guarded("gpumemprof_track_external_memory", false, 0, [] { return gmp::track_external_memory() ? 1 : 0; });
+}
+
 int gpumemprof_counters(int device, int64_t out[6]) {
   return guarded("gpumemprof_counters", false, -1, [&] {
     const gmp::AllocatorGauges g = allocator_of(device).gauges();

@@ -52,6 +52,10 @@ GPUMEMPROF_TORCH_API ssize_t gpumemprof_rank_summary(const char* dir, char* buf,
 GPUMEMPROF_TORCH_API int gpumemprof_record_memory_history(int device, int enabled, size_t max_entries);
 /* Releases cached, unused memory of `device` to CUDA (torch.cuda.empty_cache); 0 or -1. */
 GPUMEMPROF_TORCH_API int gpumemprof_empty_cache(int device);
+/* Starts tracking device memory outside the allocator on every GPU (NCCL's buffers, cuBLAS's
+ * workspace, the CUDA context, module code: each rank file then carries it). Call it before torch
+ * or NCCL allocate. 1 when tracking is on, 0 when it cannot be (the reason printed once on stderr). */
+GPUMEMPROF_TORCH_API int gpumemprof_track_external_memory(void);
 
 /* The allocator's counters of `device` at this instant, for profiled scopes: out[0] allocated
  * bytes, out[1] reserved bytes, out[2] allocations (lifetime), out[3] frees (lifetime), out[4]

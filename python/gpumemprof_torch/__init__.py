@@ -28,7 +28,8 @@ import socket
 import time
 
 __all__ = ["library_path", "install", "installed", "memory_stats", "dump_snapshot", "dump_snapshots",
-           "dump_on_oom", "rank_summary", "record_memory_history", "empty_cache", "profile", "ProfileResult"]
+           "dump_on_oom", "rank_summary", "record_memory_history", "empty_cache", "track_external_memory", "profile",
+           "ProfileResult"]
 
 _LIB_NAME = "libgpumemprof_torch.so"
 _lib = None
@@ -75,6 +76,7 @@ def _load():
         lib.gpumemprof_dump_on_oom.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
         lib.gpumemprof_rank_summary.restype = ctypes.c_ssize_t
         lib.gpumemprof_rank_summary.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+        lib.gpumemprof_track_external_memory.argtypes = []
         lib.gpumemprof_last_error.restype = ctypes.c_char_p
         _lib = lib
     return _lib
@@ -219,6 +221,16 @@ def rank_summary(directory):
     buf = ctypes.create_string_buffer(n + 1)
     _check(lib.gpumemprof_rank_summary(path, buf, n + 1), "rank_summary")
     return buf.value.decode(errors="replace")
+
+
+def track_external_memory():
+    """Starts tracking device memory outside the allocator on every GPU -- NCCL's buffers, cuBLAS's
+    workspace, the CUDA context, module code -- each under its owner ("libnccl.so"); every snapshot
+    and rank file then carries it, and `gpumemprof summary DIR` shows it per rank. Call it before
+    torch or NCCL allocate (the launcher does, with --track-external or GPUMEMPROF_TRACK_EXTERNAL=1).
+    True when tracking is on; False when it cannot be (no CUPTI, another profiler attached), the
+    reason printed once on stderr -- everything else works as before."""
+    return _load().gpumemprof_track_external_memory() == 1
 
 
 def empty_cache(device=None):

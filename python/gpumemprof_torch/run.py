@@ -1,6 +1,6 @@
 """Runs a PyTorch script on gpumemprof's allocator, without changing the script.
 
-    python -m gpumemprof_torch.run [--out DIR] [--history] [--config ALLOC_CONF] SCRIPT [ARGS...]
+    python -m gpumemprof_torch.run [--out DIR] [--history] [--track-external] [--config ALLOC_CONF] SCRIPT [ARGS...]
     torchrun --nproc_per_node N -m gpumemprof_torch.run [--out DIR] ... SCRIPT [ARGS...]
 
 Before the script runs (as __main__, through runpy), the launcher installs gpumemprof's allocator
@@ -9,6 +9,8 @@ records allocation history (C++ stacks) on this rank's GPU (LOCAL_RANK). Every r
 DIR/rank-<R>.pickle when the script ends (also when it raises), and DIR/rank-<R>.pickle with
 DIR/rank-<R>.oom.txt at an out-of-memory error. Rank 0 then prints the cross-rank summary
 (`gpumemprof summary DIR` prints it again). --config takes PYTORCH_CUDA_ALLOC_CONF's syntax.
+--track-external (or GPUMEMPROF_TRACK_EXTERNAL=1) tracks device memory outside the allocator from
+the start -- NCCL's buffers, cuBLAS's workspace, the CUDA context -- and the summary shows it per rank.
 """
 import argparse
 import faulthandler
@@ -30,6 +32,9 @@ def _parse(argv):
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="gpumemprof-ranks", help="folder for the rank files (default: %(default)s)")
     p.add_argument("--history", action="store_true", help="record allocation history (stacks) on this rank's GPU")
+    p.add_argument("--track-external", action="store_true",
+                   help="track device memory outside the allocator (NCCL, cuBLAS, the CUDA context) on every GPU "
+                        "from the start; also GPUMEMPROF_TRACK_EXTERNAL=1")
     p.add_argument("--config", metavar="ALLOC_CONF", help='allocator options, e.g. "expandable_segments:True"')
     p.add_argument("--wait", type=float, default=120.0,
                    help="seconds rank 0 waits for the other ranks' files before summarizing (default: %(default)s)")
@@ -67,6 +72,8 @@ def main(argv=None):
         os.environ["GPUMEMPROF_ALLOC_CONF"] = opts.config  # read when the allocator is created
     import gpumemprof_torch as gt
     try:
+        if opts.track_external or os.environ.get("GPUMEMPROF_TRACK_EXTERNAL") == "1":
+            gt.track_external_memory()  # before torch and NCCL allocate; when it cannot, one line says why
         gt.install()
     except (RuntimeError, FileNotFoundError, OSError) as e:
         _fail(str(e))

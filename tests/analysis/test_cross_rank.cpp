@@ -1,13 +1,19 @@
 // The cross-rank report (analysis/cross_rank.hpp, export/reports/rank_summary.hpp), the budget
 // helpers over per-rank stats (analysis/rank_budget.hpp) and the rank keys of a snapshot file.
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 #include <string>
 #include <vector>
 
+#include "allocator/sim_allocator.hpp"
 #include "catch.hpp"
+#include "gpumemprof/allocator/device_memory.hpp"
 #include "gpumemprof/analysis/cross_rank.hpp"
 #include "gpumemprof/analysis/rank_budget.hpp"
 #include "gpumemprof/export/formats/json_reader.hpp"
+#include "gpumemprof/export/formats/rank_dump.hpp"
 #include "gpumemprof/export/formats/snapshot_reader.hpp"
 #include "gpumemprof/export/formats/snapshot_writer.hpp"
 #include "gpumemprof/export/reports/rank_summary.hpp"
@@ -200,4 +206,110 @@ TEST_CASE("budget helpers over per-rank stats") {
   CHECK(std::isinf(gmp::peak_imbalance({stats_with_peaks(0, 0), stats_with_peaks(1, 1)})));
   CHECK(gmp::peak_imbalance({stats_with_peaks(0, 0), stats_with_peaks(0, 0)}) == 1.0);
   CHECK_THROWS_AS(gmp::largest_peak({}), std::invalid_argument);
+}
+
+TEST_CASE("each rank's device memory: NCCL's share, used beside reserved, from the rank files' ledgers") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("gpumemprof-ranks-ledger-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  // Two ranks on simulated devices with a 500 MiB context: NCCL's buffers (whole granules, exact)
+  // and, on rank 1, a 1000-byte cuBLAS workspace that takes a 2 MiB granule (the rest unattributed).
+  std::vector<std::unique_ptr<SimAllocator>> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.push_back(std::make_unique<SimAllocator>(
+        gmp::SimulatedBackend(gmp::SimulatedOptions{80 * GiB, r, 2 * MiB, false, 500 * MiB})));
+  }
+  gmp::SimulatedBackend& sim0 = ranks[0]->backend();
+  gmp::SimulatedBackend& sim1 = ranks[1]->backend();
+  REQUIRE(sim0.external_malloc(180 * MiB, "libnccl.so", "ncclMemAlloc") != nullptr);
+  REQUIRE(sim0.external_malloc(6 * MiB, "libnccl.so", "ncclProxyConnect") != nullptr);
+  REQUIRE(sim1.external_malloc(190 * MiB, "libnccl.so", "ncclMemAlloc") != nullptr);
+  REQUIRE(sim1.external_malloc(1000, "libcublas.so", "cublasCreate_v2") != nullptr);
+  void* p0 = ranks[0]->allocate(100 * MiB);
+  void* p1 = ranks[1]->allocate(40 * MiB);
+  for (int r = 0; r < 2; ++r) (void)gmp::dump_rank_snapshot(*ranks[static_cast<std::size_t>(r)], dir.string(), r, 2);
+
+  const gmp::CrossRankReport report = gmp::load_cross_rank({dir.string()});
+  REQUIRE(report.ranks().size() == 2);
+  REQUIRE(report.rank(0).device_memory.has_value());
+  const gmp::DeviceMemory& m0 = *report.rank(0).device_memory;
+  const gmp::DeviceMemory& m1 = *report.rank(1).device_memory;
+  CHECK(m0.device == "sim:0");
+  CHECK(m0.used == 786 * MiB);  // 500 context + 100 reserved + 186 NCCL
+  CHECK(m0.reserved == 100 * MiB);
+  CHECK(m0.external == 186 * MiB);
+  REQUIRE(m0.external_by_owner.size() == 1);
+  CHECK(m0.external_by_owner[0] == gmp::OwnerMemory{"libnccl.so", 186 * MiB, 2, "ncclMemAlloc"});
+  CHECK(m0.context == 500 * MiB);
+  CHECK(m0.unattributed == 0);
+  CHECK(m1.used == 500 * MiB + 40 * MiB + 190 * MiB + 2 * MiB);
+  CHECK(m1.external == 190 * MiB + 1000);
+  CHECK(m1.unattributed == static_cast<std::int64_t>(2 * MiB - 1000));
+
+  const std::string text = gmp::format_cross_rank(report);
+  CHECK_THAT(text, Catch::Matchers::ContainsSubstring("device memory at the dump"));
+  CHECK_THAT(text, Catch::Matchers::ContainsSubstring(
+                       "    0  sim:0     786.00 MiB  100.00 MiB  186.00 MiB  500.00 MiB     0 bytes       0 bytes  "
+                       "libnccl.so 186.00 MiB (ncclMemAlloc)\n"));
+  CHECK_THAT(text, Catch::Matchers::ContainsSubstring("libnccl.so 190.00 MiB (ncclMemAlloc)"));
+  CHECK_THAT(text, Catch::Matchers::ContainsSubstring(gmp::format_size(2 * MiB - 1000)));
+
+  const gmp::DataValue json = gmp::parse_json(gmp::cross_rank_json(report));
+  const gmp::DataValue& r1 = json.find("ranks")->items()[1];
+  CHECK(r1.find("device_used_bytes")->as_int() == static_cast<std::int64_t>(732 * MiB));
+  CHECK(r1.find("device_reserved_bytes")->as_int() == static_cast<std::int64_t>(40 * MiB));
+  CHECK(r1.find("external_bytes")->as_int() == static_cast<std::int64_t>(190 * MiB + 1000));
+  CHECK(r1.find("external_tracked")->as_bool());
+  CHECK(r1.find("context_bytes")->as_int() == static_cast<std::int64_t>(500 * MiB));
+  CHECK(r1.find("unattributed_bytes")->as_int() == static_cast<std::int64_t>(2 * MiB - 1000));
+  const gmp::DataValue& owners = *r1.find("external_by_owner");
+  REQUIRE(owners.size() == 2);
+  CHECK(owners.items()[0].find("owner")->as_string() == "libnccl.so");
+  CHECK(owners.items()[0].find("bytes")->as_int() == static_cast<std::int64_t>(190 * MiB));
+  CHECK(owners.items()[1].find("owner")->as_string() == "libcublas.so");
+  CHECK(owners.items()[1].find("top_site")->as_string() == "cublasCreate_v2");
+
+  ranks[0]->deallocate(p0);
+  ranks[1]->deallocate(p1);
+  ranks[0]->validate();  // throws on a broken invariant
+  ranks[1]->validate();
+  fs::remove_all(dir);
+}
+
+TEST_CASE("rank files without a device ledger, or with tracking off, say so instead of showing zeros") {
+  gmp::CrossRankReport report;
+  report.add(
+      gmp::rank_facts(round_trip(rank_snapshot(0, 2, kMiB, kMiB)), "rank-0.pickle"));  // PyTorch's own: no ledger
+  gmp::Snapshot untracked = rank_snapshot(1, 2, kMiB, kMiB);
+  gmp::DeviceMemory m;
+  m.device = "cuda:1";
+  m.total = 80 * GiB;
+  m.used = 600 * MiB;
+  m.reserved = 4 * MiB;
+  m.unattributed = 596 * MiB;
+  untracked.device_memory.push_back(m);
+  report.add(gmp::rank_facts(round_trip(untracked), "rank-1.pickle"));
+  report.finish();
+  CHECK_FALSE(report.rank(0).device_memory.has_value());
+  REQUIRE(report.rank(1).device_memory.has_value());
+  CHECK_FALSE(report.rank(1).device_memory->tracking);
+
+  const std::string text = gmp::format_cross_rank(report);
+  CHECK_THAT(text,
+             Catch::Matchers::ContainsSubstring("    0  cuda:0             ?  (the file carries no device ledger)"));
+  CHECK_THAT(text, Catch::Matchers::ContainsSubstring("(not tracked)"));
+  CHECK_THAT(text, Catch::Matchers::ContainsSubstring("GPUMEMPROF_TRACK_EXTERNAL=1"));
+  const gmp::DataValue json = gmp::parse_json(gmp::cross_rank_json(report));
+  const gmp::DataValue& r0 = json.find("ranks")->items()[0];
+  CHECK(r0.find("external_bytes")->is_none());
+  CHECK(r0.find("external_by_owner")->is_none());
+  const gmp::DataValue& r1 = json.find("ranks")->items()[1];
+  CHECK_FALSE(r1.find("external_tracked")->as_bool());
+  CHECK(r1.find("device_used_bytes")->as_int() == static_cast<std::int64_t>(600 * MiB));
+  CHECK(r1.find("unattributed_bytes")->as_int() == static_cast<std::int64_t>(596 * MiB));
+
+  gmp::CrossRankReport plain;  // no rank carries a ledger: no device section at all
+  plain.add(gmp::rank_facts(round_trip(rank_snapshot(0, 1, kMiB, kMiB)), "rank-0.pickle"));
+  plain.finish();
+  CHECK_THAT(gmp::format_cross_rank(plain), !Catch::Matchers::ContainsSubstring("device memory at the dump"));
 }

@@ -1,8 +1,10 @@
 // Every byte on a real device: with tracking started first thing, a direct cudaMalloc, a cuBLAS
-// GEMM, cuDNN (when present), an NCCL communicator over every visible GPU and a cudaMallocAsync
-// pool each land under the right owner (allocations and module code), gpumemprof's own segments
-// are not counted twice, and what stays unattributed is within 2 MiB of zero once the context is
-// counted. Run it with CUDA_MODULE_LOADING=LAZY and =EAGER (meson registers both).
+// GEMM, cuDNN (when present), an NCCL communicator over every visible GPU, a cudaMallocAsync
+// pool, cudaMallocPitch and cudaMalloc3D each land under the right owner (allocations and module
+// code), gpumemprof's own segments are not counted twice, and what stays unattributed is within
+// 2 MiB of zero once the context is counted; managed memory (cudaMallocManaged,
+// cuMemAllocManaged) and pinned host memory (cudaMallocHost) stay out of the ledger. Run it with
+// CUDA_MODULE_LOADING=LAZY and =EAGER (meson registers both).
 //
 // The libraries are opened at run time (dlopen), so the binary runs where any is missing: that
 // part is skipped with its reason. Exit 77 without a GPU (meson: skipped), 1 on a failed check.
@@ -96,6 +98,57 @@ void print_capture() {
 std::string program_owner() {
   std::string_view p = program_invocation_short_name;
   return std::string(p);
+}
+
+/// cudaMallocPitch and cudaMalloc3D land under the program at pitch x rows (kept to the final
+/// account, so unattributed checks their size against the driver's count); managed memory
+/// (cudaMallocManaged, cuMemAllocManaged) and pinned host memory (cudaMallocHost) are not device
+/// allocations and stay out of the ledger.
+void other_kinds() {
+  const std::size_t before = bytes_of(gmp::device_memory("cuda:0").external_by_owner, program_owner());
+  void* pitched = nullptr;
+  std::size_t pitch = 0;
+  cuda(cudaMallocPitch(&pitched, &pitch, 8192, 256), "cudaMallocPitch");
+  std::size_t now = bytes_of(gmp::device_memory("cuda:0").external_by_owner, program_owner());
+  check(now - before == pitch * 256, "cudaMallocPitch (8192 bytes x 256 rows, pitch " + std::to_string(pitch) +
+                                         ") is held by " + program_owner() + ": " + std::to_string(now - before) +
+                                         " bytes");
+  cudaPitchedPtr volume{};
+  cuda(cudaMalloc3D(&volume, cudaExtent{8192, 128, 4}), "cudaMalloc3D");
+  const std::size_t with_3d = bytes_of(gmp::device_memory("cuda:0").external_by_owner, program_owner());
+  check(with_3d - now == volume.pitch * 128 * 4, "cudaMalloc3D (8192 bytes x 128 x 4, pitch " +
+                                                     std::to_string(volume.pitch) + ") is held by " + program_owner() +
+                                                     ": " + std::to_string(with_3d - now) + " bytes");
+
+  const gmp::DeviceMemory m0 = gmp::device_memory("cuda:0");
+  void* managed = nullptr;
+  cuda(cudaMallocManaged(&managed, 64 * MiB), "cudaMallocManaged");
+  CUdeviceptr managed_driver = 0;
+  CUresult (*alloc_managed)(CUdeviceptr*, std::size_t, unsigned) = nullptr;
+  const bool driver_ok = gmp::detail::driver_entry(alloc_managed, "cuMemAllocManaged") &&
+                         alloc_managed(&managed_driver, 32 * MiB, CU_MEM_ATTACH_GLOBAL) == CUDA_SUCCESS;
+  check(driver_ok, "cuMemAllocManaged of 32 MiB");
+  void* pinned = nullptr;
+  cuda(cudaMallocHost(&pinned, 64 * MiB), "cudaMallocHost");
+  const gmp::DeviceMemory m1 = gmp::device_memory("cuda:0");
+  check(m1.external == m0.external,
+        "managed memory (cudaMallocManaged 64 MiB, cuMemAllocManaged 32 MiB) and pinned host memory "
+        "(cudaMallocHost 64 MiB) are not external device allocations (external " +
+            std::to_string(m0.external) + " -> " + std::to_string(m1.external) + " bytes)");
+  std::printf("  managed and pinned, untouched: used %+lld bytes\n",
+              static_cast<long long>(m1.used) - static_cast<long long>(m0.used));
+  cuda(cudaMemset(managed, 1, 64 * MiB), "cudaMemset (managed, on the device)");
+  cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  const gmp::DeviceMemory m2 = gmp::device_memory("cuda:0");
+  std::printf("  managed touched on the device: used %+lld bytes, unattributed %+lld bytes (resident pages)\n",
+              static_cast<long long>(m2.used) - static_cast<long long>(m1.used),
+              static_cast<long long>(m2.unattributed) - static_cast<long long>(m1.unattributed));
+  check(m2.external == m0.external, "managed pages resident on the device stay out of external");
+  cuda(cudaFree(managed), "cudaFree (managed)");
+  if (driver_ok) cuda(cudaFree(reinterpret_cast<void*>(managed_driver)), "cudaFree (cuMemAllocManaged)");
+  cuda(cudaFreeHost(pinned), "cudaFreeHost");
+  const gmp::DeviceMemory m3 = gmp::device_memory("cuda:0");
+  check(m3.external == m0.external, "their frees leave external unchanged too");
 }
 
 }  // namespace
@@ -207,6 +260,8 @@ int main() {
                 " (code " + gmp::format_size(bytes_of(md.code_by_owner, "libnccl.so")) + ")");
     }
   }
+
+  other_kinds();
 
   // Every device: the whole account, and what it leaves unexplained.
   print_capture();

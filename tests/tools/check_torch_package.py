@@ -65,6 +65,15 @@ def main():
     check("$PYTORCH_CUDA_ALLOC_CONF='bogus_key:1'" in out and "bogus_key" in out.split("):", 1)[-1],
           "a bad PYTORCH_CUDA_ALLOC_CONF is named in the error: " + out)
 
+    # Memory outside the allocator: True where CUPTI can track it (a GPU), else False with one line
+    # saying why, said once however often asked.
+    track = "import gpumemprof_torch as g\nprint(g.track_external_memory(), g.track_external_memory())"
+    rc, out = child(packaged, {}, track)
+    lines = out.splitlines()
+    said = [line for line in lines if line.startswith("gpumemprof: memory outside the allocator is not tracked: ")]
+    check(rc == 0 and (lines == ["True True"] or (len(lines) == 2 and "False False" in lines and len(said) == 1)),
+          "track_external_memory() is on, or says once why not: %r" % out)
+
     install = """
 import gpumemprof_torch as g
 try:

@@ -35,7 +35,12 @@ cuda = _Cuda()
 # gpumemprof_torch as the launcher uses it, without the bridge library or a GPU: rank 0 of 1.
 FAKE_BRIDGE = """
 import os
-def install(): pass
+def _log(what):
+    if os.environ.get("FAKE_BRIDGE_LOG"):
+        with open(os.environ["FAKE_BRIDGE_LOG"], "a") as f:
+            f.write(what + "\\n")
+def install(): _log("install")
+def track_external_memory(): _log("track_external_memory"); return True
 def record_memory_history(*args, **kwargs): pass
 def dump_on_oom(*args, **kwargs): pass
 def _rank_and_world(): return 0, 1, False
@@ -52,8 +57,10 @@ atexit.register(lambda: os.kill(os.getpid(), signal.SIGSEGV))
 """
 
 
-def launch(source, pythonpath, *args):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(pythonpath + [os.path.join(source, "python")]))
+def launch(source, pythonpath, *args, **extra_env):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(pythonpath + [os.path.join(source, "python")]), **extra_env)
+    if "GPUMEMPROF_TRACK_EXTERNAL" not in extra_env:
+        env.pop("GPUMEMPROF_TRACK_EXTERNAL", None)  # the caller's own setting would change the checks
     env.pop("PYTHONUNBUFFERED", None)  # stdout block-buffered, as under torchrun into a log file
     return subprocess.run([sys.executable, "-m", "gpumemprof_torch.run", *args], capture_output=True, text=True,
                           env=env, timeout=120)
@@ -114,6 +121,20 @@ def main():
         check("1 rank(s) of world size 1 (stand-in summary)" in p.stdout,
               f"crash at exit: the summary was lost, stdout {p.stdout!r}")
         check("Segmentation fault" in p.stderr, f"crash at exit: no report of where, stderr {p.stderr!r}")
+
+        # Tracking of memory outside the allocator starts before install() (before torch or NCCL
+        # allocate) with --track-external or GPUMEMPROF_TRACK_EXTERNAL=1, and not otherwise.
+        log = os.path.join(tmp, "bridge.log")
+        for args, env, expected in ((["--track-external"], {}, "track_external_memory\ninstall\n"),
+                                    ([], {"GPUMEMPROF_TRACK_EXTERNAL": "1"}, "track_external_memory\ninstall\n"),
+                                    ([], {}, "install\n")):
+            if os.path.exists(log):
+                os.remove(log)
+            p = launch(source, [fake], *args, "--out", os.path.join(tmp, "track-out"), script,
+                       FAKE_BRIDGE_LOG=log, **env)
+            calls = open(log).read() if os.path.exists(log) else ""
+            check(p.returncode == 0 and calls == expected,
+                  f"tracking {args} {env}: exit {p.returncode}, bridge calls {calls!r}, stderr {p.stderr[-300:]!r}")
     finish("launcher checks")
 
 

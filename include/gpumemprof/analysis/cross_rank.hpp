@@ -10,7 +10,8 @@
 // Per rank: peak allocated and reserved bytes (the allocator's own peaks when the rank file
 // carries them, else the trace: allocated replayed on the default policy, reserved as recorded
 // by its segment events), fragmentation at the end, OOMs, and the allocation site (the user's
-// frame, analysis/user_frame.hpp) with the highest peak of requested bytes.
+// frame, analysis/user_frame.hpp) with the highest peak of requested bytes; and the device's
+// memory at the dump when the file carries its ledger (external bytes by owner: NCCL's share).
 #pragma once
 
 #include <algorithm>
@@ -26,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "gpumemprof/allocator/device_memory.hpp"
 #include "gpumemprof/analysis/memory_diff.hpp"
 #include "gpumemprof/analysis/memory_facts.hpp"
 #include "gpumemprof/analysis/rank_budget.hpp"
@@ -52,6 +54,9 @@ struct RankFacts {
   std::string top_site;  ///< "" when the snapshot has no allocations
   std::uint64_t top_site_bytes = 0;
   std::map<std::string, std::uint64_t> site_peaks;  ///< site -> its peak of requested bytes
+  /// The rank's device at the dump, all of it (used, reserved, external by owner, context, code,
+  /// unattributed); none when the file carries no device ledger (PyTorch's own snapshots).
+  std::optional<DeviceMemory> device_memory;
 };
 
 /// The facts of one rank's snapshot. `rank` is used when the file carries no rank (-1: none).
@@ -92,6 +97,9 @@ template <SnapshotLike S>
         // A trace the replay refuses (see snapshot_replay.hpp): the end state's bytes stand.
       }
     }
+  }
+  for (const DeviceMemory& m : snap.device_memory) {  // the rank's device; else the first listed
+    if (!f.device_memory || m.device == f.device) f.device_memory = m;
   }
   if (info.num_ooms >= 0) {
     f.num_ooms = info.num_ooms;

@@ -3,12 +3,14 @@
 // `gpumemprof summary DIR` (a folder of rank-<R>.pickle files) and `gpumemprof summary A B ...`.
 //
 // Text: a row per rank (host, device, peak allocated and reserved, fragmentation, OOMs, top site),
-// the imbalance (largest / smallest peak, which ranks, which site), and the sites whose peak bytes
-// differ across ranks. JSON: {"ranks": [{"rank", "host", "device", "file", "peak_allocated_bytes",
-// "peak_reserved_bytes", "external_fragmentation", "num_ooms", "top_site", "top_site_bytes"}, ...],
-// "world_size", "max_peak_rank", "min_peak_rank", "max_peak_allocated_bytes",
-// "min_peak_allocated_bytes", "imbalance", "imbalance_site", "differing_sites": [{"site",
-// "min_bytes", "min_rank", "max_bytes", "max_rank"}, ...], "problems": [...]}.
+// the imbalance (largest / smallest peak, which ranks, which site), the sites whose peak bytes
+// differ across ranks, and each rank's device memory (rank_device_memory.hpp). JSON: {"ranks":
+// [{"rank", "host", "device", "file", "peak_allocated_bytes", "peak_reserved_bytes",
+// "external_fragmentation", "num_ooms", "top_site", "top_site_bytes", and the device memory
+// fields of rank_device_memory.hpp}, ...], "world_size", "max_peak_rank", "min_peak_rank",
+// "max_peak_allocated_bytes", "min_peak_allocated_bytes", "imbalance", "imbalance_site",
+// "differing_sites": [{"site", "min_bytes", "min_rank", "max_bytes", "max_rank"}, ...],
+// "problems": [...]}.
 #pragma once
 
 #include <sys/stat.h>
@@ -35,6 +37,7 @@
 #include "gpumemprof/error.hpp"
 #include "gpumemprof/export/formats/json_writer.hpp"
 #include "gpumemprof/export/formats/snapshot_reader.hpp"
+#include "gpumemprof/export/reports/rank_device_memory.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
 
@@ -169,6 +172,7 @@ GPUMEMPROF_NAMESPACE_BEGIN
                   s.min_rank, format_size(s.max_bytes).c_str(), s.max_rank, s.site.c_str());
     out += buf;
   }
+  out += format_rank_device_memory(report);
   for (const std::string& p : report.problems()) out += "problem: " + p + "\n";
   return out;
 }
@@ -198,6 +202,7 @@ GPUMEMPROF_NAMESPACE_BEGIN
     w.field("num_ooms", r.num_ooms);
     w.field("top_site", r.top_site);
     w.field("top_site_bytes", r.top_site_bytes);
+    write_rank_device_memory(w, r);
     w.end_dict();
   }
   w.end_list();

@@ -567,8 +567,8 @@ class CachingAllocator {
   Block* map_block(Block* unmapped, std::size_t bytes);
   void unmap_pages(Block* free_block, std::uintptr_t addr, std::size_t bytes);
   std::size_t pages_to_recycle(std::size_t size, std::size_t need);
-  [[nodiscard]] detail::PlannedSegment planned(const Segment& s) const;
-  [[nodiscard]] detail::ExpandableLayout expandable_layout(std::vector<Segment*>& segs) const;
+  void plan_segment(const Segment& s, detail::PlannedSegment& into) const;
+  detail::ExpandableLayout& refresh_layout();                                  // layout_ and layout_segments_, afresh
   [[nodiscard]] Block* block_at(const Segment& s, std::uintptr_t addr) const;  // the block starting at addr
   void unmap_planned(const std::vector<detail::UnmapStep>& steps, const std::vector<Segment*>& segs,
                      std::vector<Stream> synced);
@@ -627,6 +627,10 @@ class CachingAllocator {
   // <= 1.03x peak requested and <= PyTorch's expandable figure (1.0255x on resnet50_train).
   static constexpr double kExpandableSlack = 0.025;
   std::size_t live_high_ = 0;
+  // The planner's view of every expandable segment (layout_segments_[i] is layout_.segments[i]),
+  // scratch kept between growths so that building it allocates nothing once warm. Exclusive.
+  detail::ExpandableLayout layout_;
+  std::vector<Segment*> layout_segments_;
 
   // Guarded by device_mutex_ (and so by ExclusiveLock): the shard list, segments, events, the
   // slow paths' record pools, reserved bytes, the memory fraction, OOM observers. sinks_ and

@@ -28,8 +28,8 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::grow_expan
     if (Block* b = take_spill(stream, size); b != nullptr) return b;
   }
   // The plan (expandable_planner.hpp) comes first: nothing has changed if building it throws.
-  std::vector<Segment*> segs;
-  detail::ExpandableLayout layout = expandable_layout(segs);
+  detail::ExpandableLayout& layout = refresh_layout();
+  std::vector<Segment*>& segs = layout_segments_;
   std::optional<detail::GrowthPlace> place = detail::find_growth_place(layout, stream, pool.small, size);
   if (!place) {
     segs.reserve(segs.size() + 1);  // first: nothing throws once the address range is ours
@@ -105,26 +105,30 @@ std::size_t CachingAllocator<Backend>::pages_to_recycle(std::size_t size, std::s
 }
 
 template <DeviceBackend Backend>
-detail::PlannedSegment CachingAllocator<Backend>::planned(const Segment& s) const {
-  detail::PlannedSegment p;
-  p.stream = s.stream;
-  p.small_pool = s.small_pool;
-  p.end = s.addr + s.reservation.size;
-  for (const Block* b = s.head; b != nullptr; b = b->next)
-    p.blocks.push_back({b->addr, b->size, b->mapped, b->is_free()});
-  return p;
+void CachingAllocator<Backend>::plan_segment(const Segment& s, detail::PlannedSegment& into) const {
+  into.stream = s.stream;
+  into.small_pool = s.small_pool;
+  into.end = s.addr + s.reservation.size;
+  into.blocks.clear();
+  for (const Block* b = s.head; b != nullptr; b = b->next) {
+    into.blocks.push_back({b->addr, b->size, b->mapped, b->is_free()});
+  }
 }
 
+// Every expandable segment, into the reused scratch view (no heap memory once warm).
 template <DeviceBackend Backend>
-detail::ExpandableLayout CachingAllocator<Backend>::expandable_layout(std::vector<Segment*>& segs) const {
-  detail::ExpandableLayout layout;
-  layout.page = page_;
+detail::ExpandableLayout& CachingAllocator<Backend>::refresh_layout() {
+  layout_.page = page_;
+  layout_segments_.clear();
+  std::size_t n = 0;
   for (Segment* s = segments_head_; s != nullptr; s = s->list_next) {
     if (!s->expandable) continue;
-    layout.segments.push_back(planned(*s));
-    segs.push_back(s);
+    if (n == layout_.segments.size()) layout_.segments.emplace_back();
+    plan_segment(*s, layout_.segments[n++]);
+    layout_segments_.push_back(s);
   }
-  return layout;
+  layout_.segments.resize(n);
+  return layout_;
 }
 
 template <DeviceBackend Backend>
@@ -305,7 +309,9 @@ void CachingAllocator<Backend>::release_expandable() {
 // `synced`), and gives back its reservation once nothing is mapped.
 template <DeviceBackend Backend>
 void CachingAllocator<Backend>::release_expandable_segment(Segment* s, bool synced) {
-  unmap_planned(detail::pages_to_release(planned(*s), 0, page_), {s},
+  detail::PlannedSegment view;
+  plan_segment(*s, view);
+  unmap_planned(detail::pages_to_release(view, 0, page_), {s},
                 synced ? std::vector<Stream>{s->stream} : std::vector<Stream>{});
   if (s->head->next == nullptr && !s->head->mapped) release_reservation(s);
 }

@@ -56,10 +56,12 @@ struct ReplayReport {
   std::string trace;
   std::string device;
   ReplayResult result;
-  int warm_runs = 0;              // --repeat: 0 = no timing was taken
-  double best_ns_per_pair = 0;    // meaningful only when warm_runs > 0
-  double warm_device_allocs = 0;  // device allocations (maps) per warm replay, on average
-  double warm_device_frees = 0;   // device frees (unmaps) per warm replay, on average
+  int warm_runs = 0;               // --repeat: 0 = no timing was taken
+  double best_ns_per_pair = 0;     // meaningful only when warm_runs > 0
+  double warm_device_allocs = 0;   // device allocations (maps) per warm replay, on average
+  double warm_device_frees = 0;    // device frees (unmaps) per warm replay, on average
+  double warm_mapped_bytes = 0;    // bytes those device allocations took, per warm replay
+  double warm_unmapped_bytes = 0;  // bytes those device frees gave back, per warm replay
   // The most reserved over the cold and every warm replay (a cache that creeps up shows here).
   std::int64_t warm_peak_reserved = 0;
   // --snapshot: what the written snapshot holds.
@@ -132,6 +134,10 @@ inline ReplayReport run_replay(Trace& t, const Device& device, const AllocatorCo
     const MemoryStats end = alloc.memory_stats();
     rep.warm_device_allocs = static_cast<double>(end.num_device_alloc - cold.num_device_alloc) / repeat;
     rep.warm_device_frees = static_cast<double>(end.num_device_free - cold.num_device_free) / repeat;
+    rep.warm_mapped_bytes =
+        static_cast<double>(end.reserved_bytes.all().allocated - cold.reserved_bytes.all().allocated) / repeat;
+    rep.warm_unmapped_bytes =
+        static_cast<double>(end.reserved_bytes.all().freed - cold.reserved_bytes.all().freed) / repeat;
     rep.warm_peak_reserved = end.reserved_bytes.all().peak;
   }
   alloc.validate();
@@ -157,6 +163,8 @@ inline void print_replay(const ReplayReport& rep, bool json) {
     if (rep.warm_runs > 0) {
       w.field("warm_num_device_alloc", rep.warm_device_allocs);
       w.field("warm_num_device_free", rep.warm_device_frees);
+      w.field("warm_reserved_bytes_allocated", rep.warm_mapped_bytes);
+      w.field("warm_reserved_bytes_freed", rep.warm_unmapped_bytes);
       w.field("warm_peak_reserved_bytes", rep.warm_peak_reserved);
     }
     if (!rep.snapshot_note.empty()) {
@@ -186,8 +194,9 @@ inline void print_replay(const ReplayReport& rep, bool json) {
   std::printf("  num_device_alloc      %12lld\n", static_cast<long long>(r.num_device_alloc));
   if (rep.warm_runs > 0) {
     std::printf("  ns_per_pair           %12.1f  (best of %d warm replays)\n", rep.best_ns_per_pair, rep.warm_runs);
-    std::printf("  device allocs / frees %12.1f / %.1f per warm replay\n", rep.warm_device_allocs,
-                rep.warm_device_frees);
+    std::printf("  device allocs / frees %12.1f / %.1f per warm replay (%s reserved / %s released)\n",
+                rep.warm_device_allocs, rep.warm_device_frees, size(rep.warm_mapped_bytes).c_str(),
+                size(rep.warm_unmapped_bytes).c_str());
   } else {
     std::printf("  ns_per_pair           not measured (--repeat 0: no warm replay)\n");
   }

@@ -82,6 +82,7 @@
 #include "gpumemprof/allocator/allocator_config.hpp"
 #include "gpumemprof/allocator/block.hpp"
 #include "gpumemprof/allocator/event_sinks.hpp"
+#include "gpumemprof/allocator/expandable_planner.hpp"
 #include "gpumemprof/allocator/format_size.hpp"
 #include "gpumemprof/allocator/free_index.hpp"
 #include "gpumemprof/allocator/introspection.hpp"
@@ -558,15 +559,19 @@ class CachingAllocator {
   Block* allocate_slow(Shard& shard, Pool& pool, Stream stream, std::size_t size, std::size_t requested,
                        ExclusiveLock& lock);
   Block* new_segment(Shard& shard, Pool& pool, std::size_t segment_bytes, bool is_retry, ExclusiveLock& lock);
-  // Expandable segments (caching_allocator-inl.hpp).
+  // Expandable segments (caching_allocator_expandable-inl.hpp): the policy is
+  // expandable_planner.hpp's; these build its view and carry out its plans.
   Block* grow_expandable(Pool& pool, Stream stream, std::size_t size, bool is_retry);
-  Block* find_expandable_run(const Pool& pool, Stream stream, std::size_t size) const;
   Block* take_spill(Stream stream, std::size_t size);  // a free large block for a small request
   Block* new_reservation(Pool& pool, Stream stream);
   Block* map_block(Block* unmapped, std::size_t bytes);
   void unmap_pages(Block* free_block, std::uintptr_t addr, std::size_t bytes);
-  std::size_t recycle_pages(std::size_t wanted, std::uintptr_t keep_begin, std::uintptr_t keep_end);
   std::size_t pages_to_recycle(std::size_t size, std::size_t need);
+  void plan_segment(const Segment& s, detail::PlannedSegment& into) const;
+  detail::ExpandableLayout& refresh_layout();                                  // layout_ and layout_segments_, afresh
+  [[nodiscard]] Block* block_at(const Segment& s, std::uintptr_t addr) const;  // the block starting at addr
+  void unmap_planned(const std::vector<detail::UnmapStep>& steps, const std::vector<Segment*>& segs,
+                     std::vector<Stream> synced);
   void release_expandable();
   void release_expandable_segment(Segment* s, bool synced);
   void rehome_segment(Segment* s, Shard& home);
@@ -618,10 +623,14 @@ class CachingAllocator {
   bool journaling_ = false;
   std::size_t page_ = 0;  // the backend's mapping granularity (expandable only)
   // Expandable growth maps fresh pages, not recycled ones, while reserved stays within this
-  // fraction above the most bytes ever live (live_high_): see pages_to_recycle. The goal is
+  // fraction above the most bytes ever live (live_high_): see expandable_planner.hpp. The goal is
   // <= 1.03x peak requested and <= PyTorch's expandable figure (1.0255x on resnet50_train).
   static constexpr double kExpandableSlack = 0.025;
   std::size_t live_high_ = 0;
+  // The planner's view of every expandable segment (layout_segments_[i] is layout_.segments[i]),
+  // scratch kept between growths so that building it allocates nothing once warm. Exclusive.
+  detail::ExpandableLayout layout_;
+  std::vector<Segment*> layout_segments_;
 
   // Guarded by device_mutex_ (and so by ExclusiveLock): the shard list, segments, events, the
   // slow paths' record pools, reserved bytes, the memory fraction, OOM observers. sinks_ and
@@ -954,3 +963,4 @@ void CachingAllocator<Backend>::visit_segments(F&& f) const {
 GPUMEMPROF_NAMESPACE_END
 
 #include "gpumemprof/allocator/caching_allocator-inl.hpp"
+#include "gpumemprof/allocator/caching_allocator_expandable-inl.hpp"

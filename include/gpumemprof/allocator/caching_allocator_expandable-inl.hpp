@@ -1,0 +1,327 @@
+// Layer 2: CachingAllocator's expandable segments -- carrying out expandable_planner.hpp's plans:
+// reservations, mapping holes, unmapping free pages, giving reservations back. Included by
+// caching_allocator.hpp; not a header to include on its own.
+#pragma once
+
+#include <algorithm>
+#include <optional>
+#include <vector>
+
+#include "gpumemprof/allocator/caching_allocator.hpp"
+#include "gpumemprof/allocator/expandable_planner.hpp"
+
+GPUMEMPROF_NAMESPACE_BEGIN
+
+// Expandable segments. Invariants (validate()): an expandable segment's blocks tile its whole
+// reservation; holes (unmapped blocks) start and end on page boundaries, are free, in no tree,
+// and never neighbour another hole; Segment::size is its mapped bytes.
+
+template <DeviceBackend Backend>
+typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::grow_expandable(Pool& pool, Stream stream,
+                                                                                      std::size_t size, bool is_retry) {
+  if (is_retry) ++stats_.num_alloc_retries;
+  // A small request that would move a page (its one page) takes a free block of the large pool
+  // instead: the pools have reservations of their own, so the page would be unmapped there and
+  // mapped here, and moved back once the large pool wants it again (gpt2_generate's small and
+  // large requests take turns as its sequences grow: 49 pages moved per replay, none with this).
+  if (pool.small && pages_to_recycle(size, page_) != 0) {
+    if (Block* b = take_spill(stream, size); b != nullptr) return b;
+  }
+  // The plan (expandable_planner.hpp) comes first: nothing has changed if building it throws.
+  detail::ExpandableLayout& layout = refresh_layout();
+  std::vector<Segment*>& segs = layout_segments_;
+  std::optional<detail::GrowthPlace> place = detail::find_growth_place(layout, stream, pool.small, size);
+  if (!place) {
+    segs.reserve(segs.size() + 1);  // first: nothing throws once the address range is ours
+    layout.segments.emplace_back().blocks.reserve(1);
+    Block* start = new_reservation(pool, stream);
+    if (start == nullptr || start->size < size) {  // no address space, or beyond the device
+      layout.segments.pop_back();
+      return nullptr;
+    }
+    segs.push_back(start->segment);
+    detail::PlannedSegment& fresh = layout.segments.back();  // one hole: the whole range
+    fresh.stream = stream;
+    fresh.small_pool = pool.small;
+    fresh.end = start->addr + start->size;
+    fresh.blocks.push_back({start->addr, start->size, /*mapped=*/false, /*free=*/true});
+    place = detail::GrowthPlace{segs.size() - 1, 0, 0};
+  }
+  Segment* seg = segs[place->segment];
+  auto fail = [&]() -> Block* {  // a reservation made for nothing goes back at once
+    if (seg->head->next == nullptr && !seg->head->mapped) release_reservation(seg);
+    if constexpr (VirtualMemoryBackend<Backend>) backend_.release_spare_pages();
+    return nullptr;
+  };
+  const detail::PlannedSegment& where = layout.segments[place->segment];
+  const std::uintptr_t begin = where.blocks[place->block].addr;
+  std::vector<detail::MapStep> maps;
+  std::vector<detail::UnmapStep> unmaps;
+  std::size_t need = 0;  // bytes of holes to map
+  try {
+    maps = detail::pages_to_map(where, place->block, size, page_);
+    for (const detail::MapStep& m : maps) need += m.bytes;
+    unmaps = detail::pages_to_unmap(layout, pages_to_recycle(size, need), begin, begin + size);
+    unmap_planned(unmaps, segs, {});
+    if (allowed_max_ && total_reserved_ + need > *allowed_max_) return fail();
+    Block* cur = nullptr;  // unmapping may have merged holes: find each by address
+    for (const detail::MapStep& m : maps) {
+      cur = map_block(block_at(*seg, m.addr), m.bytes);
+      if (cur == nullptr) return fail();
+    }
+    if constexpr (VirtualMemoryBackend<Backend>) backend_.release_spare_pages();  // recycled pages were used
+    return cur;  // free, in its tree: hand_out takes it
+  } catch (...) {
+    fail();
+    throw;
+  }
+}
+
+template <DeviceBackend Backend>
+typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::take_spill(Stream stream, std::size_t size) {
+  // Best fit among the stream's free large blocks; none with max_split_size set (its oversize
+  // blocks are never split for small requests).
+  if (cfg_.max_split_size != AllocatorConfig::unlimited) return nullptr;
+  Tree* tree = large_.find(stream);
+  if (tree == nullptr) return nullptr;
+  return tree->lower_bound(size);  // stays in its tree: hand_out takes it
+}
+
+template <DeviceBackend Backend>
+std::size_t CachingAllocator<Backend>::pages_to_recycle(std::size_t size, std::size_t need) {
+  // The budget's base: the most bytes ever live (a running high-water mark that
+  // reset_peak_memory_stats does not lower), this request included.
+  const Stat& live = stats_.allocated_bytes[StatPool::all];
+  live_high_ =
+      std::max({live_high_, static_cast<std::size_t>(live.peak), static_cast<std::size_t>(live.current) + size});
+  detail::GrowthBudget g{.reserved = total_reserved_,
+                         .need = need,
+                         .live_high = live_high_,
+                         .slack = kExpandableSlack,
+                         .allowed_max = allowed_max_,
+                         .page = page_};
+  if constexpr (VirtualMemoryBackend<Backend>) g.device_free = backend_.mem_get_info().free;
+  return detail::bytes_to_recycle(g);
+}
+
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::plan_segment(const Segment& s, detail::PlannedSegment& into) const {
+  into.stream = s.stream;
+  into.small_pool = s.small_pool;
+  into.end = s.addr + s.reservation.size;
+  into.blocks.clear();
+  for (const Block* b = s.head; b != nullptr; b = b->next) {
+    into.blocks.push_back({b->addr, b->size, b->mapped, b->is_free()});
+  }
+}
+
+// Every expandable segment, into the reused scratch view (no heap memory once warm).
+template <DeviceBackend Backend>
+detail::ExpandableLayout& CachingAllocator<Backend>::refresh_layout() {
+  layout_.page = page_;
+  layout_segments_.clear();
+  std::size_t n = 0;
+  for (Segment* s = segments_head_; s != nullptr; s = s->list_next) {
+    if (!s->expandable) continue;
+    if (n == layout_.segments.size()) layout_.segments.emplace_back();
+    plan_segment(*s, layout_.segments[n++]);
+    layout_segments_.push_back(s);
+  }
+  layout_.segments.resize(n);
+  return layout_;
+}
+
+template <DeviceBackend Backend>
+typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::block_at(const Segment& s,
+                                                                               std::uintptr_t addr) const {
+  Block* b = s.head;
+  while (b->addr + b->size <= addr) b = b->next;
+  return b;
+}
+
+// Carries out the planner's unmaps, synchronizing each stream (but those in `synced`) before its
+// first unmap: the pages' last users must be done.
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::unmap_planned(const std::vector<detail::UnmapStep>& steps,
+                                              const std::vector<Segment*>& segs, std::vector<Stream> synced) {
+  synced.reserve(synced.size() + steps.size());  // first: nothing throws between unmaps but the backend
+  for (const detail::UnmapStep& u : steps) {
+    Segment* s = segs[u.segment];
+    if (std::find(synced.begin(), synced.end(), s->stream) == synced.end()) {
+      if constexpr (VirtualMemoryBackend<Backend>) backend_.synchronize_stream(s->stream);
+      synced.push_back(s->stream);
+    }
+    unmap_pages(block_at(*s, u.block_addr), u.addr, u.bytes);
+  }
+}
+
+template <DeviceBackend Backend>
+typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::new_reservation(Pool& pool, Stream stream) {
+  if constexpr (VirtualMemoryBackend<Backend>) {
+    // 9/8 of the device, as PyTorch reserves: room to grow even after holes were punched.
+    const std::size_t total = backend_.mem_get_info().total;
+    const std::size_t bytes = (total + total / 8 + page_ - 1) & ~(page_ - 1);
+    Segment* s = segment_records_.get();
+    Block* b = nullptr;
+    try {
+      b = block_records_.get();
+    } catch (...) {
+      segment_records_.put(s);
+      throw;
+    }
+    const Reservation r = backend_.reserve(bytes);
+    if (r.size == 0) {
+      block_records_.put(b);
+      segment_records_.put(s);
+      return nullptr;
+    }
+    s->addr = r.base;
+    s->size = 0;
+    s->stream = stream;
+    s->small_pool = pool.small;
+    s->expandable = true;
+    s->reservation = r;
+    s->head = b;
+    link_segment(s);
+    b->addr = r.base;
+    b->size = r.size;
+    b->stream = stream;
+    b->segment = s;
+    b->small_pool = pool.small;
+    b->mapped = false;
+    return b;
+  } else {
+    (void)pool;
+    (void)stream;
+    return nullptr;
+  }
+}
+
+template <DeviceBackend Backend>
+typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::map_block(Block* hole, std::size_t bytes) {
+  Segment* s = hole->segment;
+  // First: nothing throws once mapped. The mapped block merges with free mapped neighbours.
+  std::size_t merged = bytes;
+  for (const Block* n : {hole->prev, bytes < hole->size ? nullptr : hole->next}) {
+    if (n != nullptr && n->is_free() && n->mapped) merged += n->size;
+  }
+  pool_of(hole).at(hole->stream).reserve(merged);
+  Block* rest = bytes < hole->size ? block_records_.get() : nullptr;
+  bool ok = false;
+  if constexpr (VirtualMemoryBackend<Backend>) ok = backend_.map(s->reservation, hole->addr - s->addr, bytes);
+  if (!ok) {
+    if (rest != nullptr) block_records_.put(rest);
+    return nullptr;
+  }
+  if (rest != nullptr) {  // hole -> rest (still a hole) -> next
+    rest->addr = hole->addr + bytes;
+    rest->size = hole->size - bytes;
+    rest->stream = hole->stream;
+    rest->segment = s;
+    rest->small_pool = hole->small_pool;
+    rest->mapped = false;
+    rest->prev = hole;
+    rest->next = hole->next;
+    if (rest->next != nullptr) rest->next->prev = rest;
+    hole->next = rest;
+    hole->size = bytes;
+  }
+  hole->mapped = true;
+  Pool& pool = pool_of(hole);
+  s->size += bytes;
+  total_reserved_ += bytes;
+  stat_add(stats_.reserved_bytes, pool.stat_pool, static_cast<std::int64_t>(bytes));
+  ++stats_.num_device_alloc;  // PyTorch counts each map as a device allocation
+  const std::uint64_t context = notify(TraceAction::segment_map, hole->addr, bytes, hole->stream);
+  if (s->context == 0) s->context = context;
+  try_merge(hole, hole->prev, pool);
+  try_merge(hole, hole->next, pool);
+  insert_free(pool, hole);
+  return hole;
+}
+
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::unmap_pages(Block* b, std::uintptr_t addr, std::size_t bytes) {
+  Segment* s = b->segment;
+  Pool& pool = pool_of(b);
+  const bool has_before = addr > b->addr;
+  const bool has_after = addr + bytes < b->addr + b->size;
+  Tree& tree = *pool.find(b->stream);
+  if (has_before) tree.reserve(addr - b->addr);  // first: nothing throws once unmapped
+  if (has_after) tree.reserve(b->addr + b->size - addr - bytes);
+  Block* before = has_before ? block_records_.get() : nullptr;
+  Block* after = nullptr;
+  try {
+    if (has_after) after = block_records_.get();
+    if constexpr (VirtualMemoryBackend<Backend>) backend_.unmap(s->reservation, addr - s->addr, bytes);
+  } catch (...) {
+    if (before != nullptr) block_records_.put(before);
+    if (after != nullptr) block_records_.put(after);
+    throw;
+  }
+  pool.find(b->stream)->erase(b);
+  auto piece = [&](Block* p, std::uintptr_t at, std::size_t n) {
+    p->addr = at;
+    p->size = n;
+    p->stream = b->stream;
+    p->segment = s;
+    p->small_pool = b->small_pool;
+  };
+  if (before != nullptr) {  // prev -> before (free, mapped) -> b
+    piece(before, b->addr, addr - b->addr);
+    before->prev = b->prev;
+    before->next = b;
+    (b->prev != nullptr ? b->prev->next : s->head) = before;
+    b->prev = before;
+    insert_free(pool, before);
+  }
+  if (after != nullptr) {  // b -> after (free, mapped) -> next
+    piece(after, addr + bytes, b->addr + b->size - (addr + bytes));
+    after->prev = b;
+    after->next = b->next;
+    if (after->next != nullptr) after->next->prev = after;
+    b->next = after;
+    insert_free(pool, after);
+  }
+  b->addr = addr;
+  b->size = bytes;
+  b->mapped = false;
+  s->size -= bytes;
+  total_reserved_ -= bytes;
+  stat_sub(stats_.reserved_bytes, pool.stat_pool, static_cast<std::int64_t>(bytes));
+  ++stats_.num_device_free;
+  notify(TraceAction::segment_unmap, addr, bytes, b->stream, s->context);
+  try_merge(b, b->prev, pool);  // holes merge with holes only
+  try_merge(b, b->next, pool);
+}
+
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::release_expandable() {
+  for (Segment* s = segments_head_; s != nullptr;) {
+    Segment* next = s->list_next;
+    if (s->expandable) release_expandable_segment(s, /*synced=*/false);
+    s = next;
+  }
+  if constexpr (VirtualMemoryBackend<Backend>) backend_.release_spare_pages();
+}
+
+// Unmaps every free page of expandable segment `s` (synchronizing its stream first, unless
+// `synced`), and gives back its reservation once nothing is mapped.
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::release_expandable_segment(Segment* s, bool synced) {
+  detail::PlannedSegment view;
+  plan_segment(*s, view);
+  unmap_planned(detail::pages_to_release(view, 0, page_), {s},
+                synced ? std::vector<Stream>{s->stream} : std::vector<Stream>{});
+  if (s->head->next == nullptr && !s->head->mapped) release_reservation(s);
+}
+
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::release_reservation(Segment* s) {
+  if constexpr (VirtualMemoryBackend<Backend>) backend_.release(s->reservation);
+  unlink_segment(s);
+  block_records_.put(s->head);
+  segment_records_.put(s);
+}
+
+GPUMEMPROF_NAMESPACE_END

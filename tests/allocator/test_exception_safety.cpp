@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "catch.hpp"
-#include "units.hpp"
+#include "../units.hpp"
 #include "gpumemprof/allocator/caching_allocator.hpp"
 #include "gpumemprof/allocator/pointer_map.hpp"
 #include "gpumemprof/device/simulated.hpp"

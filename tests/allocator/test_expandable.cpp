@@ -4,7 +4,7 @@
 #include <string>
 
 #include "catch.hpp"
-#include "units.hpp"
+#include "../units.hpp"
 #include "gpumemprof/device/host.hpp"
 #include "sim_allocator.hpp"
 

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "../units.hpp"
 #include "gpumemprof/allocator/expandable_planner.hpp"
 
 namespace {
@@ -11,7 +12,6 @@ namespace {
 namespace d = gpumemprof::detail;
 using gpumemprof::Stream;
 
-constexpr std::size_t MiB = std::size_t{1} << 20;
 constexpr std::size_t kPage = 2 * MiB;
 
 // A reservation at `base` from a picture: one letter a block -- A allocated, P pending (waiting

@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "catch.hpp"
-#include "units.hpp"
+#include "../units.hpp"
 #include "gpumemprof/analysis/memory_diff.hpp"
 #include "gpumemprof/analysis/memory_facts.hpp"
 

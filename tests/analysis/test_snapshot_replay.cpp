@@ -3,7 +3,7 @@
 #include <string>
 
 #include "catch.hpp"
-#include "units.hpp"
+#include "../units.hpp"
 #include "gpumemprof/analysis/snapshot_replay.hpp"
 #include "gpumemprof/export/formats/snapshot_reader.hpp"
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "catch.hpp"
-#include "units.hpp"
+#include "../units.hpp"
 #include "gpumemprof/device/any_backend.hpp"
 #include "gpumemprof/device/device.hpp"
 #include "gpumemprof/device/host.hpp"

@@ -4,7 +4,7 @@
 #include <cstdlib>
 
 #include "catch.hpp"
-#include "units.hpp"
+#include "../units.hpp"
 #include "export_support.hpp"
 #include "gpumemprof/analysis/oom_report.hpp"
 #include "gpumemprof/export/formats/snapshot_reader.hpp"

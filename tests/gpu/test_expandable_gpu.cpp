@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "catch.hpp"
-#include "units.hpp"
+#include "../units.hpp"
 #include "gpu_kernels.hpp"
 #include "gpumemprof/allocator/caching_allocator.hpp"
 #include "gpumemprof/device/cuda.hpp"

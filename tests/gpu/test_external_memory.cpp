@@ -22,7 +22,7 @@
 #include "gpumemprof/allocator/device_memory.hpp"
 #include "gpumemprof/device/cuda.hpp"
 #include "gpumemprof/device/cupti.hpp"
-#include "units.hpp"
+#include "../units.hpp"
 
 namespace gmp = gpumemprof;
 

@@ -8,7 +8,7 @@
 
 #include "gpumemprof/allocator/caching_allocator.hpp"
 #include "gpumemprof/device/simulated.hpp"
-#include "units.hpp"
+#include "../units.hpp"
 
 namespace gmp = gpumemprof;
 

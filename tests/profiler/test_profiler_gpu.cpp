@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "catch.hpp"
-#include "units.hpp"
+#include "../units.hpp"
 #include "gpumemprof/allocator/default_allocator.hpp"
 #include "gpumemprof/integrations/nvtx.hpp"
 #include "gpumemprof/profiler/profiler.hpp"

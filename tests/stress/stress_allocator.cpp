@@ -30,7 +30,7 @@
 #include "gpumemprof/allocator/caching_allocator.hpp"
 #include "gpumemprof/allocator/size_policy.hpp"
 #include "gpumemprof/device/simulated.hpp"
-#include "units.hpp"
+#include "../units.hpp"
 
 namespace gmp = gpumemprof;
 

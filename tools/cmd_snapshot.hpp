@@ -95,8 +95,8 @@ inline int cmd_summary(int argc, char** argv) {
   const std::size_t top = args.count("--top", 10);
   std::printf("snapshot %s\n%s%s%s", path.c_str(), format_summary(summarize(snap), top).c_str(),
               format_replayed_peaks(snap).c_str(), format_timeline_peaks(snap).c_str());
-  for (const DeviceMemory& m : snap.device_memory) std::fputs(format_device_memory(m).c_str(), stdout);
   for (const StepReport& r : snapshot_steps(snap)) std::fputs(format_steps(r, top).c_str(), stdout);
+  for (const DeviceMemory& m : snap.device_memory) std::fputs(format_device_memory(m).c_str(), stdout);
   return 0;
 }
 

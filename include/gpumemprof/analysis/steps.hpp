@@ -6,8 +6,9 @@
 //                  belongs to the step whose range holds its time;
 //   detected    -- without such ranges, the repeating allocation pattern: an allocation "key"
 //                  (requested size and stack) that recurs at a steady spacing (every gap after the
-//                  first within 10% of their median, at least 2 allocations, at least 3 times)
-//                  opens each step; of several, the one seen most often, then the earliest. A step
+//                  first within 10% of their median, at least 2 allocations, at least 3 times,
+//                  and no more than 1.5 medians of allocations after its last time) opens each
+//                  step; of several, the one seen most often, then the earliest. A step
 //                  runs from one opening allocation to the entry before the next; the last step
 //                  runs to the end of the trace, and entries before the first step belong to none.
 //
@@ -154,7 +155,10 @@ inline std::vector<std::uint32_t> step_openings(const std::vector<std::uint32_t>
     const bool steady = std::all_of(gaps.begin(), gaps.end(), [median](std::uint32_t g) {
       return g >= 0.9 * median && g <= 1.1 * median;
     });
-    if (!steady || pos[1] - pos[0] < 0.9 * median) continue;
+    // The first step may run longer (state created once); the last one no longer than a step
+    // (a key that repeats only during setup would otherwise make the whole run its last step).
+    const auto tail = static_cast<double>(keys.size() - pos.back());
+    if (!steady || pos[1] - pos[0] < 0.9 * median || tail > 1.5 * median) continue;
     if (best == nullptr || pos.size() > best->size() || (pos.size() == best->size() && pos[0] < best->front())) {
       best = &pos;
       period = static_cast<std::size_t>(median);

@@ -309,7 +309,8 @@ def categorize(model, optimizer=None):
     autograd has accumulated it ("gradient"), the optimizer's state after every step
     ("optimizer_state"), and the tensors autograd saves for backward during the model's forward
     that have no category yet ("activation"; inputs tagged with category("input") and parameters
-    keep theirs). Returns a handle whose remove() undoes the hooks."""
+    keep theirs). category_stats() counts these moves; a snapshot's history keeps the category an
+    allocation had when it was made. Returns a handle whose remove() undoes the hooks."""
     import torch
     _load()
     handle = _Categorized()

@@ -24,6 +24,7 @@
 #include <cctype>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -107,26 +108,37 @@ struct StepReport {
 
 namespace detail {
 
-/// For each alloc entry of `trace` in order: its key (requested size and stack content).
+/// For each alloc entry of `trace` in order: its key (requested size and stack content), ids
+/// from 0 in order of first appearance.
 template <class Trace>
 std::vector<std::uint32_t> allocation_keys(const Trace& trace, std::vector<std::size_t>& entry_of_alloc) {
+  struct PairHash {
+    std::size_t operator()(const std::pair<std::uint64_t, std::uint32_t>& k) const noexcept {
+      return std::hash<std::uint64_t>()(k.first * 0x9E3779B97F4A7C15ull ^ k.second);
+    }
+  };
   std::unordered_map<const void*, std::uint32_t> stack_of_pointer;
   std::unordered_map<std::string, std::uint32_t> stack_ids;  // by content: equal stacks may be distinct objects
-  std::map<std::pair<std::uint64_t, std::uint32_t>, std::uint32_t> key_ids;
+  std::unordered_map<std::pair<std::uint64_t, std::uint32_t>, std::uint32_t, PairHash> key_ids;
   std::vector<std::uint32_t> keys;
   std::size_t i = 0;
+  const void* last_frames = nullptr;  // consecutive entries often share one stack
+  std::uint32_t last_stack = 0;
   for (const auto& e : trace) {
     if (e.action == TraceAction::alloc) {
       const Frames& f = e.frames;
       std::uint32_t stack = 0;
-      if (f) {
+      if (f && f.get() == last_frames) {
+        stack = last_stack;
+      } else if (f) {
         const auto [it, added] = stack_of_pointer.try_emplace(f.get(), 0);
         if (added) {
           std::string content;
           for (const Frame& frame : *f) content += frame.filename + '\n' + std::to_string(frame.line) + '\n' + frame.name + '\n';
           it->second = stack_ids.try_emplace(std::move(content), static_cast<std::uint32_t>(stack_ids.size() + 1)).first->second;
         }
-        stack = it->second;
+        stack = last_stack = it->second;
+        last_frames = f.get();
       }
       keys.push_back(key_ids.try_emplace({e.size, stack}, static_cast<std::uint32_t>(key_ids.size())).first->second);
       entry_of_alloc.push_back(i);
@@ -138,33 +150,47 @@ std::vector<std::uint32_t> allocation_keys(const Trace& trace, std::vector<std::
 
 /// The alloc ordinals that open each step (see the header comment); empty when nothing repeats.
 inline std::vector<std::uint32_t> step_openings(const std::vector<std::uint32_t>& keys, std::size_t& period) {
-  std::vector<std::vector<std::uint32_t>> positions;
-  for (std::uint32_t i = 0; i < keys.size(); ++i) {
-    if (keys[i] >= positions.size()) positions.resize(keys[i] + 1);
-    positions[keys[i]].push_back(i);
+  // Each key's positions, in one flat array (a counting sort): ids are dense from 0.
+  std::uint32_t n_keys = 0;
+  for (const std::uint32_t k : keys) n_keys = std::max(n_keys, k + 1);
+  std::vector<std::uint32_t> offset(static_cast<std::size_t>(n_keys) + 1, 0);
+  for (const std::uint32_t k : keys) ++offset[k + 1];
+  for (std::size_t k = 0; k < n_keys; ++k) offset[k + 1] += offset[k];
+  std::vector<std::uint32_t> flat(keys.size());
+  {
+    std::vector<std::uint32_t> next(offset.begin(), offset.end() - 1);
+    for (std::uint32_t i = 0; i < keys.size(); ++i) flat[next[keys[i]]++] = i;
   }
-  const std::vector<std::uint32_t>* best = nullptr;
-  for (const auto& pos : positions) {
-    if (pos.size() < 3) continue;
-    std::vector<std::uint32_t> gaps;
-    for (std::size_t j = 2; j < pos.size(); ++j) gaps.push_back(pos[j] - pos[j - 1]);  // the first gap may differ
-    std::vector<std::uint32_t> sorted = gaps;
-    std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(sorted.size() / 2), sorted.end());
-    const double median = sorted[sorted.size() / 2];
-    if (median < 2) continue;
-    const bool steady = std::all_of(gaps.begin(), gaps.end(), [median](std::uint32_t g) {
-      return g >= 0.9 * median && g <= 1.1 * median;
-    });
+  // Candidates seen most often first, then the earliest (ids are in order of first appearance).
+  std::vector<std::uint32_t> order;
+  for (std::uint32_t k = 0; k < n_keys; ++k) {
+    if (offset[k + 1] - offset[k] >= 3) order.push_back(k);
+  }
+  std::stable_sort(order.begin(), order.end(), [&offset](std::uint32_t a, std::uint32_t b) {
+    return offset[a + 1] - offset[a] > offset[b + 1] - offset[b];
+  });
+  std::vector<std::uint32_t> gaps;
+  for (const std::uint32_t k : order) {
+    const std::uint32_t* pos = flat.data() + offset[k];
+    const std::size_t count = offset[k + 1] - offset[k];
+    std::uint32_t lo = UINT32_MAX, hi = 0;
+    for (std::size_t j = 2; j < count; ++j) {  // the first gap may differ
+      lo = std::min(lo, pos[j] - pos[j - 1]);
+      hi = std::max(hi, pos[j] - pos[j - 1]);
+    }
+    if (lo < 2 || hi > 1.1 / 0.9 * lo) continue;  // cannot all lie within 10% of their median
+    gaps.assign(count - 2, 0);
+    for (std::size_t j = 2; j < count; ++j) gaps[j - 2] = pos[j] - pos[j - 1];
+    std::nth_element(gaps.begin(), gaps.begin() + static_cast<std::ptrdiff_t>(gaps.size() / 2), gaps.end());
+    const double median = gaps[gaps.size() / 2];
     // The first step may run longer (state created once); the last one no longer than a step
     // (a key that repeats only during setup would otherwise make the whole run its last step).
-    const auto tail = static_cast<double>(keys.size() - pos.back());
-    if (!steady || pos[1] - pos[0] < 0.9 * median || tail > 1.5 * median) continue;
-    if (best == nullptr || pos.size() > best->size() || (pos.size() == best->size() && pos[0] < best->front())) {
-      best = &pos;
-      period = static_cast<std::size_t>(median);
-    }
+    const auto tail = static_cast<double>(keys.size() - pos[count - 1]);
+    if (lo < 0.9 * median || hi > 1.1 * median || pos[1] - pos[0] < 0.9 * median || tail > 1.5 * median) continue;
+    period = static_cast<std::size_t>(median);
+    return {pos, pos + count};
   }
-  return best == nullptr ? std::vector<std::uint32_t>{} : *best;
+  return {};
 }
 
 }  // namespace detail
@@ -210,6 +236,9 @@ template <SnapshotLike S>
   std::vector<std::string> site_labels;
   std::vector<std::vector<std::int64_t>> site_steps;  // site -> net change per step
   std::unordered_map<std::uint64_t, std::size_t> live_site;  // address -> site of the live allocation
+  live_site.reserve(1024);
+  const void* last_stack = nullptr;
+  std::size_t last_site = 0;
   std::vector<bool> seen(r.steps.size(), false);
   std::int64_t before = timeline.start().allocated;
   timeline.walk([&](std::size_t i, const auto& e, const TimelineLevels& after, const std::vector<std::int64_t>&) {
@@ -230,12 +259,16 @@ template <SnapshotLike S>
     std::size_t site = 0;
     if (e.action == TraceAction::alloc) {
       const Frames& f = e.frames;
-      const auto [it, added] = site_of_stack.try_emplace(f.get(), site_labels.size());
-      if (added) {
-        site_labels.push_back(user_frame_label(f));
-        site_steps.emplace_back(r.steps.size(), 0);
+      if (f.get() != last_stack || site_labels.empty()) {  // consecutive entries often share one stack
+        const auto [it, added] = site_of_stack.try_emplace(f.get(), site_labels.size());
+        if (added) {
+          site_labels.push_back(user_frame_label(f));
+          site_steps.emplace_back(r.steps.size(), 0);
+        }
+        last_stack = f.get();
+        last_site = it->second;
       }
-      site = it->second;
+      site = last_site;
       live_site[e.addr] = site;
     } else if (e.action == TraceAction::free_requested) {
       const auto it = live_site.find(e.addr);

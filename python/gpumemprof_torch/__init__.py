@@ -305,17 +305,20 @@ class _Categorized:
 
 def categorize(model, optimizer=None):
     """Tags the memory of a training loop by what it is for, as torch.profiler's memory timeline:
-    the model's parameters ("parameter", now and after every optimizer step), each gradient when
-    autograd has accumulated it ("gradient"), the optimizer's state after every step
-    ("optimizer_state"), and the tensors autograd saves for backward during the model's forward
+    the model's parameters and floating-point buffers ("parameter", now and after every optimizer
+    step), each gradient when autograd has accumulated it ("gradient"), the optimizer's state after
+    every step ("optimizer_state"), and the tensors autograd saves for backward during the model's forward
     that have no category yet ("activation"; inputs tagged with category("input") and parameters
     keep theirs). category_stats() counts these moves; a snapshot's history keeps the category an
     allocation had when it was made. Returns a handle whose remove() undoes the hooks."""
     import torch
     _load()
     handle = _Categorized()
+    # Floating-point buffers (BatchNorm's running statistics) count as parameters, as torch.profiler
+    # counts them (measured on ResNet-50); integer counters (num_batches_tracked) do not.
     params = [p for p in model.parameters()]
-    _tag_all(params, PARAMETER)
+    weights = params + [b for b in model.buffers() if b.is_floating_point()]
+    _tag_all(weights, PARAMETER)
 
     def on_grad(param):
         tag(param.grad, GRADIENT)
@@ -353,7 +356,7 @@ def categorize(model, optimizer=None):
     if optimizer is not None:
         def after_step(opt, args, kwargs):
             _tag_all(_state_tensors(opt), OPTIMIZER_STATE)
-            _tag_all(params, PARAMETER)
+            _tag_all(weights, PARAMETER)
             for p in params:
                 tag(p.grad, GRADIENT)
 

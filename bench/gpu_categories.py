@@ -10,8 +10,9 @@ under torch.profiler (profile_memory, record_shapes, with_stack), whose export_m
 gives per-category peaks, and on gpumemprof's allocator through the bridge with categorize(model,
 optimizer) and category("input"), whose category_stats() give ours. Both count requested bytes
 over the same steps (the model is built first: its parameters exist before the steps).
-Checked: parameter, gradient and optimizer_state peaks equal to the byte; activation within 5%.
-The other categories are printed, not checked.
+Checked: our parameter, gradient and optimizer_state peaks equal the bytes of those tensors at the
+end (parameters with floating-point buffers, .grad, optimizer.state) and torch.profiler's peaks to
+the byte; activation within 5% of torch's. The other categories are printed, not checked.
 
 usage: bench/gpu_categories.py [--out DIR] [--steps N] [--workloads resnet50,gpt2]
 Needs a CUDA GPU, torch, torchvision, transformers and libgpumemprof_torch.so (under build*/python/
@@ -71,6 +72,21 @@ def make_gpt2(torch, gmp):
 WORKLOADS = {"resnet50": make_resnet50, "gpt2": make_gpt2}
 
 
+def own_bytes(torch, model, opt):
+    """The bytes of the tensors themselves at the end of the steps (each CUDA storage once):
+    parameters with floating-point buffers, gradients, optimizer state."""
+    def total(tensors):
+        seen = {}
+        for t in tensors:
+            if t is not None and t.is_cuda:
+                seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return sum(seen.values())
+    params = list(model.parameters())
+    return {"parameter": total(params + [b for b in model.buffers() if b.is_floating_point()]),
+            "gradient": total(p.grad for p in params),
+            "optimizer_state": total(v for st in opt.state.values() for v in st.values() if torch.is_tensor(v))}
+
+
 def child(workload, mode, steps, result_path, out_dir):
     """One workload in one mode ("torch": PyTorch's allocator under torch.profiler; "gpumemprof":
     the bridge with categories). Writes {category: peak bytes, ...} and context as JSON."""
@@ -127,6 +143,7 @@ def child(workload, mode, steps, result_path, out_dir):
         result["current"] = {name: s["current"] for name, s in stats.items()}
         result["max_memory_allocated"] = gmp.memory_stats()["allocated_bytes.all.peak"]
         tags.remove()
+    result["own_bytes"] = own_bytes(torch, model, opt)
     result["seconds"] = time.perf_counter() - started
     with open(result_path, "w") as f:
         json.dump(result, f, indent=1)
@@ -138,6 +155,44 @@ def tail(path, n=25):
             return "".join(f.readlines()[-n:])
     except OSError as e:
         return "(no log: %s)" % e
+
+
+def print_table(workloads, results):
+    """The markdown table of both runs of each workload; True when a check failed."""
+    failed = False
+    print("\nOwn bytes: the tensors' storages at the end (parameters with floating-point buffers, gradients,")
+    print("optimizer state). Checked: ours equal to them; torch.profiler's equal to ours (exact) or within 5%.")
+    print("\n| workload | category | own bytes | torch.profiler peak (bytes) | gpumemprof peak (bytes) | ours - torch | check |")
+    print("|---|---|---:|---:|---:|---:|---|")
+    for w in workloads:
+        theirs = results.get((w, "torch"))
+        ours = results.get((w, "gpumemprof"))
+        if theirs is None or ours is None:
+            continue
+        names = list(TORCH_CATEGORIES) + sorted(set(ours["peaks"]) - set(TORCH_CATEGORIES))
+        for name in names:
+            t = theirs["peaks"].get(name)
+            o = ours["peaks"].get(name, 0)
+            own = ours.get("own_bytes", {}).get(name)
+            diff = "" if t is None else "%+d (%+.2f%%)" % (o - t, 100.0 * (o - t) / t if t else 0.0)
+            if name in EXACT:
+                own_ok = own == o and o > 0
+                ok = own_ok and t == o
+                check = "ours = own: %s; torch exact: %s" % ("ok" if own_ok else "FAIL", "ok" if t == o else "FAIL")
+            elif name in WITHIN_5_PERCENT:
+                ok = t is not None and t > 0 and abs(o - t) <= 0.05 * t
+                check = "within 5%%: %s" % ("ok" if ok else "FAIL")
+            else:
+                ok, check = True, "(not compared)"
+            failed = failed or not ok
+            print("| %s | %s | %s | %s | %d | %s | %s |" % (w, name, "" if own is None else "%d" % own,
+                                                          "-" if t is None else "%d" % t, o, diff, check))
+        print("| %s | (peak allocated, whole run) | | %d | %d | | |" % (
+            w, theirs["max_memory_allocated"], ours["max_memory_allocated"]))
+        if theirs.get("own_bytes") != ours.get("own_bytes"):
+            print("| %s | (own bytes differ between the runs: torch %s) | | | | | FAIL |" % (w, theirs.get("own_bytes")))
+            failed = True
+    return failed
 
 
 def main():
@@ -181,30 +236,7 @@ def main():
         print("gpu_categories: %s on %s: %.1f s, torch %s, %s" % (
             w, mode, results[(w, mode)]["seconds"], results[(w, mode)]["torch"], results[(w, mode)]["device"]))
 
-    print("\n| workload | category | torch.profiler peak (bytes) | gpumemprof peak (bytes) | difference | check |")
-    print("|---|---|---:|---:|---:|---|")
-    for w in workloads:
-        theirs = results.get((w, "torch"))
-        ours = results.get((w, "gpumemprof"))
-        if theirs is None or ours is None:
-            continue
-        names = list(TORCH_CATEGORIES) + sorted(set(ours["peaks"]) - set(TORCH_CATEGORIES))
-        for name in names:
-            t = theirs["peaks"].get(name)
-            o = ours["peaks"].get(name, 0)
-            diff = "" if t is None else "%+d (%+.2f%%)" % (o - t, 100.0 * (o - t) / t if t else 0.0)
-            if name in EXACT:
-                ok = t == o and t > 0
-                check = "exact: ok" if ok else "exact: FAIL"
-            elif name in WITHIN_5_PERCENT:
-                ok = t is not None and t > 0 and abs(o - t) <= 0.05 * t
-                check = "within 5%%: %s" % ("ok" if ok else "FAIL")
-            else:
-                ok, check = True, "(not compared)"
-            failed = failed or not ok
-            print("| %s | %s | %s | %d | %s | %s |" % (w, name, "-" if t is None else "%d" % t, o, diff, check))
-        print("| %s | (peak allocated, whole run) | %d | %d | | |" % (
-            w, theirs["max_memory_allocated"], ours["max_memory_allocated"]))
+    failed = print_table(workloads, results) or failed
     print("\ngpu_categories: %s" % ("FAIL" if failed else "all checks passed"))
     return 1 if failed else 0
 

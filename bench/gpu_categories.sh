@@ -2,8 +2,10 @@
 # Memory by category on one GPU (< 3 minutes): bench/gpu_categories.py runs ResNet-50 and GPT-2
 # small, each on PyTorch's allocator under torch.profiler and on gpumemprof's through the bridge
 # with gpumemprof_torch.categorize(), and prints a markdown table of per-category peaks.
-# Look for: "exact: ok" on parameter, gradient and optimizer_state, "within 5%: ok" on activation,
-# and the last line "gpu_categories: all checks passed". A failed run prints its log's end.
+# Look for, on parameter, gradient and optimizer_state: "ours = own: ok" (our peak is the bytes of
+# the tensors themselves) and "torch exact: ok/FAIL" (torch.profiler's peak, which on 2026-11-26
+# included transients and BatchNorm statistics); "within 5%: ok" on activation; the last line
+# "gpu_categories: all checks passed". A failed run prints its log's end.
 # usage: bench/gpu_categories.sh BUILD_DIR   (a CUDA build: python/libgpumemprof_torch.so);
 #        logs, results and torch's timelines go to $OUT.
 set -u

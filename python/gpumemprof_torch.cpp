@@ -16,7 +16,9 @@
 #include "gpumemprof/export/formats/json_writer.hpp"
 #include "gpumemprof/export/formats/rank_dump.hpp"
 #include "gpumemprof/export/reports/rank_summary.hpp"
+#include "gpumemprof/history/category_ledger.hpp"
 #include "gpumemprof/history/history_recorder.hpp"
+#include "gpumemprof/history/memory_category.hpp"
 
 namespace gmp = gpumemprof;
 
@@ -25,6 +27,12 @@ namespace {
 // A plain array, never destroyed: PyTorch frees tensors from its own static destructors at exit,
 // after this thread's thread_local objects are gone, and every call here touches this message.
 thread_local char last_error[1024];
+
+// The calling thread's pushed categories (gpumemprof_push_category): plain arrays for the same
+// reason as last_error.
+constexpr int kMaxCategoryDepth = 64;
+thread_local std::uint32_t saved_categories[kMaxCategoryDepth];
+thread_local int category_depth = 0;
 
 void set_last_error(const std::string& text) { std::snprintf(last_error, sizeof last_error, "%s", text.c_str()); }
 
@@ -87,6 +95,18 @@ ssize_t copy_out(const std::string& text, char* buf, size_t capacity) {
   return static_cast<ssize_t>(text.size());
 }
 
+/// The JSON text that `write` writes.
+template <class F>
+std::string json_text(F&& write) {
+  std::ostringstream out;
+  {
+    gmp::JsonWriter json(out);
+    write(json);
+    json.finish();
+  }
+  return out.str();
+}
+
 }  // namespace
 
 extern "C" {
@@ -116,18 +136,13 @@ int gpumemprof_record_stream(void* ptr, int device, cudaStream_t stream) {
 
 ssize_t gpumemprof_memory_stats_json(int device, char* buf, size_t capacity) {
   return guarded("gpumemprof_memory_stats_json", false, static_cast<ssize_t>(-1), [&] {
-    std::ostringstream out;
-    {
-      gmp::JsonWriter json(out);
-      json.begin_dict();
-      for (const auto& [key, value] : allocator_of(device).memory_stats().as_map()) {
-        json.key(key);
-        json.value(value);
-      }
-      json.end_dict();
-      json.finish();
-    }
-    return copy_out(out.str(), buf, capacity);
+    const auto stats = allocator_of(device).memory_stats().as_map();
+    return copy_out(json_text([&](gmp::JsonWriter& json) {
+                      json.begin_dict();
+                      for (const auto& [key, value] : stats) json.field(key, value);
+                      json.end_dict();
+                    }),
+                    buf, capacity);
   });
 }
 
@@ -205,6 +220,62 @@ uint64_t gpumemprof_open_peak_window(int device) {
 int64_t gpumemprof_close_peak_window(int device, uint64_t id) {
   return guarded("gpumemprof_close_peak_window", false, int64_t{-1},
                  [&] { return allocator_of(device).close_peak_window(id); });
+}
+
+int gpumemprof_set_category(void* ptr, int device, const char* category, int only_untagged) {
+  return guarded("gpumemprof_set_category", false, -1, [&] {
+    if (category == nullptr) throw std::invalid_argument("no category name");
+    gmp::detail::DefaultCategoryLedgers::instance().enable();
+    const std::uint32_t id = gmp::detail::MetadataStrings::instance().intern(category);
+    return allocator_of(device).set_category(ptr, id, only_untagged != 0) ? 1 : 0;
+  });
+}
+
+int gpumemprof_push_category(const char* category) {
+  return guarded("gpumemprof_push_category", false, -1, [&] {
+    if (category == nullptr) throw std::invalid_argument("no category name");
+    if (category_depth == kMaxCategoryDepth) {
+      throw std::length_error("more than " + std::to_string(kMaxCategoryDepth) + " nested categories on this thread");
+    }
+    gmp::detail::DefaultCategoryLedgers::instance().enable();
+    const std::uint32_t id = gmp::detail::MetadataStrings::instance().intern(category);
+    saved_categories[category_depth++] = gmp::detail::thread_memory_category;
+    gmp::detail::thread_memory_category = id;
+    return 0;
+  });
+}
+
+int gpumemprof_pop_category(void) {
+  return guarded("gpumemprof_pop_category", false, -1, [&] {
+    if (category_depth == 0) throw std::logic_error("no category was pushed on this thread");
+    gmp::detail::thread_memory_category = saved_categories[--category_depth];
+    return 0;
+  });
+}
+
+ssize_t gpumemprof_category_stats_json(int device, char* buf, size_t capacity) {
+  return guarded("gpumemprof_category_stats_json", false, static_cast<ssize_t>(-1), [&] {
+    const gmp::CategoryStats stats = gmp::category_stats(gmp::Device::cuda(device));
+    return copy_out(json_text([&](gmp::JsonWriter& json) {
+                      json.begin_dict();
+                      for (const auto& [name, stat] : stats) {
+                        json.key(name);
+                        json.begin_dict();
+                        json.field("current", stat.current);
+                        json.field("peak", stat.peak);
+                        json.end_dict();
+                      }
+                      json.end_dict();
+                    }),
+                    buf, capacity);
+  });
+}
+
+int gpumemprof_reset_category_peaks(int device) {
+  return guarded("gpumemprof_reset_category_peaks", false, -1, [&] {
+    gmp::reset_category_peaks(gmp::Device::cuda(device));
+    return 0;
+  });
 }
 
 const char* gpumemprof_last_error(void) { return last_error; }

@@ -67,6 +67,24 @@ GPUMEMPROF_TORCH_API uint64_t gpumemprof_open_peak_window(int device);
 /* The peak (bytes) of window `id` since it opened; closes it. -1 on error. */
 GPUMEMPROF_TORCH_API int64_t gpumemprof_close_peak_window(int device, uint64_t id);
 
+/* Memory categories (what memory is for: "parameter", "optimizer_state", "input", "temporary",
+ * "activation", "gradient", "autograd_detail", or any other name), as torch.profiler's memory
+ * timeline splits it. gpumemprof_set_category moves the live allocation that starts at `ptr` (a
+ * tensor storage's data_ptr) into `category` ("" = unknown); with only_untagged != 0 an
+ * allocation that has a category keeps it. Returns 1 when it moved, 0 when not (already there,
+ * tagged, or not a live allocation of gpumemprof on `device`), -1 on error. */
+GPUMEMPROF_TORCH_API int gpumemprof_set_category(void* ptr, int device, const char* category, int only_untagged);
+/* From now on the calling thread's allocations are in `category` until the matching pop (scopes
+ * nest, at most 64 deep; the innermost wins). 0 or -1. */
+GPUMEMPROF_TORCH_API int gpumemprof_push_category(const char* category);
+GPUMEMPROF_TORCH_API int gpumemprof_pop_category(void);
+/* Requested bytes per category of `device` as JSON {"name": {"current": N, "peak": N}, ...}
+ * (untagged memory is "unknown"), written to buf like gpumemprof_memory_stats_json. Peaks count
+ * from the first category call of the process or the last gpumemprof_reset_category_peaks. */
+GPUMEMPROF_TORCH_API ssize_t gpumemprof_category_stats_json(int device, char* buf, size_t capacity);
+/* Sets every category's peak on `device` to its current bytes; 0 or -1. */
+GPUMEMPROF_TORCH_API int gpumemprof_reset_category_peaks(int device);
+
 /* Where the allocators' configuration comes from, as "VARIABLE=value": $GPUMEMPROF_ALLOC_CONF
  * when set, else PyTorch's $PYTORCH_ALLOC_CONF or $PYTORCH_CUDA_ALLOC_CONF; "" when none is set. */
 GPUMEMPROF_TORCH_API const char* gpumemprof_alloc_conf(void);

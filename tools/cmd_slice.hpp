@@ -12,7 +12,7 @@
 
 #include "cli_args.hpp"
 #include "cmd_replay_snapshot.hpp"
-#include "gpumemprof/analysis/annotated_ranges.hpp"
+#include "gpumemprof/analysis/steps.hpp"
 #include "gpumemprof/export/formats/snapshot_writer.hpp"
 #include "gpumemprof/export/reports/memory_timeline.hpp"
 #include "gpumemprof/history/snapshot_slice.hpp"
@@ -39,9 +39,7 @@ template <SnapshotLike S>
 std::string steps_as_time(const std::string& spec, const S& snap, const std::string& path) {
   std::vector<AnnotatedRange> steps;
   for (std::size_t d = 0; d < snap.device_traces.size(); ++d) {
-    for (AnnotatedRange& r : annotated_ranges(snap.external_annotations, static_cast<int>(d))) {
-      if (gpumemprof::detail::names_a_step(r.name)) steps.push_back(std::move(r));
-    }
+    for (AnnotatedRange& r : annotated_steps(snap.external_annotations, static_cast<int>(d))) steps.push_back(std::move(r));
   }
   if (steps.empty()) {
     throw UsageError(path +

@@ -10,6 +10,14 @@
     gpumemprof_torch.dump_snapshot("snapshot.pickle")   # pytorch.org/memory_viz
     gpumemprof_torch.dump_snapshots("mem-dump")         # every rank: rank-<R>.pickle; rank 0: ranks.json
 
+Memory by category, as torch.profiler's memory timeline splits it (parameter, optimizer_state,
+input, temporary, activation, gradient, autograd_detail; untagged memory is "unknown"):
+
+    gpumemprof_torch.categorize(model, optimizer)   # parameters, gradients, optimizer state, activations
+    with gpumemprof_torch.category("input"):
+        x = batch.to("cuda")
+    print(gpumemprof_torch.category_stats())        # {"parameter": {"current": N, "peak": N}, ...}
+
 Without a code change: `python -m gpumemprof_torch.run [--out DIR] [--history] SCRIPT [ARGS]`, also
 as `torchrun --nproc_per_node N -m gpumemprof_torch.run ... SCRIPT` (see gpumemprof_torch/run.py).
 
@@ -29,7 +37,7 @@ import time
 
 __all__ = ["library_path", "install", "installed", "memory_stats", "dump_snapshot", "dump_snapshots",
            "dump_on_oom", "rank_summary", "record_memory_history", "empty_cache", "track_external_memory", "profile",
-           "ProfileResult"]
+           "ProfileResult", "category", "tag", "categorize", "category_stats", "reset_category_peaks"]
 
 _LIB_NAME = "libgpumemprof_torch.so"
 _lib = None
@@ -78,6 +86,12 @@ def _load():
         lib.gpumemprof_rank_summary.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
         lib.gpumemprof_track_external_memory.argtypes = []
         lib.gpumemprof_last_error.restype = ctypes.c_char_p
+        lib.gpumemprof_set_category.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
+        lib.gpumemprof_push_category.argtypes = [ctypes.c_char_p]
+        lib.gpumemprof_pop_category.argtypes = []
+        lib.gpumemprof_category_stats_json.restype = ctypes.c_ssize_t
+        lib.gpumemprof_category_stats_json.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
+        lib.gpumemprof_reset_category_peaks.argtypes = [ctypes.c_int]
         _lib = lib
     return _lib
 
@@ -231,6 +245,147 @@ def track_external_memory():
     True when tracking is on; False when it cannot be (no CUPTI, another profiler attached), the
     reason printed once on stderr -- everything else works as before."""
     return _load().gpumemprof_track_external_memory() == 1
+
+
+def _json_call(function, what, *args):
+    n = _check(function(*args, None, 0), what)
+    buf = ctypes.create_string_buffer(n + 1)
+    _check(function(*args, buf, n + 1), what)
+    return json.loads(buf.value.decode())
+
+
+# ---------------------------------------------------------------------------------------------
+# Memory categories
+
+PARAMETER, OPTIMIZER_STATE, INPUT, TEMPORARY = "parameter", "optimizer_state", "input", "temporary"
+ACTIVATION, GRADIENT, AUTOGRAD_DETAIL = "activation", "gradient", "autograd_detail"
+
+
+@contextlib.contextmanager
+def category(name):
+    """Allocations this thread makes inside the block are in category `name` (any string; the
+    innermost block wins): `with gpumemprof_torch.category("input"): x = batch.to("cuda")`.
+    Backward runs on PyTorch's own threads: tag what it makes with tag() or categorize()."""
+    lib = _load()
+    _check(lib.gpumemprof_push_category(str(name).encode()), "category")
+    try:
+        yield
+    finally:
+        _check(lib.gpumemprof_pop_category(), "category")
+
+
+def tag(tensor, name, only_untagged=False):
+    """Moves the memory of `tensor` (its whole storage) into category `name`; returns True when it
+    moved. With only_untagged, memory that already has a category keeps it. Tensors that are not
+    on a CUDA device, or whose memory gpumemprof did not allocate, are left alone (False)."""
+    if tensor is None or not getattr(tensor, "is_cuda", False):
+        return False
+    storage = tensor.untyped_storage()
+    if storage.nbytes() == 0:
+        return False
+    moved = _check(_load().gpumemprof_set_category(ctypes.c_void_p(storage.data_ptr()), tensor.device.index,
+                                                   str(name).encode(), 1 if only_untagged else 0), "tag")
+    return moved == 1
+
+
+def _tag_all(tensors, name):
+    for t in tensors:
+        tag(t, name)
+
+
+def _state_tensors(optimizer):
+    import torch
+    for state in optimizer.state.values():
+        for value in state.values():
+            if isinstance(value, torch.Tensor):
+                yield value
+
+
+class _Categorized:
+    """What categorize() installed; remove() takes it out again."""
+
+    def __init__(self):
+        self.handles = []
+        self.hooks = None  # saved-tensor hooks open during the model's forward
+
+    def remove(self):
+        for h in self.handles:
+            h.remove()
+        self.handles = []
+
+
+def categorize(model, optimizer=None):
+    """Tags the memory of a training loop by what it is for, as torch.profiler's memory timeline:
+    the model's parameters and floating-point buffers ("parameter", now and after every optimizer
+    step), each gradient when autograd has accumulated it ("gradient"), the optimizer's state after
+    every step ("optimizer_state"), and the tensors autograd saves for backward during the model's forward
+    that have no category yet ("activation"; inputs tagged with category("input") and parameters
+    keep theirs). category_stats() counts these moves; a snapshot's history keeps the category an
+    allocation had when it was made. Returns a handle whose remove() undoes the hooks."""
+    import torch
+    _load()
+    handle = _Categorized()
+    # Floating-point buffers (BatchNorm's running statistics) count as parameters, as torch.profiler
+    # counts them (measured on ResNet-50); integer counters (num_batches_tracked) do not.
+    params = [p for p in model.parameters()]
+    weights = params + [b for b in model.buffers() if b.is_floating_point()]
+    _tag_all(weights, PARAMETER)
+
+    def on_grad(param):
+        tag(param.grad, GRADIENT)
+
+    for p in params:
+        if p.requires_grad and hasattr(p, "register_post_accumulate_grad_hook"):
+            handle.handles.append(p.register_post_accumulate_grad_hook(on_grad))
+        tag(p.grad, GRADIENT)
+
+    def pack(t):
+        tag(t, ACTIVATION, only_untagged=True)
+        # Detached: keeping a graph output with its grad_fn would make a reference cycle through
+        # the node that saves it; autograd restores the grad_fn at unpack.
+        return t.detach()
+
+    def unpack(t):
+        return t
+
+    def before_forward(module, args):
+        if handle.hooks is None:  # the outermost forward only (a module may call itself)
+            handle.hooks = torch.autograd.graph.saved_tensors_hooks(pack, unpack)
+            handle.hooks.__enter__()
+
+    def after_forward(module, args, output):
+        if handle.hooks is not None:
+            hooks, handle.hooks = handle.hooks, None
+            hooks.__exit__(None, None, None)
+
+    handle.handles.append(model.register_forward_pre_hook(before_forward))
+    try:
+        handle.handles.append(model.register_forward_hook(after_forward, always_call=True))
+    except TypeError:  # torch before 2.0: no always_call
+        handle.handles.append(model.register_forward_hook(after_forward))
+
+    if optimizer is not None:
+        def after_step(opt, args, kwargs):
+            _tag_all(_state_tensors(opt), OPTIMIZER_STATE)
+            _tag_all(weights, PARAMETER)
+            for p in params:
+                tag(p.grad, GRADIENT)
+
+        _tag_all(_state_tensors(optimizer), OPTIMIZER_STATE)
+        handle.handles.append(optimizer.register_step_post_hook(after_step))
+    return handle
+
+
+def category_stats(device=None):
+    """Requested bytes per category on the device: {"parameter": {"current": N, "peak": N}, ...};
+    untagged memory is "unknown". Peaks count from the first category call or reset_category_peaks()."""
+    lib = _load()
+    return _json_call(lib.gpumemprof_category_stats_json, "category_stats", _device_index(device))
+
+
+def reset_category_peaks(device=None):
+    """Sets every category's peak to its current bytes."""
+    _check(_load().gpumemprof_reset_category_peaks(_device_index(device)), "reset_category_peaks")
 
 
 def empty_cache(device=None):

@@ -11,6 +11,7 @@
 
 #include "catch.hpp"
 #include "gpumemprof/analysis/category_rules.hpp"
+#include "gpumemprof/analysis/memory_diff.hpp"
 #include "gpumemprof/analysis/timeline.hpp"
 #include "gpumemprof/export/formats/json_reader.hpp"
 #include "gpumemprof/export/reports/html_report_model.hpp"
@@ -92,7 +93,7 @@ TEST_CASE("timeline: a free takes the bytes out of the category its alloc carrie
   CHECK(last == std::vector<std::int64_t>{0, 0});
 }
 
-TEST_CASE("timeline: Perfetto's and the HTML report's curves are the timeline's on one snapshot") {
+TEST_CASE("timeline: Perfetto's, the HTML report's and diff's levels are the timeline's on one snapshot") {
   // A recorded workload with frees pending on another stream, so free_requested and
   // free_completed fall at different moments (where the two reports used to disagree).
   Recorded r;
@@ -165,6 +166,12 @@ TEST_CASE("timeline: Perfetto's and the HTML report's curves are the timeline's 
   CHECK(d.summary.peak_active_bytes == static_cast<std::uint64_t>(peaks.active));
   CHECK(d.summary.peak_reserved_bytes == static_cast<std::uint64_t>(peaks.reserved));
   CHECK(*std::max_element(counters["requested"].begin(), counters["requested"].end()) == peaks.active);
+  CHECK(*std::max_element(counters["reserved"].begin(), counters["reserved"].end()) == peaks.reserved);
+  // diff: its run's peak requested is the same level, its peak allocated the HTML report's.
+  const gmp::MemoryUsage usage = gmp::usage_from_snapshot(snap);
+  CHECK(usage.total.peak_requested_bytes == static_cast<std::uint64_t>(peaks.active));
+  REQUIRE(usage.total.peak_allocated_bytes.has_value());
+  CHECK(usage.total.peak_allocated_bytes == d.summary.peak_allocated_bytes);
   bool pending = false;  // the workload did keep frees pending: the two curves part somewhere
   t.walk([&](std::size_t, const auto&, const TimelineLevels& l, const auto&) { pending |= l.allocated < l.active; });
   CHECK(pending);

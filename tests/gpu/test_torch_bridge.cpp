@@ -90,3 +90,34 @@ TEST_CASE("bridge errors return error values with a message, never throw (a real
   CHECK(gpumemprof_memory_stats_json(99, nullptr, 0) == -1);  // no such device
   CHECK(gpumemprof_close_peak_window(0, 123456789) == -1);
 }
+
+TEST_CASE("the bridge tags allocations with categories by pointer and by thread scope") {
+  const auto category_json = [] {
+    const ssize_t n = gpumemprof_category_stats_json(0, nullptr, 0);
+    REQUIRE(n > 0);
+    std::string text(static_cast<std::size_t>(n) + 1, '\0');
+    REQUIRE(gpumemprof_category_stats_json(0, text.data(), text.size()) == n);
+    text.resize(static_cast<std::size_t>(n));
+    return text;
+  };
+  REQUIRE(gpumemprof_reset_category_peaks(0) == 0);
+  void* w = gpumemprof_malloc(3 * MiB + 100, 0, nullptr);
+  REQUIRE(w != nullptr);
+  REQUIRE(gpumemprof_push_category("bridge_input") == 0);
+  void* x = gpumemprof_malloc(5000, 0, nullptr);
+  REQUIRE(gpumemprof_pop_category() == 0);
+  CHECK(gpumemprof_pop_category() == -1);  // nothing pushed
+  CHECK(std::string(gpumemprof_last_error()).find("no category was pushed") != std::string::npos);
+  CHECK(gpumemprof_set_category(w, 0, "bridge_parameter", 0) == 1);
+  CHECK(gpumemprof_set_category(x, 0, "bridge_activation", 1) == 0);  // tagged: kept
+  CHECK(gpumemprof_set_category(static_cast<char*>(w) + 512, 0, "bridge_gradient", 0) == 0);  // not a block start
+  const std::string json = category_json();
+  CHECK(json.find("\"bridge_parameter\":{\"current\":" + std::to_string(3 * MiB + 100)) != std::string::npos);
+  CHECK(json.find("\"bridge_input\":{\"current\":5000,\"peak\":5000}") != std::string::npos);
+  CHECK(json.find("bridge_activation") == std::string::npos);
+  CHECK(json.find("bridge_gradient") == std::string::npos);
+  gpumemprof_free(x, 5000, 0, nullptr);
+  gpumemprof_free(w, 3 * MiB + 100, 0, nullptr);
+  CHECK(category_json().find("\"bridge_parameter\":{\"current\":0,\"peak\":" + std::to_string(3 * MiB + 100)) !=
+        std::string::npos);
+}

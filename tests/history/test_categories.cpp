@@ -202,6 +202,45 @@ TEST_CASE("A block pending free stays in its category until the free completes")
   a.validate();
 }
 
+TEST_CASE("set_category moves a live allocation and its bytes to another category") {
+  Categorized r;
+  auto& a = r.a();
+  const auto id = [](const char* name) { return gmp::detail::MetadataStrings::instance().intern(name); };
+  void* w = a.allocate(3000);  // untagged, as PyTorch's parameters before categorize()
+  void* s = nullptr;
+  {
+    auto tag = gmp::memory_category(cat::input);
+    s = a.allocate(1 * MiB);
+  }
+  CHECK(a.set_category(w, id(cat::parameter)));
+  CHECK(r.stat("parameter").current == 3000);
+  CHECK(r.stat("parameter").peak == 3000);
+  CHECK(r.stat("unknown").current == 0);
+  // only_untagged: a tagged block keeps its category (saved-tensor hooks meet inputs and weights).
+  CHECK_FALSE(a.set_category(s, id(cat::activation), true));
+  CHECK_FALSE(a.set_category(w, id(cat::parameter)));  // already there
+  CHECK(r.stat("input").current == 1 * MiB);
+  CHECK(r.stat("activation").peak <= 0);  // never held bytes (-1: not listed at all)
+  // Not a live allocation: nothing changes.
+  CHECK_FALSE(a.set_category(static_cast<char*>(s) + 512, id(cat::gradient)));
+  CHECK(r.stat("gradient").peak <= 0);
+  CHECK(a.set_category(s, id(cat::activation)));
+  a.validate();
+  a.deallocate(s);
+  a.deallocate(w);
+  CHECK(r.stat("parameter").current == 0);
+  CHECK(r.stat("input").current == 0);
+  CHECK(r.stat("input").peak == 1 * MiB);
+  CHECK(r.stat("activation").current == 0);
+  CHECK(r.stat("activation").peak == 1 * MiB);
+  CHECK_FALSE(a.set_category(w, id(cat::parameter)));  // freed
+  a.validate();
+  // The history records no entry for the move; the frees carry the new category.
+  const auto trace = r.recorder.trace();
+  CHECK(trace.size() == 1 + 2 + 2 + 2);  // one small-pool segment, 2 allocs, 2 frees requested and completed
+  CHECK(categories(trace, TraceAction::free_requested) == std::vector<std::string>{"activation", "parameter"});
+}
+
 TEST_CASE("A ledger attached late starts from the live blocks' categories") {
   Recorded r;
   auto& a = r.a();

@@ -102,6 +102,55 @@ else:
               ("PyTorch is not importable" in out or "no CUDA GPU is visible" in out),
               "without a GPU, install() says why: " + out)
 
+    # Categories: a thread's scopes nest and unwind on errors without a GPU; with one, categorize()
+    # tags parameters, gradients, optimizer state and activations exactly (a two-layer MLP).
+    scopes = """
+import gpumemprof_torch as g
+with g.category("input"):
+    with g.category("kv_cache"):
+        pass
+try:
+    with g.category("temporary"):
+        raise KeyError("inner")
+except KeyError:
+    pass
+lib = g._load()
+print(lib.gpumemprof_pop_category(), lib.gpumemprof_last_error().decode())
+"""
+    rc, out = child(packaged, {}, scopes)
+    check(rc == 0 and out == "-1 gpumemprof_pop_category: no category was pushed on this thread",
+          "category() scopes push and pop in pairs, also when the block raises: " + out)
+    categories = """
+import gpumemprof_torch as g
+try:
+    import torch
+except ImportError:
+    torch = None
+if torch is None or not torch.cuda.is_available():
+    print("NO-GPU")
+    raise SystemExit(0)
+g.install()
+m = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10)).cuda()
+opt = torch.optim.Adam(m.parameters())
+h = g.categorize(m, opt)
+g.reset_category_peaks()
+with g.category("input"):
+    x = torch.randn(64, 256, device="cuda")
+m(x).sum().backward()
+opt.step()
+s = g.category_stats()
+params = sum(p.numel() * 4 for p in m.parameters())
+steps = sum(4 for st in opt.state.values() for v in st.values() if torch.is_tensor(v) and v.is_cuda and v.dim() == 0)
+print(s["parameter"]["current"] - params, s["gradient"]["current"] - params,
+      s["optimizer_state"]["current"] - 2 * params - steps, s["input"]["peak"] - 64 * 256 * 4,
+      s["activation"]["peak"] - 64 * 512 * 4, s["activation"]["current"])
+h.remove()
+"""
+    rc, out = child(packaged, {}, categories)
+    check(rc == 0 and out.splitlines()[-1:] in (["NO-GPU"], ["0 0 0 0 0 0"]),
+          "categorize(): parameters, gradients, optimizer state, input and the ReLU's saved output exact "
+          "(differences printed; activations freed by backward): " + out)
+
     print("%d checks failed" % len(failures) if failures else "all checks passed")
     return 1 if failures else 0
 

@@ -141,4 +141,114 @@ check_one_error_line(run("timeline", SNAPSHOT, expect_rc=2), "-o")
 check_one_error_line(run("timeline", os.path.join(TMP, "missing.pickle"), "-o", out_json, expect_rc=2), "missing.pickle")
 check(os.path.exists(out_json), "a failed run must not remove the old output")
 
+
+# Steps in `summary` (text and --json) and the HTML report: a constructed training loop whose
+# steps each allocate a batch and a temporary, free both, and keep 1 MiB in a cache they never
+# free (a leak); the first step also creates optimizer state that lives on.
+def frame(filename, line, name):
+    return [{"filename": filename, "line": line, "name": name}]
+
+
+def leak_snapshot(steps, annotate):
+    trace, notes, t = [], [], 1_000_000
+    sites = {"batch": frame("train.py", 10, "load_batch"), "temp": frame("train.py", 20, "forward"),
+             "cache": frame("cache.py", 7, "remember"), "state": frame("optim.py", 3, "init_state")}
+
+    def add(action, addr, size, site):
+        nonlocal t
+        trace.append({"action": action, "addr": addr, "size": size, "stream": 0, "time_us": t,
+                      "compile_context": "N/A", "user_metadata": "", "frames": sites[site]})
+        t += 1
+    for k in range(steps):
+        if annotate:
+            notes.append({"name": "ProfilerStep#%d" % (k + 7), "stage": "START", "device": 0, "time_us": t})
+            t += 1
+        add("alloc", 0x1000, 4096, "batch")
+        add("alloc", 0x200000, 3 << 20, "temp")
+        if k == 0:
+            add("alloc", 0x900000, 50000, "state")
+        add("free_requested", 0x200000, 3 << 20, "temp")
+        add("free_completed", 0x200000, 3 << 20, "temp")
+        add("alloc", 0x10000000 + (k << 21), 1 << 20, "cache")
+        add("free_requested", 0x1000, 4096, "batch")
+        add("free_completed", 0x1000, 4096, "batch")
+        if annotate:
+            notes.append({"name": "ProfilerStep#%d" % (k + 7), "stage": "END", "device": 0, "time_us": t})
+            t += 1
+    return {"segments": [], "device_traces": [trace], "allocator_settings": {}, "external_annotations": notes}
+
+
+MIB = 1 << 20
+for annotate in (False, True):
+    path = os.path.join(TMP, "leak-%s.pickle" % ("annotated" if annotate else "detected"))
+    with open(path, "wb") as f:
+        pickle.dump(leak_snapshot(5, annotate), f, protocol=2)
+    what = "annotated steps" if annotate else "detected steps"
+    summary = json.loads(run("summary", path, "--json").stdout)
+    (steps,) = summary["steps"]
+    check(steps["source"] == ("annotations" if annotate else "detected"), f"{what}: source {steps['source']}")
+    check(steps["allocations_per_step"] == (0 if annotate else 3), f"{what}: {steps['allocations_per_step']} allocations per step")
+    names = [s["name"] for s in steps["steps"]]
+    check(names == (["ProfilerStep#%d" % (k + 7) for k in range(5)] if annotate else ["step %d" % k for k in range(5)]),
+          f"{what}: names {names}")
+    want = [(4096 + 3 * MIB + 50000, 50000 + MIB, 50000 + MIB)] + \
+        [(50000 + k * MIB + 4096 + 3 * MIB, 50000 + (k + 1) * MIB, MIB) for k in range(1, 5)]
+    got = [(s["peak_requested_bytes"], s["end_requested_bytes"], s["growth_bytes"]) for s in steps["steps"]]
+    check(got == want, f"{what}: (peak, at end, growth) per step {got}, want {want}")
+    check(steps["growing_sites"] == [{"site": "remember at cache.py:7", "growth_bytes_per_step": [MIB] * 5,
+                                      "total_growth_bytes": 4 * MIB}],
+          f"{what}: growing sites {steps['growing_sites']}")
+    text = run("summary", path).stdout
+    check("steps, device 0: 5 (" in text and "+1.00 MiB per step (+4.00 MiB over steps 1-4)  remember at cache.py:7" in text,
+          f"{what}: the text summary lacks the steps or the leak:\n{text}")
+    page_path = os.path.join(TMP, "leak.html")
+    run("html", path, "-o", page_path)
+    with open(page_path) as f:
+        page = f.read()
+    check('id="steps-card"' in page and "+1.00 MiB per step: remember at cache.py:7" in page,
+          f"{what}: the HTML report lacks the steps card")
+none = os.path.join(TMP, "no-steps.pickle")
+with open(none, "wb") as f:
+    pickle.dump(leak_snapshot(2, False), f, protocol=2)
+check("steps, device 0: none (" in run("summary", none).stdout, "two repetitions are not called steps")
+
+# One reading (issue 17, item 7): summary, diff, the HTML report and Perfetto state the same peaks
+# of one snapshot -- here with a free that waits on another stream, so "allocated" (down at
+# free_requested) and "requested" (down at free_completed, PyTorch's requested_bytes) part.
+def entry(action, addr, size, t):
+    return {"action": action, "addr": addr, "size": size, "stream": 0, "time_us": 2_000_000 + t,
+            "compile_context": "N/A", "user_metadata": "", "frames": []}
+
+
+pending = {"segments": [], "allocator_settings": {}, "external_annotations": [], "device_traces": [[
+    entry("segment_alloc", 0, 20 * MIB, 0), entry("alloc", 0, 5 * MIB, 1), entry("alloc", 5 * MIB, 3 * MIB, 2),
+    entry("free_requested", 0, 5 * MIB, 3), entry("alloc", 10 * MIB, 4 * MIB, 4), entry("free_completed", 0, 5 * MIB, 5),
+    entry("free_requested", 5 * MIB, 3 * MIB, 6), entry("free_completed", 5 * MIB, 3 * MIB, 6),
+    entry("free_requested", 10 * MIB, 4 * MIB, 7), entry("free_completed", 10 * MIB, 4 * MIB, 7),
+    entry("segment_free", 0, 20 * MIB, 8)]]}
+pending_path = os.path.join(TMP, "pending.pickle")
+with open(pending_path, "wb") as f:
+    pickle.dump(pending, f, protocol=2)
+(peaks,) = json.loads(run("summary", pending_path, "--json").stdout)["devices"]
+check(peaks == {"device": 0, "peak_allocated_bytes": 12 * MIB, "peak_requested_bytes": 12 * MIB,
+                "peak_reserved_bytes": 20 * MIB}, f"summary --json peaks {peaks}")
+check("peak requested, device 0: 12.00 MiB = %d bytes; peak reserved: 20.00 MiB = %d bytes" % (12 * MIB, 20 * MIB)
+      in run("summary", pending_path).stdout, "the text summary's requested and reserved peaks")
+perfetto_path = os.path.join(TMP, "pending.perfetto.json")
+run("perfetto", pending_path, "-o", perfetto_path)
+with open(perfetto_path) as f:
+    counters = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "C"]
+for name, want in (("requested", 12 * MIB), ("reserved", 20 * MIB)):
+    got = max((e["args"]["bytes"] for e in counters if e["name"] == name), default=None)
+    check(got == want, f"Perfetto's {name} peak {got}, summary's {want}")
+run("html", pending_path, "-o", page_path)
+with open(page_path) as f:
+    page = f.read()
+for field, want in (("peakActive", 12 * MIB), ("peakAllocated", 12 * MIB), ("peakReserved", 20 * MIB)):
+    check(f'"{field}":{want}' in page, f"the HTML report's {field} is not the summary's {want}")
+diff_text = run("diff", pending_path, pending_path).stdout
+check(any(line.split()[:6] == ["peak", "requested", "12.00", "MiB", "12.00", "MiB"] for line in diff_text.splitlines()) and
+      any(line.split()[:6] == ["peak", "allocated", "12.00", "MiB", "12.00", "MiB"] for line in diff_text.splitlines()),
+      f"diff's peaks differ from the summary's:\n{diff_text}")
+
 cli_checks.finish("timeline CLI checks")

@@ -89,6 +89,27 @@ void CachingAllocator<Backend>::record_stream(void* ptr, Stream stream) {
 }
 
 template <DeviceBackend Backend>
+bool CachingAllocator<Backend>::set_category(void* ptr, std::uint32_t category, bool only_untagged) {
+  // Exclusive: the block's free events read its category under its shard, and the sinks must
+  // see the change in the allocator's event order.
+  ExclusiveLock lock(*this);
+  const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
+  Block* b = nullptr;
+  {
+    auto& bucket = bucket_of(addr);
+    std::lock_guard bucket_lock(bucket.lock);
+    b = bucket.value.find(addr);
+  }
+  if (b == nullptr || b->category == category || (only_untagged && b->category != 0)) return false;
+  const std::uint32_t previous = b->category;
+  b->category = category;
+  if (sinks_.count() != 0) {
+    sinks_.emit({TraceAction::category_change, b->addr, b->requested, b->stream, b->context, false, category, previous});
+  }
+  return true;
+}
+
+template <DeviceBackend Backend>
 typename CachingAllocator<Backend>::Shard& CachingAllocator<Backend>::shard_slow(Stream s) {
   std::lock_guard lock(device_mutex_);
   for (const auto& sh : shards_) {

@@ -142,6 +142,13 @@ class CachingAllocator {
   /// that stream's work queued so far has completed. No-op for the block's own stream.
   void record_stream(void* ptr, Stream stream);
 
+  /// Moves the live allocation at `ptr` into memory category `category` (an id of the category
+  /// names: history/memory_category.hpp), as if it had been allocated there: its frees carry it
+  /// and the event sinks see a TraceAction::category_change. With `only_untagged`, an allocation
+  /// that already has a category keeps it. Returns whether the category changed; a pointer that
+  /// is not a live allocation of this allocator changes nothing (false).
+  bool set_category(void* ptr, std::uint32_t category, bool only_untagged = false);
+
   /// Waits for outstanding cross-stream events and returns every fully free segment to the device.
   void empty_cache();
 

@@ -24,6 +24,9 @@ enum class TraceAction : std::uint8_t {
   segment_unmap,
   snapshot,
   oom,
+  // Not a PyTorch trace action: an allocation moved to another memory category
+  // (CachingAllocator::set_category). Event sinks see it; the history does not record it.
+  category_change,
 };
 
 [[nodiscard]] constexpr const char* to_string(TraceAction a) noexcept {
@@ -37,6 +40,7 @@ enum class TraceAction : std::uint8_t {
     case TraceAction::segment_unmap: return "segment_unmap";
     case TraceAction::snapshot: return "snapshot";
     case TraceAction::oom: return "oom";
+    case TraceAction::category_change: return "category_change";
   }
   return "alloc";
 }
@@ -49,7 +53,8 @@ struct AllocatorEvent {
   Stream stream;
   std::uint64_t context = 0;  ///< for free_*/segment_free: the handle returned at alloc/segment_alloc
   bool deferred = false;      ///< free_completed only: after other streams' events, not in deallocate()
-  std::uint32_t category = 0;  ///< alloc/free_*: the block's memory category id (0 = none)
+  std::uint32_t category = 0;  ///< alloc/free_*/category_change: the block's memory category id (0 = none)
+  std::uint32_t previous_category = 0;  ///< category_change: the category the block leaves
 };
 
 enum class BlockState : std::uint8_t { active_allocated, active_pending_free, inactive };

@@ -4,7 +4,9 @@
 //
 // From a snapshot: the run's peak allocated bytes by the one definition (peak_allocated_bytes:
 // the trace replayed on the default policy); from the trace, the peak of requested bytes live at
-// once, for the run and for each site, and the allocation counts; from the segments, the
+// once -- for the run the timeline's requested level (analysis/timeline.hpp, memory allocated
+// before a late trace included), for each site the same rule from the trace alone -- and the
+// allocation counts; from the segments, the
 // requested bytes live at the end. A snapshot without a trace has its live blocks as its peak
 // and counts them as allocations. Devices are summed.
 // From a profile (export_profile JSON; the CLI reads it, this layer reads no files): each
@@ -25,6 +27,7 @@
 
 #include "gpumemprof/allocator/format_size.hpp"
 #include "gpumemprof/analysis/snapshot_replay.hpp"
+#include "gpumemprof/analysis/timeline.hpp"
 #include "gpumemprof/analysis/user_frame.hpp"
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/history/compact_snapshot.hpp"
@@ -68,7 +71,10 @@ template <SnapshotLike S>
     if (added) it->second = &u.sites[user_frame_label(frames)];
     return *it->second;
   };
-  for (const auto& trace : snap.device_traces) {
+  for (std::size_t d = 0; d < snap.device_traces.size(); ++d) {
+    // The run's peak is the timeline's requested level (active: down at free_completed), the
+    // reading every report shares; the sites follow the same rule.
+    const TraceTimeline<S> timeline(snap, static_cast<int>(d));
     struct Live {
       std::uint64_t bytes;
       UsageCounts* site;
@@ -76,9 +82,9 @@ template <SnapshotLike S>
     };
     std::unordered_map<std::uint64_t, Live> live;
     std::unordered_map<UsageCounts*, std::uint64_t> site_live;
-    std::uint64_t total = 0;
-    std::uint64_t peak = 0;
-    for (const auto& e : trace) {
+    std::int64_t peak = timeline.start().active;
+    timeline.walk([&](std::size_t, const auto& e, const TimelineLevels& level, const auto&) {
+      peak = std::max(peak, level.active);
       if (e.action == TraceAction::alloc) {
         any_trace = true;
         UsageCounts& site = site_for(e.frames);
@@ -88,20 +94,17 @@ template <SnapshotLike S>
         sl += e.size;
         site.peak_requested_bytes = std::max(site.peak_requested_bytes, sl);
         live[e.addr] = Live{e.size, &site, &sl};
-        total += e.size;
-        peak = std::max(peak, total);
       } else if (e.action == TraceAction::free_completed) {
         auto it = live.find(e.addr);
         if (it == live.end()) {
           ++u.unmatched_frees;
-          continue;
+          return;
         }
         *it->second.site_live -= it->second.bytes;
-        total -= it->second.bytes;
         live.erase(it);
       }
-    }
-    u.total.peak_requested_bytes += peak;
+    });
+    if (!timeline.trace().empty()) u.total.peak_requested_bytes += static_cast<std::uint64_t>(peak);
   }
   for (const SnapshotSegment& seg : snap.segments) {
     for (const SnapshotBlock& b : seg.blocks) {

@@ -120,6 +120,10 @@ class CategoryLedger {
 
  private:
   static std::uint64_t sink_event(void* user, const AllocatorEvent& e) noexcept {
+    if (e.action == TraceAction::category_change) {
+      static_cast<CategoryLedger*>(user)->move(e.previous_category, e.category, static_cast<std::int64_t>(e.size));
+      return 0;
+    }
     std::int64_t delta = 0;
     if (e.action == TraceAction::alloc) delta = static_cast<std::int64_t>(e.size);
     if (e.action == TraceAction::free_completed) delta = -static_cast<std::int64_t>(e.size);
@@ -135,6 +139,20 @@ class CategoryLedger {
     s.current += delta;
     s.peak = std::max(s.peak, s.current);
     return 0;
+  }
+
+  // A block changed category (CachingAllocator::set_category): its bytes go along.
+  void move(std::uint32_t from, std::uint32_t to, std::int64_t bytes) noexcept {
+    std::lock_guard lock(mutex_);
+    try {
+      if (std::max(from, to) >= by_id_.size()) by_id_.resize(std::max(from, to) + 1);
+    } catch (...) {  // out of memory: this event goes uncounted
+      return;
+    }
+    by_id_[from].current -= bytes;
+    CategoryStat& s = by_id_[to];
+    s.current += bytes;
+    s.peak = std::max(s.peak, s.current);
   }
 
   mutable std::mutex mutex_;  // taken inside the allocator's lock (the sink), never around it

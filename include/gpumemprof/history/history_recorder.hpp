@@ -289,7 +289,7 @@ class HistoryRecorder final : private detail::AnnotationSink {
 
   // Records one event; the caller holds mutex_.
   std::uint64_t record(const AllocatorEvent& e) {
-    if (GPUMEMPROF_UNLIKELY(!recording_)) return 0;
+    if (GPUMEMPROF_UNLIKELY(!recording_ || e.action == TraceAction::category_change)) return 0;  // no trace action
     std::uint64_t handle = 0;
     std::uint32_t stack = 0;
     if (capture_) stack = stack_for(e, handle);
@@ -405,7 +405,8 @@ class HistoryRecorder final : private detail::AnnotationSink {
         if (ctx == HistoryContext::all) return capture();
         return on_events ? stack_of(e.context) : 0;
       case TraceAction::oom: return on_events ? capture() : 0;
-      case TraceAction::snapshot: return 0;
+      case TraceAction::snapshot:
+      case TraceAction::category_change: return 0;
     }
     return 0;
   }

@@ -72,7 +72,8 @@ class SegmentRewinder {
       case TraceAction::segment_map:
       case TraceAction::segment_unmap: return false;
       case TraceAction::snapshot:
-      case TraceAction::oom: return true;
+      case TraceAction::oom:
+      case TraceAction::category_change: return true;
     }
     return true;
   }

@@ -32,6 +32,7 @@
 #include "gpumemprof/export/reports/html_report_lod.hpp"
 #include "gpumemprof/export/reports/html_report_model.hpp"
 #include "gpumemprof/export/reports/memory_timeline.hpp"
+#include "gpumemprof/export/reports/step_summary.hpp"
 #include "gpumemprof/history/compact_snapshot.hpp"
 #include "gpumemprof/history/snapshot.hpp"
 
@@ -242,7 +243,7 @@ void write_html_report(const S& snapshot, std::ostream& os, const HtmlReportOpti
   std::string head(detail::html_assets::kHead);
   detail::append_html_escaped(head, options.title);
   // The page's cards (the device section after the summary cards), then memory by category
-  // (memory_timeline.hpp) for each device with a trace.
+  // (memory_timeline.hpp) for each device with a trace, then the steps (step_summary.hpp).
   std::string body(detail::html_assets::kStyleAndBody);
   if constexpr (requires { snapshot.device_memory; }) {
     std::size_t at = body.find("<section class=\"card\" id=\"tl-card\">");
@@ -261,6 +262,7 @@ void write_html_report(const S& snapshot, std::ostream& os, const HtmlReportOpti
     head += memory_timeline_svg(snapshot, dev.device);
     head += "</section>";
   }
+  if (const std::vector<StepReport> steps = snapshot_steps(snapshot); !steps.empty()) head += steps_html(steps);
   head.append(body, main_end);
   detail::write_bytes(os, head.data(), head.size());
   JsonWriter w(os, JsonWriterOptions{.script_safe = true});

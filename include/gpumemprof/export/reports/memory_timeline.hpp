@@ -17,7 +17,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cctype>
 #include <cstdint>
 #include <cstdio>
 #include <ostream>
@@ -28,6 +27,7 @@
 
 #include "gpumemprof/allocator/format_size.hpp"
 #include "gpumemprof/analysis/annotated_ranges.hpp"
+#include "gpumemprof/analysis/steps.hpp"
 #include "gpumemprof/analysis/timeline.hpp"
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/error.hpp"
@@ -132,17 +132,6 @@ namespace detail {
   const std::size_t column = torch_column(name);
   if (column < kTorchColumns - 1) return kTorch[column - 1];
   return kUser[user_index % (sizeof kUser / sizeof *kUser)];
-}
-
-/// A training step's range: "step 3", "ProfilerStep#3" (torch.profiler), "train_step",
-/// "iteration 7"; not "optimizer.step" (a scope inside a step).
-[[nodiscard]] inline bool names_a_step(std::string_view name) {
-  std::string lower(name);
-  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (lower.find("optimizer") != std::string::npos) return false;
-  const auto starts = [&lower](std::string_view p) { return lower.rfind(p, 0) == 0; };
-  return starts("step") || starts("profilerstep") || starts("iteration") ||
-         lower.find("train_step") != std::string::npos || lower.find("training_step") != std::string::npos;
 }
 
 inline std::string fmt_num(double v) {

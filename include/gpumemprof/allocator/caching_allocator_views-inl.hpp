@@ -270,7 +270,7 @@ void CachingAllocator<Backend>::validate_locked() const {
 #undef GPUMEMPROF_CHECK_
   if (stats_.oversize_allocations.current != expect.oversize_allocations.current) fail("oversize_allocations.current");
   if (stats_.oversize_segments.current != expect.oversize_segments.current) fail("oversize_segments.current");
-  const AllocatorGauges g = gauges_locked();
+  const AllocatorGauges g = gauges_of(ledger_.state());
   if (g.total_allocations - g.total_frees != static_cast<std::uint64_t>(stats_.allocation[StatPool::all].current)) {
     fail("lifetime allocation and free totals disagree with the current allocation count");
   }

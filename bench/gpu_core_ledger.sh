@@ -5,7 +5,8 @@
 # Catch2 v3), the threaded model stress, and replays every trace in tests/data on cuda:0 and on
 # sim:0 with the default policy: the two must agree exactly (peak allocated, peak reserved,
 # device mallocs), as they do on the base commit. Also the two-stream trace with expandable
-# segments on cuda:0 (the crash of issue 15 stays fixed). About 1-2 minutes on 16 cores.
+# segments on cuda:0 (the crash of issue 15 stays fixed), and bench_allocator of the base commit
+# against this tree (built here, release). About 2-3 minutes on 16 cores.
 # Each step logs to $OUT/ledger-<step>.log and prints "<step>: ok" or "<step>: FAILED (exit N)"
 # with the log's tail; the last line is "gpu_core_ledger: N passed, N failed".
 # usage: OUT=dir bench/gpu_core_ledger.sh BUILD_DIR
@@ -77,5 +78,32 @@ step replay-parity 150 bash -c parity
 grep -E "differs|exit" "$out/ledger-replay-parity.log" | sed 's/^/    /'
 step two-stream-expandable 120 "$build/tools/gpumemprof" replay tests/data/two_stream_resnet18.trace.gz \
   --device cuda:0 --config expandable_segments:True --json
+# Speed before/after on the host side (simulated device, 16 quiet cores): bench_allocator of the
+# base commit (7db3cf2) and of this tree, each built here in release, alternated 3 times; one
+# thread (one stream: the ledger's direct mode), 8 threads on their own streams (journals) and 8
+# on one stream. Look for: best-of-3 ns within noise of the base's.
+bench_pair() {
+  local root
+  root=$(mktemp -d)
+  mkdir -p "$root/base-src"
+  git archive 7db3cf2 | tar -x -C "$root/base-src" || return 1
+  local v opts="-Dbuildtype=release -Dbenchmarks=true -Dtests=false -Dexamples=false -Dcuda=disabled -Dmpi=disabled -Dcupti=disabled"
+  (cd "$root/base-src" && meson setup "$root/base" $opts) && meson setup "$root/new" $opts || return 1
+  ninja -C "$root/base" bench/bench_allocator & local p1=$!
+  ninja -C "$root/new" bench/bench_allocator & local p2=$!
+  wait $p1 || return 1
+  wait $p2 || return 1
+  local f='BM_FixedPair/512$|BM_StreamPairs/own_stream:1/real_time/threads:(1|8)$|BM_StreamPairs/own_stream:0/real_time/threads:8$'
+  local r
+  for r in 1 2 3; do
+    for v in base new; do
+      echo "== $v round $r"
+      "$root/$v/bench/bench_allocator" --benchmark_filter="$f" --benchmark_min_time=0.2 2>&1 | grep -E "^BM_"
+    done
+  done
+}
+export -f bench_pair
+step bench-before-after 170 bash -c bench_pair
+grep -E "^==|^BM_" "$out/ledger-bench-before-after.log" | sed 's/^/    /'
 echo "gpu_core_ledger: $passed passed, $failed failed"
 [ $failed -eq 0 ]

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "gpumemprof/allocator/stats_ledger.hpp"
 #include "sim_allocator.hpp"
 
 namespace {
@@ -256,4 +257,61 @@ TEST_CASE("a second stream appearing while the first stream's thread runs: no st
   // At most the kept block and one block of each thread were ever live at once.
   CHECK(s.a.memory_stats().allocated_bytes.all().peak <= static_cast<std::int64_t>(3 * 512 * KiB));
   s.a.validate();  // every current value against its recount from the blocks
+}
+
+// The ledger alone, one thread: one lane applies at once, the second switches to journals, and
+// read() folds them in stamp order -- values, peaks and peak windows as one serial order.
+TEST_CASE("StatsLedger: direct with one lane, journaled from the second, read() exact in both") {
+  using gmp::detail::LockGuard;
+  using gmp::detail::StatRecord;
+  using gmp::detail::StatsLedger;
+  StatsLedger ledger(std::size_t{1} << 40, 0);
+  auto alloc = [](std::int64_t bytes) {
+    StatRecord r;
+    r.size = r.requested = bytes;
+    r.pool = gmp::StatPool::small_pool;
+    return r;
+  };
+  auto free_of = [&](std::int64_t bytes) {
+    StatRecord r = alloc(bytes);
+    r.is_free = true;
+    return r;
+  };
+  auto allocated = [&] {
+    return ledger.read([](const StatsLedger::State& s) { return s.stats.allocated_bytes.all(); });
+  };
+  StatsLedger::Lane a, b;
+  ledger.add_lane(a);
+  {
+    LockGuard hold(a.mutex);
+    ledger.reserve(a);
+    CHECK(ledger.record(a, alloc(512)) == 0);  // direct: applied at once, nothing to fold
+  }
+  CHECK(allocated().current == 512);
+  ledger.add_lane(b);
+  const std::uint64_t window =
+      ledger.read([](StatsLedger::State& s) { return s.windows.open(s.stats.allocated_bytes.all().current); });
+  {
+    LockGuard hold(b.mutex);
+    ledger.reserve(b);
+    CHECK(ledger.record(b, alloc(1024)) == 1);  // journaled: the journal's length
+  }
+  {
+    LockGuard hold(a.mutex);
+    ledger.reserve(a);
+    CHECK(ledger.record(a, free_of(512)) == 1);
+  }
+  {
+    LockGuard hold(b.mutex);
+    ledger.reserve(b);
+    CHECK(ledger.record(b, alloc(2048)) == 2);
+  }
+  // Serial order: +512 (direct), +1024, -512, +2048 -> 3072 live, peak 3072.
+  CHECK(allocated().current == 3072);
+  CHECK(allocated().peak == 3072);
+  CHECK(ledger.read([window](StatsLedger::State& s) { return s.windows.close(window); }) == 3072);
+  const auto totals = ledger.read([](const StatsLedger::State& s) { return s.totals; });
+  CHECK(totals.allocations == 3);
+  CHECK(totals.frees == 1);
+  CHECK(totals.allocated_bytes == 512 + 1024 + 2048);
 }

@@ -38,8 +38,10 @@
 //           the pointer map or the journal, a cross-stream event), then changes state without
 //           throwing (tests/allocator/test_exception_safety.cpp fails each heap allocation).
 //
-// Locks, in the only order they are taken (checked by clang's -Wthread-safety where the
-// analysis can follow; ExclusiveLock and StatsLedger::lock_all say where it cannot):
+// Locks, in the order they are taken (checked by clang's -Wthread-safety where the analysis can
+// follow; ExclusiveLock and StatsLedger::lock_all say where it cannot). One exception: a reader
+// holding every shard (with_lock) takes the fold lock -- safe while the ledger is quiescent
+// (StatsLedger::unlock_all says why).
 //   1. device_mutex_     slow paths and introspection; guards the segment list, events, record
 //                        pools, reserved bytes, the memory fraction.
 //   2. fold lock         (ledger) one fold at a time; guards the ledger's lane list.

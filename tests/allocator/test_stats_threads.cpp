@@ -1,5 +1,5 @@
 // Statistics under threads: the per-shard journals fold into the values and peaks of one serial
-// order of the operations, consistent with real time (caching_allocator.hpp, stats_journal.hpp).
+// order of the operations, consistent with real time (stats_ledger.hpp).
 #include <algorithm>
 #include <atomic>
 #include <barrier>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "gpumemprof/allocator/stats_ledger.hpp"
 #include "sim_allocator.hpp"
 
 namespace {
@@ -223,4 +224,94 @@ TEST_CASE("one stream with a segments() reader and a stats and peak-window reade
   CHECK(g.allocations == 0);
   CHECK(g.total_allocations == g.total_frees);
   s.a.validate();
+}
+
+// The ledger's switch from direct stats (one stream) to journals (the second stream's first
+// allocation) happens while the first stream's thread allocates and frees: every change must land
+// exactly once, whichever side of the switch it falls on.
+TEST_CASE("a second stream appearing while the first stream's thread runs: no stat change lost or counted twice") {
+  SimAlloc s;
+  constexpr int kPairs = 20000;
+  constexpr int kSecond = 2000;
+  std::atomic<bool> running{false};
+  std::thread first([&] {
+    std::mt19937_64 rng(31);
+    void* keep = s.a.allocate(512 * KiB);  // live across the switch
+    for (int i = 0; i < kPairs; ++i) {
+      s.a.deallocate(s.a.allocate(round_size(rng)));
+      if (i == 100) running = true;
+    }
+    s.a.deallocate(keep);
+  });
+  while (!running.load()) std::this_thread::yield();
+  std::mt19937_64 rng(32);
+  for (int i = 0; i < kSecond; ++i) s.a.deallocate(s.a.allocate(round_size(rng), gmp::Stream(7)));
+  const auto mid = s.a.gauges();  // a reader during the first thread's traffic
+  first.join();
+  const auto g = s.a.gauges();
+  CHECK(g.total_allocations == kPairs + 1 + kSecond);
+  CHECK(g.total_frees == g.total_allocations);
+  CHECK(g.allocations == 0);
+  CHECK(g.allocated_bytes == 0);
+  CHECK(mid.total_allocations - mid.total_frees == static_cast<std::uint64_t>(mid.allocations));
+  // At most the kept block and one block of each thread were ever live at once.
+  CHECK(s.a.memory_stats().allocated_bytes.all().peak <= static_cast<std::int64_t>(3 * 512 * KiB));
+  s.a.validate();  // every current value against its recount from the blocks
+}
+
+// The ledger alone, one thread: one lane applies at once, the second switches to journals, and
+// read() folds them in stamp order -- values, peaks and peak windows as one serial order.
+TEST_CASE("StatsLedger: direct with one lane, journaled from the second, read() exact in both") {
+  using gmp::detail::LockGuard;
+  using gmp::detail::StatRecord;
+  using gmp::detail::StatsLedger;
+  StatsLedger ledger(std::size_t{1} << 40, 0);
+  auto alloc = [](std::int64_t bytes) {
+    StatRecord r;
+    r.size = r.requested = bytes;
+    r.pool = gmp::StatPool::small_pool;
+    return r;
+  };
+  auto free_of = [&](std::int64_t bytes) {
+    StatRecord r = alloc(bytes);
+    r.is_free = true;
+    return r;
+  };
+  auto allocated = [&] {
+    return ledger.read([](const StatsLedger::State& s) { return s.stats.allocated_bytes.all(); });
+  };
+  StatsLedger::Lane a, b;
+  ledger.add_lane(a);
+  {
+    LockGuard hold(a.mutex);
+    ledger.reserve(a);
+    CHECK(ledger.record(a, alloc(512)) == 0);  // direct: applied at once, nothing to fold
+  }
+  CHECK(allocated().current == 512);
+  ledger.add_lane(b);
+  const std::uint64_t window =
+      ledger.read([](StatsLedger::State& s) { return s.windows.open(s.stats.allocated_bytes.all().current); });
+  {
+    LockGuard hold(b.mutex);
+    ledger.reserve(b);
+    CHECK(ledger.record(b, alloc(1024)) == 1);  // journaled: the journal's length
+  }
+  {
+    LockGuard hold(a.mutex);
+    ledger.reserve(a);
+    CHECK(ledger.record(a, free_of(512)) == 1);
+  }
+  {
+    LockGuard hold(b.mutex);
+    ledger.reserve(b);
+    CHECK(ledger.record(b, alloc(2048)) == 2);
+  }
+  // Serial order: +512 (direct), +1024, -512, +2048 -> 3072 live, peak 3072.
+  CHECK(allocated().current == 3072);
+  CHECK(allocated().peak == 3072);
+  CHECK(ledger.read([window](StatsLedger::State& s) { return s.windows.close(window); }) == 3072);
+  const auto totals = ledger.read([](const StatsLedger::State& s) { return s.totals; });
+  CHECK(totals.allocations == 3);
+  CHECK(totals.frees == 1);
+  CHECK(totals.allocated_bytes == 512 + 1024 + 2048);
 }

@@ -1,66 +1,68 @@
 // Layer 2: the caching device allocator, with PyTorch's default policy (PYTORCH-COMPAT.md).
 //
-// Requests are rounded (size_policy.hpp) and served from one of two pools -- small (<= 1 MiB,
-// 2 MiB segments) and large -- by best fit among the free blocks of the *same stream*, ordered
-// by (size, address). A block larger than needed is split; a freed block merges with free
-// neighbours. When nothing fits, a new segment comes from the device; when the device is full,
-// the OOM sequence frees cached memory and retries once before throwing OutOfMemoryError.
-// A block used on other streams (record_stream) is reused only after events recorded on those
-// streams at free time complete.
+// Map (read this first; validate() checks every invariant marked [v]).
 //
-// With expandable_segments:True (a backend with virtual memory), each (pool, stream) gets an
-// address range reserved once (9/8 of the device's memory) and backed page by page
-// (the backend's granularity, 2 MiB) as it fills: blocks tile the whole reservation, and a
-// block is either mapped (allocated, pending or free) or an unmapped hole. Reserved bytes are
-// mapped bytes. When a request does not fit a free mapped block, the run of free and unmapped
-// blocks that holds it with the fewest pages to map is mapped; fresh pages are taken while
-// reserved stays within 2.5% above the most bytes ever live, and beyond that pages lying wholly
-// inside free blocks elsewhere are unmapped first (their stream synchronized) and reused. A
-// small request that would move a page that way takes a free block of the large pool instead.
-// empty_cache() and the OOM sequence unmap every free page.
+// Policy. A request is rounded (size_policy.hpp) and served from one of two pools -- small
+// (<= 1 MiB, 2 MiB segments) and large -- by best fit among the free blocks of the *same
+// stream*, ordered by (size, address). A larger block is split; a freed block merges with its
+// free neighbours. When nothing fits, a new segment comes from the device; when the device is
+// full, the OOM sequence frees cached memory and retries once before OutOfMemoryError. A block
+// used on other streams (record_stream) is reused only once events recorded on those streams
+// at free time complete. With expandable_segments:True each (pool, stream) reserves one address
+// range and maps pages (2 MiB) as it fills; reserved bytes are mapped bytes (the expandable
+// section of caching_allocator-inl.hpp says how pages are chosen and moved).
 //
-// Concurrency. Every block of a segment belongs to the segment's stream, so the free structures
-// of one stream never touch another stream's blocks: each stream has a shard (its own spin lock,
-// its small and large free trees, a free list of block records, a stat journal), found without a
-// lock. Allocated blocks are found by address in a pointer map split into address-hashed
-// buckets, each with a spin lock. The statistics (with the peak windows and lifetime totals) sit
-// behind one more spin lock, but the hot path does not take it. While one stream has a shard,
-// that shard's lock orders everything: the hot path writes the stats directly, and readers hold
-// the shard too. From the second shard on, the hot path appends its stat changes to its shard's
-// journal (stats_journal.hpp), stamped with a clock readable on every core, and a fold applies
-// the journals' records in stamp order under the stats lock -- by the thread whose operation
-// fills a journal, on entry to every exclusive section, and before every reader (memory_stats,
-// gauges, peak windows, resets, with_lock, validate). So every stat, and every peak, is that of
-// one serial order of the operations consistent with real time (fold_locked() argues why), and
-// threads on different streams share no line per operation. Lock order: device mutex, fold lock, shards in creation
-// order, pointer-map buckets, statistics.
+// Data.
+//   Segment  one device allocation (or one expandable reservation); all segments form one list
+//            in creation order (segments_head_).
+//   Block    a piece of a segment: allocated (in the pointer map), pending free (waiting for
+//            events, in no index) or free (in its shard's tree); block.hpp.
+//   Shard    one stream's free trees (small, large) and block records, behind the stream's spin
+//            lock; it is also the stream's lane in the stats ledger. Found without a lock.
+//   ptrs_    allocated blocks by address: 256 buckets, each with a spin lock.
+//   ledger_  the statistics, peak windows and lifetime totals (stats_ledger.hpp).
 //
-// The hot path (allocate/deallocate of a cached size) takes its stream's shard and one bucket,
-// does one tree lookup and one hash-table operation each way, appends one journal record (with
-// more than one shard), and allocates heap memory only when a journal outgrows its buffer.
-// Everything else -- new segments, the OOM sequence, cross-stream events, empty_cache, expandable
-// growth (which unmaps other streams' pages), introspection -- runs exclusively: the device mutex,
-// the fold lock, every shard and the stats lock (ExclusiveLock), with every journal folded first,
-// so the slow paths read and write exact stats directly. The backend is called only there.
-// A new segment's backend malloc (cudaMalloc: up to milliseconds) runs with less held
-// (ExclusiveLock::released_during), and every lock is back (and every journal folded again)
-// before the result is used, so the single-threaded sequence (and so PyTorch parity) is
-// unchanged: by default the device mutex and the allocating stream's shard stay held -- no other
-// slow path runs and that stream waits, as in PyTorch -- while other streams' hot paths and stats
-// readers go on (folds skip the held shard: it has nothing to fold); with
-// release_lock_on_cudamalloc:True nothing is held, as PyTorch's alloc_block does with that option
-// (then anything may change across the call; the memory fraction counts mallocs in flight).
-// PyTorch holds its lock across every cudaFree; here empty_cache and the OOM sequence free whole
-// segments holding only the device mutex (cudaFree synchronizes the device), having taken them out
-// of their streams' trees first. Expandable map/unmap calls run under the whole ExclusiveLock.
-// The slow paths are in caching_allocator-inl.hpp.
+// Invariants.
+//   Blocks  [v] a segment's blocks tile it exactly, linked by prev/next in address order, head
+//           first; every block shares its segment's stream and pool; no two free neighbours
+//           (an expandable segment: no two unmapped neighbours; holes are page-aligned, free
+//           and in no tree). Segments never merge.
+//   Pools   [v] a free block is in exactly the tree of its (stream, pool); an allocated one is
+//           in the pointer map under its address; a pending one has event_count > 0 and sits
+//           in the event queues of the streams that used it.
+//   Stats   [v] every current value equals its recount from the blocks (allocated = block
+//           bytes, requested = requested bytes, reserved = segment bytes); every value and peak
+//           read is that of one serial order of the operations consistent with real time
+//           (stats_ledger.hpp says how, for any number of streams).
+//   Memory  nothing is lost: an operation first does what may throw (a record, room in a tree,
+//           the pointer map or the journal, a cross-stream event), then changes state without
+//           throwing (tests/allocator/test_exception_safety.cpp fails each heap allocation).
 //
-// Exceptions. An operation first does what may throw (a block record, room in a free tree or
-// the pointer map or the journal, the events of a cross-stream free) and only then changes
-// anything, so std::bad_alloc or a device error out of allocate(), deallocate() or
-// record_stream() leaves the allocator as it was; empty_cache() and the OOM sequence keep what
-// their steps did so far, every byte accounted for. Folds allocate nothing (gauges() is noexcept).
-// tests/allocator/test_exception_safety.cpp fails each heap allocation of each operation in turn.
+// Locks, in the order they are taken (checked by clang's -Wthread-safety where the analysis can
+// follow; ExclusiveLock and StatsLedger::lock_all say where it cannot). One exception: a reader
+// holding every shard (with_lock) takes the fold lock -- safe while the ledger is quiescent
+// (StatsLedger::unlock_all says why).
+//   1. device_mutex_     slow paths and introspection; guards the segment list, events, record
+//                        pools, reserved bytes, the memory fraction.
+//   2. fold lock         (ledger) one fold at a time; guards the ledger's lane list.
+//   3. shards            creation order; a shard guards its trees and records, its blocks'
+//                        links, and its stat journal. The hot path takes only its own.
+//   4. pointer buckets   one at a time, after the shard (deallocate takes its bucket first,
+//                        only tries the shard under it, and lets the bucket go to wait).
+//   5. stats lock        (ledger) innermost.
+// The hot path (allocate/deallocate of a cached size: caching_allocator_hot-inl.hpp) takes 3
+// and 4. Everything else -- new segments, the OOM sequence, cross-stream events, empty_cache,
+// expandable growth, introspection -- is exclusive (ExclusiveLock: 1, 2, every shard, 5), and
+// only there is the backend called. A new segment's malloc (cudaMalloc: up to milliseconds)
+// runs with less held (ExclusiveLock::released_during): by default the device mutex and the
+// allocating stream's shard, as in PyTorch; with release_lock_on_cudamalloc:True nothing.
+// empty_cache and the OOM sequence free whole segments holding only the device mutex, having
+// taken them out of their trees first (PyTorch holds its lock across every cudaFree).
+//
+// Files. Hot path: caching_allocator_hot-inl.hpp. New segments, release, garbage collection,
+// cross-stream events, release_stream: caching_allocator_segments-inl.hpp. Stats readers:
+// caching_allocator_stats-inl.hpp. Views, errors and validate(): caching_allocator_views-inl.hpp.
+// Construction, new shards, expandable segments: caching_allocator-inl.hpp.
 //
 // Streams the user destroys: release_stream() (before cudaStreamDestroy) waits for the stream,
 // returns its cached memory and moves its remaining segments to the default stream, so nothing
@@ -87,13 +89,13 @@
 #include "gpumemprof/allocator/free_index.hpp"
 #include "gpumemprof/allocator/introspection.hpp"
 #include "gpumemprof/allocator/memory_stats.hpp"
-#include "gpumemprof/allocator/peak_windows.hpp"
 #include "gpumemprof/allocator/pointer_map.hpp"
 #include "gpumemprof/allocator/size_policy.hpp"
-#include "gpumemprof/allocator/stats_journal.hpp"
+#include "gpumemprof/allocator/stats_ledger.hpp"
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/detail/locked_shards.hpp"
 #include "gpumemprof/detail/spin_lock.hpp"
+#include "gpumemprof/detail/thread_annotations.hpp"
 #include "gpumemprof/detail/thread_category.hpp"
 #include "gpumemprof/device/backend.hpp"
 #include "gpumemprof/error.hpp"
@@ -116,6 +118,9 @@ struct AllocatorGauges {
   std::uint64_t total_allocated_bytes = 0;
   std::uint64_t total_freed_bytes = 0;
 };
+
+// A slow path: runs exclusively, holding the device mutex and the stats lock (ExclusiveLock).
+#define GPUMEMPROF_EXCLUSIVE GPUMEMPROF_REQUIRES(device_mutex_, ledger_.stats_lock())
 
 template <DeviceBackend Backend>
 class CachingAllocator {
@@ -209,21 +214,20 @@ class CachingAllocator {
   class LockedView {
    public:
     /// Visits every segment, in creation order.
+    // Not analysed: a LockedView exists only inside with_lock(), which holds the device mutex.
     template <class F>
-    void visit_segments(F&& f) const {
+    void visit_segments(F&& f) const GPUMEMPROF_NO_THREAD_SAFETY_ANALYSIS {
       for (const Segment* s = a_.segments_head_; s != nullptr; s = s->list_next) a_.for_each_view(*s, f);
     }
     [[nodiscard]] const MemoryStats& stats() const noexcept { return stats_; }
 
    private:
     friend class CachingAllocator;
-    // The stats are copied once under the stats lock: with every shard held no allocation or
-    // free changes them, and f() then runs without the stats lock, so samplers (gauges(),
-    // peak windows) keep reading while a snapshot is taken.
-    explicit LockedView(const CachingAllocator& a) : a_(a) {
-      std::lock_guard lock(a.stats_lock_);
-      stats_ = a.stats_;
-    }
+    // The stats are copied once: with every shard held no allocation or free changes them, and
+    // f() then runs without the stats lock, so samplers (gauges(), peak windows) keep reading
+    // while a snapshot is taken.
+    explicit LockedView(const CachingAllocator& a)
+        : a_(a), stats_(a.ledger_.read([](const detail::StatsLedger::State& s) { return s.stats; })) {}
     const CachingAllocator& a_;
     MemoryStats stats_;
   };
@@ -231,7 +235,7 @@ class CachingAllocator {
   /// event happens meanwhile. `f` must not call the allocator (it would deadlock).
   template <class F>
   decltype(auto) with_lock(F&& f) const {
-    ExclusiveLock lock(*this, /*with_stats=*/false);
+    ExclusiveLock lock(*this, typename ExclusiveLock::ReadersOnly{});
     return std::forward<F>(f)(LockedView(*this));
   }
 
@@ -254,55 +258,18 @@ class CachingAllocator {
   static constexpr std::size_t kSmallExact = kSmallBuffer;
   static constexpr std::size_t kLargeExact = std::size_t{256} << 20;
 
-  // The thread whose operation makes its shard's journal a multiple of this long folds (once
-  // per kFoldAt operations: a fold under way elsewhere is not retried on every operation).
-  static constexpr std::size_t kFoldAt = 256;
-  // Past this many records (40 MiB) a journal's thread waits for the fold lock: only a folder
-  // stopped for long (a debugger) gets there. Waiting earlier costs more than it saves: on a
-  // loaded 2-core VM a folder is often descheduled for milliseconds, and at 16 * kFoldAt the
-  // waits made two threads 3-4x slower.
-  static constexpr std::size_t kFoldWait = 4096 * kFoldAt;
-
-  // One stream's free structures. Created under the device mutex, never destroyed while the
-  // allocator lives (so a Shard& stays valid without a lock).
-  struct alignas(64) Shard {  // its own lines: two streams never share one
-    explicit Shard(Stream s) : stream(s), trees{Tree(kLargeExact), Tree(kSmallExact)} {
-      carried.records.reserve(2 * kFoldAt);
-      fresh.records.reserve(2 * kFoldAt);
-    }
-    // A spin lock, not std::mutex: one atomic exchange per hot operation fewer (unlock is a
-    // store), and waiters on a shared stream spin instead of sleeping (measured on the H100
-    // host's 16 cores, bench/RESULTS.md). Slow paths may hold it across a device call; waiters
-    // then yield.
-    detail::SpinLock mutex;
-    // A fold waits for `mutex` (on the same line): the hot path lets it go first, else the
-    // owner, relocking within nanoseconds of each unlock, starves the folder's spin.
-    std::atomic<bool> fold_waiting{false};
-    // The hot path's entry: waits while a fold wants this shard (no lock held).
-    void yield_to_fold() const noexcept {
-      if (GPUMEMPROF_UNLIKELY(fold_waiting.load(std::memory_order_relaxed))) {
-        detail::spin_while([this] { return fold_waiting.load(std::memory_order_relaxed); });
-      }
-    }
-    // A folder's or an exclusive section's lock (fold_mutex_ held: one such taker at a time).
-    void lock_for_fold() noexcept {
-      fold_waiting.store(true, std::memory_order_relaxed);
-      mutex.lock();
-      fold_waiting.store(false, std::memory_order_relaxed);
-    }
+  // One stream's free structures, behind its lock (the ledger's lane: the lane's lock also
+  // orders the stream's stat records). Created under the device mutex, never destroyed while the
+  // allocator lives (so a Shard& stays valid without a lock). The trees and records are under
+  // `mutex` -- or an exclusive section, which holds every shard: a set the analysis cannot name,
+  // so they carry no GUARDED_BY.
+  struct Shard : detail::StatsLedger::Lane {  // its own lines: two streams never share one
+    explicit Shard(Stream s) : stream(s), trees{Tree(kLargeExact), Tree(kSmallExact)} {}
     Stream stream;
-    Tree trees[2];                             // [0] large pool, [1] small pool
-    Records records;                           // block records split off and merged away under `mutex`
-    detail::StatJournal journal{2 * kFoldAt};  // stat changes of the hot path (journaling_), under `mutex`
-    // Under fold_mutex_: the records a fold left (stamped after its cut), and those it took from
-    // the journal (by swapping buffers; empty between folds).
-    alignas(64) detail::StatRun carried;
-    detail::StatRun fresh;
-    // Under fold_mutex_: held across a backend call by an exclusive section (released_during),
-    // with nothing to fold. Folds and read_stats skip it instead of waiting.
-    mutable std::atomic<bool> parked{false};
+    Tree trees[2];    // [0] large pool, [1] small pool
+    Records records;  // block records split off and merged away
   };
-  // Creation order; changed under device_mutex_ and fold_mutex_, so either lock suffices to read.
+  // Creation order; changed under device_mutex_.
   using Shards = std::vector<std::unique_ptr<Shard>>;
 
   struct Pool {
@@ -325,20 +292,34 @@ class CachingAllocator {
     }
   };
 
-  // The device mutex, the fold lock, every shard (creation order) and the statistics: nothing
-  // else runs. Every journal is folded on entry, so the slow path reads and writes exact stats.
-  class ExclusiveLock {
+  // The device mutex, then the ledger's lock_all(): the fold lock, every shard (creation order)
+  // and the stats lock -- nothing else runs. Every journal is folded on entry, so the slow path
+  // reads and writes exact stats (stats_). The analysis sees the device mutex; the shards, a set
+  // known at run time, it cannot see (StatsLedger::lock_all).
+  class GPUMEMPROF_SCOPED_CAPABILITY ExclusiveLock {
    public:
-    // with_stats = false: for readers only (with_lock), which copy the stats under their lock.
-    // They let the fold lock and the stats go: no journal grows while every shard is held, so
-    // readers meanwhile fold nothing (quiescent_) and read the stats.
-    explicit ExclusiveLock(const CachingAllocator& a, bool with_stats = true) : a_(a), stats_(with_stats) {
+    // Not analysed inside (take and give_back); the analysis trusts the annotations.
+    explicit ExclusiveLock(const CachingAllocator& a)
+        GPUMEMPROF_ACQUIRE(a.device_mutex_, a.ledger_.stats_lock()) GPUMEMPROF_NO_THREAD_SAFETY_ANALYSIS
+        : a_(a),
+          stats_(true) {
       take(false, nullptr);
     }
-    ~ExclusiveLock() { unlock(); }
+    // For readers only (with_lock), which read the stats through the ledger: the fold lock and
+    // the stats are let go -- no journal grows while every shard is held, so readers meanwhile
+    // fold nothing (the ledger is quiescent) and read the stats.
+    struct ReadersOnly {};
+    ExclusiveLock(const CachingAllocator& a, ReadersOnly)
+        GPUMEMPROF_ACQUIRE(a.device_mutex_) GPUMEMPROF_NO_THREAD_SAFETY_ANALYSIS : a_(a),
+                                                                                   stats_(false) {
+      take(false, nullptr);
+    }
+    ~ExclusiveLock() GPUMEMPROF_RELEASE() GPUMEMPROF_NO_THREAD_SAFETY_ANALYSIS { unlock(); }
     ExclusiveLock(const ExclusiveLock&) = delete;
     ExclusiveLock& operator=(const ExclusiveLock&) = delete;
-    void unlock() noexcept {
+    // Lets go early (throw_oom, before calling observers). Not annotated RELEASE: callers get the
+    // lock by reference, and the analysis would not know it held.
+    void unlock() noexcept GPUMEMPROF_NO_THREAD_SAFETY_ANALYSIS {
       if (!held_) return;
       held_ = false;
       give_back(false, nullptr);
@@ -360,46 +341,16 @@ class CachingAllocator {
     }
 
    private:
-    // Takes what give_back(device_held, kept) let go. With the device mutex held, the shards are
-    // taken in any order (only the device mutex's holder ever holds two), and the stats lock,
-    // innermost, last.
-    // The fold lock comes after the device mutex; a kept shard stays "parked" meanwhile (folds
-    // and read_stats skip it, so none waits for it holding the fold lock), and every journal is
-    // folded again once all shards are back: other streams went on meanwhile.
-    void take(bool device_held, const Shard* kept) {
+    // Takes what give_back(device_held, kept) let go: the device mutex first, then the ledger's
+    // locks (a kept shard stays parked meanwhile, and every journal is folded again once all
+    // shards are back: other streams went on meanwhile). Not analysed: the analysis would see a
+    // scoped lock released and taken again inside its own members.
+    void take(bool device_held, const Shard* kept) GPUMEMPROF_NO_THREAD_SAFETY_ANALYSIS {
       if (!device_held) a_.device_mutex_.lock();
-      a_.fold_mutex_.lock();
-      if (kept != nullptr) kept->parked.store(false, std::memory_order_relaxed);
-      for (const auto& sh : a_.shards_) {
-        if (sh.get() != kept) sh->lock_for_fold();  // the fold handshake: a busy hot path lets it in
-      }
-      a_.fold_locked(/*all_held=*/true);
-      if (stats_) {
-        a_.stats_lock_.lock();
-      } else {
-        a_.quiescent_.store(true, std::memory_order_release);
-        a_.fold_mutex_.unlock();
-      }
+      a_.ledger_.lock_all(kept, stats_);
     }
-    void give_back(bool keep_device, const Shard* kept) noexcept {
-      if (stats_) {
-        a_.stats_lock_.unlock();
-      } else {
-        // A reader that saw quiescent_ reads holding the fold lock and no shard (read_stats):
-        // the shards stay held until it is done. Taking the fold lock with the shards held
-        // inverts the lock order, safely: while quiescent_ is set no holder of the fold lock
-        // waits for a shard (folds and read_stats skip them), and the device mutex (held)
-        // keeps out every other taker of shards.
-        a_.fold_mutex_.lock();
-        a_.quiescent_.store(false, std::memory_order_relaxed);
-      }
-      // Under the fold lock (readers keep no shard): its journal is empty, all folded on
-      // entry, and stays so while it is held.
-      if (kept != nullptr) kept->parked.store(true, std::memory_order_relaxed);
-      for (auto it = a_.shards_.rbegin(); it != a_.shards_.rend(); ++it) {
-        if (it->get() != kept) (*it)->mutex.unlock();
-      }
-      a_.fold_mutex_.unlock();
+    void give_back(bool keep_device, const Shard* kept) noexcept GPUMEMPROF_NO_THREAD_SAFETY_ANALYSIS {
+      a_.ledger_.unlock_all(kept, stats_);
       if (!keep_device) a_.device_mutex_.unlock();
     }
     const CachingAllocator& a_;
@@ -438,26 +389,25 @@ class CachingAllocator {
     return nullptr;
   }
   Shard& shard_slow(Stream s);
-  Shard& add_shard(Stream s);
-  Shard& add_shard_exclusive(Stream s);
+  Shard& add_shard(Stream s, bool exclusive) GPUMEMPROF_REQUIRES(device_mutex_);
+  Shard& add_shard_exclusive(Stream s) GPUMEMPROF_EXCLUSIVE;
   // The pointer-map bucket of an address (bits that PointerMap's own hash does not use).
   static std::size_t bucket_hash(std::uintptr_t addr) noexcept {
     return static_cast<std::size_t>(((addr >> 9) * 0xD6E8FEB86659FD93ull) >> 32);
   }
   auto& bucket_of(std::uintptr_t addr) noexcept { return ptrs_.at(bucket_hash(addr)); }
   // validate() only (every shard held: the map stands still).
-  [[nodiscard]] const Block* find_pointer(std::uintptr_t addr) const noexcept {
+  [[nodiscard]] const Block* find_pointer(std::uintptr_t addr) const noexcept GPUMEMPROF_NO_THREAD_SAFETY_ANALYSIS {
     return ptrs_.at(bucket_hash(addr)).value.find(addr);
   }
   // The best fit in `tree` under the policy; it stays in the tree (hand_out takes it out).
   Block* find_free_block(Tree& tree, Pool& pool, std::size_t size);
   // Hands out `block`, a free block in its shard's tree: first everything that may throw (a
-  // record for the split, tree and pointer-map room, journal room), so that a failure leaves the
-  // block where it was; then the changes, which cannot throw. journal_length: the hot path
-  // (record(); receives its result); nullptr: exclusive (the stats are applied now, the stats
-  // lock being held).
+  // record for the split, tree and pointer-map room), so that a failure leaves the block where
+  // it was; then the changes, which cannot throw. The stat changes are left in `r`, for the
+  // ledger (the hot path reserved their room before).
   Block* hand_out(Shard& shard, Pool& pool, Block* block, std::size_t size, std::size_t requested,
-                  std::size_t* journal_length);
+                  detail::StatRecord& r);
   // Room in `tree` for `b` merged with its free neighbours, so that free_block(tree, ..., b)
   // cannot throw. May throw std::bad_alloc: call before changing anything.
   static void reserve_free(Tree& tree, const Block* b) {
@@ -474,140 +424,79 @@ class CachingAllocator {
   }
   // Merges a freed block with free neighbours and files it; the stat changes are returned.
   detail::StatRecord free_block(Tree& tree, Records& records, Block* b, bool deferred);
-  // The stat changes of one operation (stats lock held): a block handed out; a block no longer
-  // allocated (deallocate); a block free again (at once, or once its events complete).
-  void apply_alloc(const detail::StatRecord& r) const noexcept;
-  void apply_unallocate(StatPool pool, std::int64_t size) const noexcept;
-  void apply_free(const detail::StatRecord& r) const noexcept;
-  void apply_inactive(const detail::StatRecord& r) const noexcept {
-    if (r.inactive_bytes > 0) stat_add(stats_.inactive_split_bytes, r.pool, r.inactive_bytes);
-    if (r.inactive_bytes < 0) stat_sub(stats_.inactive_split_bytes, r.pool, -r.inactive_bytes);
-    if (r.inactive_blocks > 0) stat_add(stats_.inactive_split, r.pool, r.inactive_blocks);
-    if (r.inactive_blocks < 0) stat_sub(stats_.inactive_split, r.pool, -r.inactive_blocks);
-  }
-  void apply_record(const detail::StatRecord& r) const noexcept {
-    if (r.is_free) {
-      apply_unallocate(r.pool, r.size);
-      apply_free(r);
-    } else {
-      apply_alloc(r);
-    }
-  }
-  // Applies the journals' records in stamp order (fold_mutex_ held; all_held: every shard too).
-  void fold_locked(bool all_held) const;
-  // Runs f() under the stats lock with the stats exact: the journals folded or, with no journal
-  // (one shard, whose hot path writes the stats directly), that shard held.
-  template <class F>
-  decltype(auto) read_stats(F&& f) const {
-    std::lock_guard fold_lock(fold_mutex_);
-    Shard* held = nullptr;
-    if (journaling_) {
-      fold_locked(false);
-    } else if (!shards_.empty() && !quiescent_.load(std::memory_order_acquire) &&
-               !shards_.front()->parked.load(std::memory_order_relaxed)) {
-      held = shards_.front().get();
-      held->lock_for_fold();
-    }
-    struct Release {
-      Shard* shard;
-      ~Release() {
-        if (shard != nullptr) shard->mutex.unlock();
-      }
-    } release{held};
-    std::lock_guard stats(stats_lock_);
-    return std::forward<F>(f)();
-  }
-  // The stat changes of a hot operation, its shard held: journaled (returns the journal's new
-  // length), or applied at once (returns 0).
-  std::size_t record(Shard& shard, const detail::StatRecord& r) {
-    if (journaling_) return shard.journal.append(r);
-    apply_record(r);
-    return 0;
-  }
-  static bool fold_due(std::size_t journal_length) noexcept {
-    return journal_length != 0 && journal_length % kFoldAt == 0;
-  }
-  // After a hot operation filled its journal (no lock held): fold, unless another thread is --
-  // then that fold takes this journal too. Past kFoldWait records wait for the lock instead: a
-  // journal must not grow without bound.
-  GPUMEMPROF_NOINLINE void try_fold(std::size_t journal_length) const {
-    std::unique_lock lock(fold_mutex_, std::try_to_lock);
-    if (!lock.owns_lock() && journal_length >= kFoldWait) lock.lock();
-    if (lock.owns_lock()) fold_locked(false);
-  }
   // A deferred free (events complete), run exclusively.
-  void free_block_exclusive(Block* b) {
+  void free_block_exclusive(Block* b) GPUMEMPROF_EXCLUSIVE {
     Pool& pool = pool_of(b);
-    apply_free(free_block(pool.at(b->stream), block_records_, b, /*deferred=*/true));
+    ledger_.apply_free(free_block(pool.at(b->stream), block_records_, b, /*deferred=*/true));
   }
-  std::size_t try_merge(Block* dst, Block* src, Pool& pool) {
+  // Binds stats_ (at construction: no other thread sees the allocator yet).
+  detail::StatsLedger::State& exclusive_state() GPUMEMPROF_NO_THREAD_SAFETY_ANALYSIS { return ledger_.state(); }
+  std::size_t try_merge(Block* dst, Block* src, Pool& pool) GPUMEMPROF_EXCLUSIVE {
     return try_merge(dst, src, pool.at(dst->stream), block_records_);
   }
   static std::size_t try_merge(Block* dst, Block* src, Tree& tree, Records& records);
-  static void stat_add(StatArray& s, StatPool p, std::int64_t n) noexcept {
-    s[StatPool::all].increase(n);
-    s[p].increase(n);
-  }
-  static void stat_sub(StatArray& s, StatPool p, std::int64_t n) noexcept {
-    s[StatPool::all].decrease(n);
-    s[p].decrease(n);
-  }
-  AllocatorGauges gauges_locked() const noexcept;
+  static void stat_add(StatArray& s, StatPool p, std::int64_t n) noexcept { s.increase(p, n); }
+  static void stat_sub(StatArray& s, StatPool p, std::int64_t n) noexcept { s.decrease(p, n); }
+  static AllocatorGauges gauges_of(const detail::StatsLedger::State& s) noexcept;
   void debug_validate() const {
 #if GPUMEMPROF_DEBUG_VALIDATE
     validate();  // called with no lock held
 #endif
   }
 
-  // --- slow paths (caching_allocator-inl.hpp) ---
+  // --- slow paths (caching_allocator_segments-inl.hpp) ---
   GPUMEMPROF_NOINLINE Block* allocate_exclusive(Shard& shard, Pool& pool, Stream stream, std::size_t size,
                                                 std::size_t requested);
   GPUMEMPROF_NOINLINE void deallocate_exclusive(void* ptr);
   Block* allocate_slow(Shard& shard, Pool& pool, Stream stream, std::size_t size, std::size_t requested,
-                       ExclusiveLock& lock);
-  Block* new_segment(Shard& shard, Pool& pool, std::size_t segment_bytes, bool is_retry, ExclusiveLock& lock);
+                       ExclusiveLock& lock) GPUMEMPROF_EXCLUSIVE;
+  Block* new_segment(Shard& shard, Pool& pool, std::size_t segment_bytes, bool is_retry,
+                     ExclusiveLock& lock) GPUMEMPROF_EXCLUSIVE;
   // Expandable segments (caching_allocator_expandable-inl.hpp): the policy is
-  // expandable_planner.hpp's; these build its view and carry out its plans.
-  Block* grow_expandable(Pool& pool, Stream stream, std::size_t size, bool is_retry);
-  Block* take_spill(Stream stream, std::size_t size);  // a free large block for a small request
-  Block* new_reservation(Pool& pool, Stream stream);
-  Block* map_block(Block* unmapped, std::size_t bytes);
-  void unmap_pages(Block* free_block, std::uintptr_t addr, std::size_t bytes);
-  std::size_t pages_to_recycle(std::size_t size, std::size_t need);
-  void plan_segment(const Segment& s, detail::PlannedSegment& into) const;
-  detail::ExpandableLayout& refresh_layout();                                  // layout_ and layout_segments_, afresh
+  // expandable_planner.hpp's; these build its view and carry out its plans. All exclusive.
+  Block* grow_expandable(Pool& pool, Stream stream, std::size_t size, bool is_retry) GPUMEMPROF_EXCLUSIVE;
+  Block* take_spill(Stream stream, std::size_t size) GPUMEMPROF_EXCLUSIVE;  // a free large block for a small request
+  Block* new_reservation(Pool& pool, Stream stream) GPUMEMPROF_EXCLUSIVE;
+  Block* map_block(Block* unmapped, std::size_t bytes) GPUMEMPROF_EXCLUSIVE;
+  void unmap_pages(Block* free_block, std::uintptr_t addr, std::size_t bytes) GPUMEMPROF_EXCLUSIVE;
+  std::size_t pages_to_recycle(std::size_t size, std::size_t need) GPUMEMPROF_EXCLUSIVE;
+  void plan_segment(const Segment& s, detail::PlannedSegment& into) const GPUMEMPROF_EXCLUSIVE;
+  detail::ExpandableLayout& refresh_layout() GPUMEMPROF_EXCLUSIVE;  // layout_ and layout_segments_, afresh
   [[nodiscard]] Block* block_at(const Segment& s, std::uintptr_t addr) const;  // the block starting at addr
   void unmap_planned(const std::vector<detail::UnmapStep>& steps, const std::vector<Segment*>& segs,
-                     std::vector<Stream> synced);
-  void release_expandable();
-  void release_expandable_segment(Segment* s, bool synced);
-  void rehome_segment(Segment* s, Shard& home);
-  void release_reservation(Segment* s);
-  void unlink_segment(Segment* s);
-  void link_segment(Segment* s);
+                     std::vector<Stream> synced) GPUMEMPROF_EXCLUSIVE;
+  void release_expandable() GPUMEMPROF_EXCLUSIVE;
+  void release_expandable_segment(Segment* s, bool synced) GPUMEMPROF_EXCLUSIVE;
+  void rehome_segment(Segment* s, Shard& home) GPUMEMPROF_EXCLUSIVE;
+  // Exclusive; not analysed: grow_expandable calls it from a lambda, which the analysis checks
+  // apart from its caller's locks.
+  void release_reservation(Segment* s) GPUMEMPROF_NO_THREAD_SAFETY_ANALYSIS;
+  void unlink_segment(Segment* s) GPUMEMPROF_EXCLUSIVE;
+  void link_segment(Segment* s) GPUMEMPROF_EXCLUSIVE;
   [[nodiscard]] std::size_t span_of(const Segment& s) const noexcept {
     return s.expandable ? s.reservation.size : s.size;
   }
   template <class F>
   void for_each_view(const Segment& s, F&& f) const;
-  void release_segment(Block* whole);
-  void forget_segment(Block* whole);
-  bool release_available_cached_blocks(Pool& pool, Stream stream, std::size_t size);
+  void release_segment(Block* whole) GPUMEMPROF_EXCLUSIVE;
+  void forget_segment(Block* whole) GPUMEMPROF_EXCLUSIVE;
+  bool release_available_cached_blocks(Pool& pool, Stream stream, std::size_t size) GPUMEMPROF_EXCLUSIVE;
   // With `lock`, cudaFree runs holding only the device mutex (release_pool).
-  void release_cached_blocks(ExclusiveLock* lock = nullptr);
-  void release_pool(Pool& pool, ExclusiveLock* lock);
-  void garbage_collect_cached_blocks();
-  void process_events();
-  void insert_events(Block* b);
-  void synchronize_and_free_events();
-  void synchronize_queue(std::deque<PendingEvent>& q);
+  void release_cached_blocks(ExclusiveLock* lock = nullptr) GPUMEMPROF_EXCLUSIVE;
+  void release_pool(Pool& pool, ExclusiveLock* lock) GPUMEMPROF_EXCLUSIVE;
+  void garbage_collect_cached_blocks() GPUMEMPROF_EXCLUSIVE;
+  void process_events() GPUMEMPROF_EXCLUSIVE;
+  void insert_events(Block* b) GPUMEMPROF_EXCLUSIVE;
+  void synchronize_and_free_events() GPUMEMPROF_EXCLUSIVE;
+  void synchronize_queue(std::deque<PendingEvent>& q) GPUMEMPROF_EXCLUSIVE;
   // Throws InvalidPointerError explaining `ptr` (takes the exclusive lock; call with none held).
   [[noreturn]] GPUMEMPROF_NOINLINE void invalid_pointer(const void* ptr, const char* what) const {
     ExclusiveLock lock(*this);
     throw_invalid_pointer(ptr, what);
   }
-  [[noreturn]] void throw_invalid_pointer(const void* ptr, const char* what) const;
-  [[noreturn]] void throw_oom(Pool& pool, Stream stream, std::size_t size, std::size_t requested, ExclusiveLock& lock);
+  [[noreturn]] void throw_invalid_pointer(const void* ptr, const char* what) const GPUMEMPROF_EXCLUSIVE;
+  [[noreturn]] void throw_oom(Pool& pool, Stream stream, std::size_t size, std::size_t requested,
+                              ExclusiveLock& lock) GPUMEMPROF_EXCLUSIVE;
   std::uint64_t notify(TraceAction action, std::uintptr_t addr, std::size_t size, Stream stream,
                        std::uint64_t context = 0, bool deferred = false, std::uint32_t category = 0) {
     if (GPUMEMPROF_LIKELY(sinks_.count() == 0)) return 0;
@@ -617,7 +506,7 @@ class CachingAllocator {
   std::uint64_t notify_block(TraceAction action, const Block& b, bool deferred = false) {
     return notify(action, b.addr, b.requested, b.stream, b.context, deferred, b.category);
   }
-  void validate_locked() const;
+  void validate_locked() const GPUMEMPROF_EXCLUSIVE;
   static BlockView view_of(const Block& b);
 
   Backend backend_;
@@ -625,15 +514,12 @@ class CachingAllocator {
   bool has_roundup_ = false;  // any roundup_power2_divisions > 1 configured
   bool gc_active_ = false;    // memory fraction and garbage_collection_threshold both set (written exclusively)
   bool expandable_ = false;   // expandable_segments:True on a backend with virtual memory
-  // More than one shard: the hot path journals its stats. Set under the device mutex, the fold
-  // lock and the first shard; read under any shard (or the fold lock).
-  bool journaling_ = false;
-  std::size_t page_ = 0;  // the backend's mapping granularity (expandable only)
+  std::size_t page_ = 0;      // the backend's mapping granularity (expandable only)
   // Expandable growth maps fresh pages, not recycled ones, while reserved stays within this
   // fraction above the most bytes ever live (live_high_): see expandable_planner.hpp. The goal is
   // <= 1.03x peak requested and <= PyTorch's expandable figure (1.0255x on resnet50_train).
   static constexpr double kExpandableSlack = 0.025;
-  std::size_t live_high_ = 0;
+  std::size_t live_high_ GPUMEMPROF_GUARDED_BY(device_mutex_) = 0;
   // The planner's view of every expandable segment (layout_segments_[i] is layout_.segments[i]),
   // scratch kept between growths so that building it allocates nothing once warm. Exclusive.
   detail::ExpandableLayout layout_;
@@ -642,8 +528,8 @@ class CachingAllocator {
   // Guarded by device_mutex_ (and so by ExclusiveLock): the shard list, segments, events, the
   // slow paths' record pools, reserved bytes, the memory fraction, OOM observers. sinks_ and
   // gc_active_ change only exclusively, so any shard lock suffices to read them.
-  mutable std::mutex device_mutex_;
-  Shards shards_;
+  mutable detail::Mutex device_mutex_;  // before every lock of the ledger
+  Shards shards_ GPUMEMPROF_GUARDED_BY(device_mutex_);
   static constexpr std::size_t kFastShards = 16;
   std::array<std::atomic<Shard*>, kFastShards> fast_shards_{};  // the first shards, published lock-free
   // Their streams, scanned by the lookup: read-only lines. (Comparing sh->stream instead reads
@@ -655,319 +541,31 @@ class CachingAllocator {
   Pool large_;
   // Allocated blocks by address. 256 buckets: threads on different streams rarely share one.
   detail::LockedShards<detail::PointerMap<Block>, 256> ptrs_;
-  Records block_records_;
-  detail::ObjectPool<Segment> segment_records_;
-  Segment* segments_head_ = nullptr;  // all segments, creation order
-  Segment* segments_tail_ = nullptr;
-  std::vector<StreamEvents> events_;
-  std::atomic<std::size_t> pending_events_{0};  // written exclusively; read by the hot path
-  std::size_t total_reserved_ = 0;              // bytes held from the device
-  std::size_t reserving_ = 0;                   // bytes of new segments in backend mallocs now
-  std::optional<std::size_t> allowed_max_;      // set_memory_fraction
+  Records block_records_ GPUMEMPROF_GUARDED_BY(device_mutex_);
+  detail::ObjectPool<Segment> segment_records_ GPUMEMPROF_GUARDED_BY(device_mutex_);
+  Segment* segments_head_ GPUMEMPROF_GUARDED_BY(device_mutex_) = nullptr;  // all segments, creation order
+  Segment* segments_tail_ GPUMEMPROF_GUARDED_BY(device_mutex_) = nullptr;
+  std::vector<StreamEvents> events_ GPUMEMPROF_GUARDED_BY(device_mutex_);
+  std::atomic<std::size_t> pending_events_{0};                           // written exclusively; read by the hot path
+  std::size_t total_reserved_ GPUMEMPROF_GUARDED_BY(device_mutex_) = 0;  // bytes held from the device
+  std::size_t reserving_ GPUMEMPROF_GUARDED_BY(device_mutex_) = 0;       // bytes of new segments in backend mallocs now
+  std::optional<std::size_t> allowed_max_ GPUMEMPROF_GUARDED_BY(device_mutex_);  // set_memory_fraction
   detail::EventSinks sinks_;
-  std::vector<OomObserver> oom_observers_;
+  std::vector<OomObserver> oom_observers_ GPUMEMPROF_GUARDED_BY(device_mutex_);
 
-  // Folds: one at a time (fold_mutex_), lock order device mutex, fold_mutex_, shards. Written
-  // per fold, so on a line of their own (the hot path reads journaling_ on every operation).
-  alignas(64) mutable std::mutex fold_mutex_;
-  mutable std::atomic<bool> quiescent_{false};       // a with_lock() section holds every shard
-  mutable std::vector<detail::StatRun*> fold_runs_;  // a fold's non-empty runs, under fold_mutex_
-
-  // Guarded by stats_lock_ (the innermost lock), on lines of their own. Folds (by readers too)
-  // apply the journals' records to them.
-  alignas(64) mutable detail::SpinLock stats_lock_;
-  mutable MemoryStats stats_;
-  mutable detail::PeakWindows windows_;
-  mutable struct Totals {  // lifetime totals: never reset
-    std::uint64_t allocations = 0, frees = 0, allocated_bytes = 0, freed_bytes = 0;
-  } totals_;
+  // The statistics, their locks and the protocol of their writers and readers (stats_ledger.hpp).
+  mutable detail::StatsLedger ledger_{cfg_.max_split_size, cfg_.max_split_size_stat()};
+  // The stats as the slow paths read and write them, exclusively (ExclusiveLock holds the stats lock).
+  MemoryStats& stats_ GPUMEMPROF_GUARDED_BY(ledger_.stats_lock()) = exclusive_state().stats;
 };
 
-// ------------------------------------------------------------------------------------------------
-// Hot path
-
-template <DeviceBackend Backend>
-void* CachingAllocator<Backend>::allocate(std::size_t bytes, Stream stream) {
-  if (bytes == 0) return nullptr;
-  const std::size_t size = round(bytes);
-  Pool& pool = is_small_size(size) ? small_ : large_;
-  Shard& shard = shard_for(stream);
-  Block* block = nullptr;
-  std::size_t journal_length = 0;
-  {
-    shard.yield_to_fold();
-    std::lock_guard lock(shard.mutex);
-    if (GPUMEMPROF_LIKELY(pending_events_.load(std::memory_order_relaxed) == 0)) {
-      block = find_free_block(shard.trees[pool.small], pool, size);
-      if (GPUMEMPROF_LIKELY(block != nullptr)) {  // throws (block still free) or hands it out
-        block = hand_out(shard, pool, block, size, bytes, &journal_length);
-      }
-    }
-  }
-  if (GPUMEMPROF_UNLIKELY(fold_due(journal_length))) try_fold(journal_length);
-  if (GPUMEMPROF_UNLIKELY(block == nullptr)) block = allocate_exclusive(shard, pool, stream, size, bytes);
-  debug_validate();
-  return reinterpret_cast<void*>(block->addr);
-}
-
-template <DeviceBackend Backend>
-void CachingAllocator<Backend>::deallocate(void* ptr) {
-  if (ptr == nullptr) return;
-  const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
-  auto& bucket = bucket_of(addr);
-  Shard* shard = nullptr;
-  Block* b = nullptr;
-  for (;;) {
-    bucket.lock.lock();
-    b = bucket.value.find(addr);
-    if (GPUMEMPROF_UNLIKELY(b == nullptr || (b->stream_uses != nullptr && !b->stream_uses->empty()))) {
-      bucket.lock.unlock();
-      if (shard != nullptr) shard->mutex.unlock();
-      deallocate_exclusive(ptr);  // events on other streams (or an invalid pointer to explain)
-      debug_validate();
-      return;
-    }
-    // The shard comes before the bucket in the lock order: try it, else let go and take both.
-    const Stream stream = b->stream;
-    if (shard != nullptr && shard->stream != stream) {  // the address was freed and reused meanwhile
-      shard->mutex.unlock();
-      shard = nullptr;
-    }
-    if (shard == nullptr) {
-      Shard* fast = find_fast_shard(stream);
-      if (fast == nullptr || !fast->mutex.try_lock()) {
-        bucket.lock.unlock();  // never wait (nor take the device mutex) holding a bucket
-        shard = fast != nullptr ? fast : &shard_slow(stream);
-        shard->yield_to_fold();
-        shard->mutex.lock();
-        continue;  // look again: another thread may have freed (and reused) the address
-      }
-      shard = fast;
-    }
-    try {  // before any change: room for the freed block and its stat record
-      reserve_free(shard->trees[b->small_pool], b);
-      if (journaling_) shard->journal.reserve_one();
-    } catch (...) {
-      bucket.lock.unlock();
-      shard->mutex.unlock();
-      throw;
-    }
-    bucket.value.erase(addr);
-    bucket.lock.unlock();
-    break;
-  }
-  b->allocated = false;
-  notify_block(TraceAction::free_requested, *b);
-  const std::size_t journal_length = record(*shard, free_block(shard->trees[b->small_pool], shard->records, b, false));
-  shard->mutex.unlock();
-  if (GPUMEMPROF_UNLIKELY(fold_due(journal_length))) try_fold(journal_length);
-  debug_validate();
-}
-
-template <DeviceBackend Backend>
-typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::find_free_block(Tree& tree, Pool& pool,
-                                                                                      std::size_t size) {
-  if (GPUMEMPROF_UNLIKELY(gc_active_)) pool.free_lookups.fetch_add(1, std::memory_order_relaxed);
-  Block* b = tree.lower_bound(size);
-  if (b == nullptr) return nullptr;
-  const std::size_t max_split = cfg_.max_split_size;
-  // An oversize block is never handed to a small request, and a large request only takes a
-  // block that wastes less than max_non_split_rounding_size (these blocks are never split).
-  if (size < max_split && b->size >= max_split) return nullptr;
-  if (size >= max_split && b->size - size >= cfg_.max_non_split_rounding_size) return nullptr;
-  return b;
-}
-
-template <DeviceBackend Backend>
-typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::hand_out(Shard& shard, Pool& pool, Block* block,
-                                                                               std::size_t size, std::size_t requested,
-                                                                               std::size_t* journal_length) {
-  const StatPool sp = pool.stat_pool;
-  Tree& tree = shard.trees[pool.small];
-  const bool split = should_split(block->size, size, pool.small, cfg_);
-  // What may throw, before any change.
-  if (split) {
-    shard.records.reserve(1);
-    tree.reserve(block->size - size);
-  }
-  if (journal_length != nullptr && journaling_) shard.journal.reserve_one();
-  Block* const out = split ? shard.records.get() : block;
-  {
-    auto& bucket = bucket_of(block->addr);  // the front: the handed-out address either way
-    std::lock_guard lock(bucket.lock);
-    try {
-      bucket.value.insert(block->addr, out);
-    } catch (...) {
-      if (split) shard.records.put(out);
-      throw;
-    }
-  }
-  // From here on nothing throws.
-  tree.erase(block);
-  const bool already_split = block->is_split();
-  std::int64_t inactive_blocks = 0;  // stat changes, journaled or applied below
-  std::int64_t inactive_bytes = 0;
-  if (split) {
-    // The front of the block is handed out; the remainder keeps the old record and stays free.
-    Block* rest = block;
-    block = out;
-    block->addr = rest->addr;
-    block->size = size;
-    block->stream = rest->stream;
-    block->segment = rest->segment;
-    block->small_pool = rest->small_pool;
-    block->mapped = rest->mapped;
-    block->prev = rest->prev;
-    if (block->prev != nullptr) {
-      block->prev->next = block;
-    } else {
-      block->segment->head = block;
-    }
-    block->next = rest;
-    rest->prev = block;
-    rest->addr += size;
-    rest->size -= size;
-    insert_free(pool, tree, rest);
-    if (!block->segment->expandable) {
-      if (already_split) {
-        inactive_bytes = -static_cast<std::int64_t>(size);
-      } else {
-        inactive_bytes = static_cast<std::int64_t>(rest->size);
-        inactive_blocks = 1;
-      }
-    }
-  } else if (already_split && !block->segment->expandable) {
-    inactive_bytes = -static_cast<std::int64_t>(block->size);
-    inactive_blocks = -1;
-  }
-  block->allocated = true;
-  block->requested = requested;
-  block->category = detail::thread_memory_category;
-  detail::StatRecord r;
-  r.size = static_cast<std::int64_t>(block->size);
-  r.requested = static_cast<std::int64_t>(requested);
-  r.inactive_bytes = inactive_bytes;
-  r.inactive_blocks = static_cast<std::int32_t>(inactive_blocks);
-  r.pool = sp;
-  if (journal_length != nullptr) {
-    *journal_length = record(shard, r);
-  } else {
-    apply_alloc(r);  // exclusive: the stats lock is held
-  }
-  block->context = notify_block(TraceAction::alloc, *block);
-  return block;
-}
-
-template <DeviceBackend Backend>
-detail::StatRecord CachingAllocator<Backend>::free_block(Tree& tree, Records& records, Block* b, bool deferred) {
-  notify_block(TraceAction::free_completed, *b, deferred);
-  Pool& pool = pool_of(b);
-  detail::StatRecord c;
-  c.size = static_cast<std::int64_t>(b->size);
-  c.requested = static_cast<std::int64_t>(b->requested);
-  c.pool = pool.stat_pool;
-  c.is_free = true;
-  c.expandable = b->segment->expandable;
-  for (Block* neighbour : {b->prev, b->next}) {
-    if (const std::size_t subsumed = try_merge(b, neighbour, tree, records); subsumed != 0) {
-      c.inactive_blocks -= 1;
-      c.inactive_bytes -= static_cast<std::int64_t>(subsumed);
-    }
-  }
-  b->requested = 0;
-  b->context = 0;
-  b->category = 0;
-  insert_free(pool, tree, b);
-  if (b->is_split()) {
-    c.inactive_blocks += 1;
-    c.inactive_bytes += static_cast<std::int64_t>(b->size);
-  }
-  return c;
-}
-
-template <DeviceBackend Backend>
-void CachingAllocator<Backend>::apply_alloc(const detail::StatRecord& r) const noexcept {
-  const StatPool sp = r.pool;
-  apply_inactive(r);
-  stat_add(stats_.allocation, sp, 1);
-  stat_add(stats_.allocated_bytes, sp, r.size);
-  stat_add(stats_.active, sp, 1);
-  stat_add(stats_.active_bytes, sp, r.size);
-  stat_add(stats_.requested_bytes, sp, r.requested);
-  if (static_cast<std::size_t>(r.size) >= cfg_.max_split_size) stats_.oversize_allocations.increase(1);
-  windows_.on_value(stats_.allocated_bytes[StatPool::all].current);
-  ++totals_.allocations;
-  totals_.allocated_bytes += static_cast<std::uint64_t>(r.size);
-}
-
-template <DeviceBackend Backend>
-void CachingAllocator<Backend>::apply_unallocate(StatPool sp, std::int64_t size) const noexcept {
-  stat_sub(stats_.allocation, sp, 1);
-  stat_sub(stats_.allocated_bytes, sp, size);
-  if (static_cast<std::size_t>(size) >= cfg_.max_split_size) stats_.oversize_allocations.decrease(1);
-  ++totals_.frees;
-  totals_.freed_bytes += static_cast<std::uint64_t>(size);
-}
-
-template <DeviceBackend Backend>
-void CachingAllocator<Backend>::apply_free(const detail::StatRecord& c) const noexcept {
-  const StatPool sp = c.pool;
-  if (!c.expandable) apply_inactive(c);
-  stat_sub(stats_.active, sp, 1);
-  stat_sub(stats_.active_bytes, sp, c.size);
-  stat_sub(stats_.requested_bytes, sp, c.requested);
-}
-
-template <DeviceBackend Backend>
-std::size_t CachingAllocator<Backend>::try_merge(Block* dst, Block* src, Tree& tree, Records& records) {
-  if (src == nullptr || !src->is_free() || src->mapped != dst->mapped) return 0;
-  if (src->mapped) tree.erase(src);  // unmapped holes are in no tree
-  if (dst->prev == src) {            // [src dst]
-    dst->addr = src->addr;
-    dst->prev = src->prev;
-    if (dst->prev != nullptr) {
-      dst->prev->next = dst;
-    } else {
-      dst->segment->head = dst;
-    }
-  } else {  // [dst src]
-    dst->next = src->next;
-    if (dst->next != nullptr) dst->next->prev = dst;
-  }
-  const std::size_t subsumed = src->size;
-  dst->size += subsumed;
-  records.put(src);
-  return subsumed;
-}
-
-template <DeviceBackend Backend>
-AllocatorGauges CachingAllocator<Backend>::gauges() const noexcept {
-  return read_stats([this] { return gauges_locked(); });
-}
-
-template <DeviceBackend Backend>
-AllocatorGauges CachingAllocator<Backend>::gauges_locked() const noexcept {
-  AllocatorGauges g;
-  g.allocated_bytes = stats_.allocated_bytes[StatPool::all].current;
-  g.reserved_bytes = stats_.reserved_bytes[StatPool::all].current;
-  g.active_bytes = stats_.active_bytes[StatPool::all].current;
-  g.inactive_split_bytes = stats_.inactive_split_bytes[StatPool::all].current;
-  g.requested_bytes = stats_.requested_bytes[StatPool::all].current;
-  g.allocations = stats_.allocation[StatPool::all].current;
-  g.total_allocations = totals_.allocations;
-  g.total_frees = totals_.frees;
-  g.total_allocated_bytes = totals_.allocated_bytes;
-  g.total_freed_bytes = totals_.freed_bytes;
-  return g;
-}
-
-template <DeviceBackend Backend>
-template <class F>
-void CachingAllocator<Backend>::visit_segments(F&& f) const {
-  with_lock([&f](const LockedView& v) { v.visit_segments(f); });
-}
+#undef GPUMEMPROF_EXCLUSIVE
 
 GPUMEMPROF_NAMESPACE_END
 
 #include "gpumemprof/allocator/caching_allocator-inl.hpp"
 #include "gpumemprof/allocator/caching_allocator_expandable-inl.hpp"
+#include "gpumemprof/allocator/caching_allocator_hot-inl.hpp"
+#include "gpumemprof/allocator/caching_allocator_segments-inl.hpp"
+#include "gpumemprof/allocator/caching_allocator_stats-inl.hpp"
+#include "gpumemprof/allocator/caching_allocator_views-inl.hpp"

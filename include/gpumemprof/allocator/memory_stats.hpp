@@ -76,6 +76,15 @@ struct StatArray {
   const Stat& operator[](StatPool p) const noexcept { return pools[static_cast<std::size_t>(p)]; }
   /// The aggregate ("all") stat.
   [[nodiscard]] const Stat& all() const noexcept { return pools[0]; }
+  /// Changes the aggregate and pool `p` by `n`.
+  void increase(StatPool p, std::int64_t n) noexcept {
+    pools[0].increase(n);
+    (*this)[p].increase(n);
+  }
+  void decrease(StatPool p, std::int64_t n) noexcept {
+    pools[0].decrease(n);
+    (*this)[p].decrease(n);
+  }
   friend bool operator==(const StatArray&, const StatArray&) = default;
 };
 

@@ -8,6 +8,7 @@
 
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/detail/spin_lock.hpp"
+#include "gpumemprof/detail/thread_annotations.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
 namespace detail {
@@ -19,7 +20,7 @@ class LockedShards {
  public:
   struct alignas(64) Shard {
     SpinLock lock;
-    T value;
+    T value GPUMEMPROF_GUARDED_BY(lock);
   };
   static constexpr std::size_t size = N;
 
@@ -30,7 +31,7 @@ class LockedShards {
   /// Visits every shard's value; the caller keeps every writer out (the allocator holds all its
   /// stream shards, whose holders alone write here) or is alone.
   template <class F>
-  void for_each(F&& f) const {
+  void for_each(F&& f) const GPUMEMPROF_NO_THREAD_SAFETY_ANALYSIS {
     for (const auto& s : shards_) f(s.value);
   }
 

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "gpumemprof/config.hpp"
+#include "gpumemprof/detail/thread_annotations.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -34,21 +35,21 @@ void spin_while(Busy&& busy) noexcept {
   }
 }
 
-class SpinLock {
+class GPUMEMPROF_CAPABILITY("spin lock") SpinLock {
  public:
   SpinLock() = default;
   SpinLock(const SpinLock&) = delete;
   SpinLock& operator=(const SpinLock&) = delete;
 
-  void lock() noexcept {
+  void lock() noexcept GPUMEMPROF_ACQUIRE() {
     while (locked_.exchange(true, std::memory_order_acquire)) {
       spin_while([this] { return locked_.load(std::memory_order_relaxed); });
     }
   }
-  [[nodiscard]] bool try_lock() noexcept {
+  [[nodiscard]] bool try_lock() noexcept GPUMEMPROF_TRY_ACQUIRE(true) {
     return !locked_.load(std::memory_order_relaxed) && !locked_.exchange(true, std::memory_order_acquire);
   }
-  void unlock() noexcept { locked_.store(false, std::memory_order_release); }
+  void unlock() noexcept GPUMEMPROF_RELEASE() { locked_.store(false, std::memory_order_release); }
 
  private:
   std::atomic<bool> locked_{false};

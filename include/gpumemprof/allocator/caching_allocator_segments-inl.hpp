@@ -1,0 +1,407 @@
+// Layer 2: CachingAllocator's segment lifecycle -- PyTorch's malloc sequence (new segments, the
+// OOM retries), giving segments back (empty_cache, garbage collection), cross-stream frees and
+// streams about to be destroyed. Included by caching_allocator.hpp; not a header to include on
+// its own.
+#pragma once
+
+#include "gpumemprof/allocator/caching_allocator.hpp"
+
+GPUMEMPROF_NAMESPACE_BEGIN
+
+// ------------------------------------------------------------------------------------------------
+// Getting memory when no cached block fits: PyTorch's malloc sequence.
+
+template <DeviceBackend Backend>
+typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::allocate_slow(Shard& shard, Pool& pool,
+                                                                                    Stream stream, std::size_t size,
+                                                                                    std::size_t requested,
+                                                                                    ExclusiveLock& lock) {
+  if (gc_active_) garbage_collect_cached_blocks();
+  if (expandable_) {
+    Block* b = grow_expandable(pool, stream, size, false);
+    if (b == nullptr) {  // unmap every free page (after waiting for all streams) and try once more
+      release_cached_blocks();
+      b = grow_expandable(pool, stream, size, true);
+    }
+    if (b == nullptr) throw_oom(pool, stream, size, requested, lock);
+    return b;
+  }
+  // new_segment lets go of locks across the backend's malloc: each step below reads the state
+  // afresh, with every lock held again (PyTorch's malloc warns of the same around alloc_block).
+  const std::size_t segment_bytes = segment_size_for(size);
+  Block* b = new_segment(shard, pool, segment_bytes, false, lock);
+  // Free just enough oversize cached blocks, then try again.
+  if (b == nullptr && release_available_cached_blocks(pool, stream, size)) {
+    b = new_segment(shard, pool, segment_bytes, false, lock);
+  }
+  // Wait for every stream, return every fully free segment, and try one last time.
+  if (b == nullptr) {
+    release_cached_blocks(&lock);
+    b = new_segment(shard, pool, segment_bytes, true, lock);
+  }
+  if (b == nullptr) throw_oom(pool, stream, size, requested, lock);
+  return b;
+}
+
+// PyTorch (c10/cuda/CUDACachingAllocator.cpp, DeviceCachingAllocator::alloc_block) unlocks its
+// one mutex around cudaMalloc only with CUDAAllocatorConfig::release_lock_on_cudamalloc() (default
+// false) and locks it again at scope exit; malloc() warns that state read before alloc_block may
+// change across it. Its memory-fraction check comes before the unlock, so two threads may both
+// pass it: here mallocs in flight count (reserving_). cudaFree (release_block: emptyCache, the OOM
+// sequence, garbage collection) and the expandable map/unmap calls always run under its mutex.
+template <DeviceBackend Backend>
+typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::new_segment(Shard& shard, Pool& pool,
+                                                                                  std::size_t segment_bytes,
+                                                                                  bool is_retry, ExclusiveLock& lock) {
+  const Stream stream = shard.stream;
+  if (is_retry) ++stats_.num_alloc_retries;
+  // Mallocs in flight count: with release_lock_on_cudamalloc two threads may be in one at once.
+  if (allowed_max_ && total_reserved_ + reserving_ + segment_bytes > *allowed_max_) return nullptr;
+  // Take the records and the tree's room first: once the device memory is ours, nothing may throw.
+  shard.trees[pool.small].reserve(segment_bytes);
+  Segment* s = segment_records_.get();
+  Block* b = nullptr;
+  void* p = nullptr;
+  reserving_ += segment_bytes;
+  try {
+    b = block_records_.get();
+    // The device's malloc may take milliseconds: other streams' hot paths go on meanwhile, and
+    // with release_lock_on_cudamalloc everything does (see the top of caching_allocator.hpp).
+    const bool keep = !cfg_.release_lock_on_cudamalloc;
+    p = lock.released_during(keep, keep ? &shard : nullptr, [&] { return backend_.malloc(segment_bytes); });
+  } catch (...) {
+    reserving_ -= segment_bytes;
+    if (b != nullptr) block_records_.put(b);
+    segment_records_.put(s);
+    throw;
+  }
+  reserving_ -= segment_bytes;
+  if (p == nullptr) {
+    block_records_.put(b);
+    segment_records_.put(s);
+    return nullptr;
+  }
+  s->addr = reinterpret_cast<std::uintptr_t>(p);
+  s->size = segment_bytes;
+  s->stream = stream;
+  s->small_pool = pool.small;
+  s->head = b;
+  link_segment(s);
+  b->addr = s->addr;
+  b->size = segment_bytes;
+  b->stream = stream;
+  b->segment = s;
+  b->small_pool = pool.small;
+  total_reserved_ += segment_bytes;
+  stat_add(stats_.segment, pool.stat_pool, 1);
+  stat_add(stats_.reserved_bytes, pool.stat_pool, static_cast<std::int64_t>(segment_bytes));
+  if (segment_bytes >= cfg_.max_split_size) stats_.oversize_segments.increase(1);
+  ++stats_.num_device_alloc;
+  s->context = notify(TraceAction::segment_alloc, s->addr, segment_bytes, stream);
+  insert_free(pool, shard.trees[pool.small], b);  // free until hand_out takes it
+  return b;
+}
+
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::release_segment(Block* whole) {
+  Segment* s = whole->segment;
+  Pool& pool = pool_of(whole);
+  backend_.free(reinterpret_cast<void*>(s->addr));  // first: if it throws, nothing changed
+  pool.find(s->stream)->erase(whole);
+  forget_segment(whole);
+}
+
+// The bookkeeping of a segment given back to the device, its whole block already out of its tree.
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::forget_segment(Block* whole) {
+  Segment* s = whole->segment;
+  Pool& pool = pool_of(whole);
+  notify(TraceAction::segment_free, s->addr, s->size, s->stream, s->context);
+  total_reserved_ -= s->size;
+  stat_sub(stats_.segment, pool.stat_pool, 1);
+  stat_sub(stats_.reserved_bytes, pool.stat_pool, static_cast<std::int64_t>(s->size));
+  if (s->size >= cfg_.max_split_size) stats_.oversize_segments.decrease(1);
+  ++stats_.num_device_free;
+  unlink_segment(s);
+  block_records_.put(whole);
+  segment_records_.put(s);
+}
+
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::link_segment(Segment* s) {
+  s->list_prev = segments_tail_;
+  s->list_next = nullptr;
+  (segments_tail_ != nullptr ? segments_tail_->list_next : segments_head_) = s;
+  segments_tail_ = s;
+}
+
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::unlink_segment(Segment* s) {
+  (s->list_prev != nullptr ? s->list_prev->list_next : segments_head_) = s->list_next;
+  (s->list_next != nullptr ? s->list_next->list_prev : segments_tail_) = s->list_prev;
+}
+
+template <DeviceBackend Backend>
+bool CachingAllocator<Backend>::release_available_cached_blocks(Pool& pool, Stream stream, std::size_t size) {
+  const std::size_t max_split = cfg_.max_split_size;
+  if (max_split == AllocatorConfig::unlimited || expandable_) return false;
+  Tree* tree = pool.find(stream);
+  if (tree == nullptr) return false;
+  const std::size_t key = std::max(size, max_split);
+  if (Block* b = tree->lower_bound(key); b != nullptr) {
+    if (b->is_split()) return false;  // oversize blocks are whole segments; be defensive
+    release_segment(b);
+    return true;
+  }
+  // No single block is large enough: release oversize blocks, largest first.
+  std::size_t released = 0;
+  for (Block* cur = tree->last(); cur != nullptr && released < key && cur->size >= max_split;) {
+    Block* smaller = tree->prev(cur);
+    if (!cur->is_split()) {
+      released += cur->size;
+      release_segment(cur);
+    }
+    cur = smaller;
+  }
+  return released >= key;
+}
+
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::release_cached_blocks(ExclusiveLock* lock) {
+  synchronize_and_free_events();
+  release_pool(large_, lock);
+  release_pool(small_, lock);
+  if (expandable_) release_expandable();
+}
+
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::release_pool(Pool& pool, ExclusiveLock* lock) {
+  std::vector<Block*> whole;
+  pool.for_each_tree([&whole](Stream, Tree& tree) {
+    for (Block* b = tree.first(); b != nullptr; b = tree.next(b)) {
+      if (!b->is_split() && !b->segment->expandable) whole.push_back(b);
+    }
+  });
+  if (lock == nullptr) {
+    for (Block* b : whole) release_segment(b);
+    return;
+  }
+  // cudaFree synchronizes the device: each runs holding only the device mutex, so other threads'
+  // hot paths go on. The blocks leave their trees first, so that none is taken meanwhile; the
+  // backend's calls and the events and stats that follow each are as in release_segment.
+  for (Block* b : whole) pool.at(b->stream).erase(b);
+  for (std::size_t i = 0; i < whole.size(); ++i) {
+    try {
+      lock->released_during(true, nullptr, [&] { backend_.free(reinterpret_cast<void*>(whole[i]->segment->addr)); });
+    } catch (...) {  // the rest stay cached, as release_segment leaves them
+      for (std::size_t j = i; j < whole.size(); ++j) insert_free(pool, whole[j]);
+      throw;
+    }
+    forget_segment(whole[i]);
+  }
+}
+
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::garbage_collect_cached_blocks() {
+  // Release free whole segments that have waited longest (counted in free-block lookups),
+  // until reserved memory is back under the threshold -- without synchronizing.
+  const auto threshold =
+      static_cast<std::size_t>(cfg_.garbage_collection_threshold * static_cast<double>(*allowed_max_));
+  if (total_reserved_ <= threshold) return;
+  const std::size_t target = total_reserved_ - threshold;
+  std::vector<Block*> candidates;
+  large_.for_each_tree([&candidates](Stream, Tree& tree) {
+    for (Block* b = tree.first(); b != nullptr; b = tree.next(b)) {
+      if (!b->is_split() && !b->segment->expandable) candidates.push_back(b);
+    }
+  });
+  auto age = [this](const Block* b) { return large_.free_lookups - b->gc_base; };
+  std::uint64_t total_age = 0;
+  for (const Block* b : candidates) total_age += age(b);
+  std::size_t count = candidates.size();
+  std::size_t reclaimed = 0;
+  bool freed = true;
+  while (reclaimed < target && freed && count > 0) {
+    const double age_threshold = static_cast<double>(total_age) / static_cast<double>(count);
+    freed = false;
+    for (Block*& b : candidates) {
+      if (b == nullptr || static_cast<double>(age(b)) < age_threshold) continue;
+      freed = true;
+      reclaimed += b->size;
+      total_age -= age(b);
+      --count;
+      release_segment(b);
+      b = nullptr;
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Cross-stream frees.
+
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::insert_events(Block* b) {
+  const std::vector<Stream>& uses = *b->stream_uses;
+  std::vector<StreamEvents>* events = &events_;  // for the lambda, which the analysis checks alone
+  auto queue_of = [events](Stream s) {
+    return std::find_if(events->begin(), events->end(), [s](const StreamEvents& se) { return se.stream == s; });
+  };
+  std::size_t done = 0;
+  try {
+    for (; done < uses.size(); ++done) {
+      const Stream s = uses[done];
+      auto it = queue_of(s);
+      if (it == events_.end()) {  // an empty queue is harmless: process_events drops it
+        events_.push_back(StreamEvents{s, {}});
+        it = std::prev(events_.end());
+      }
+      const Event e = backend_.record_event(s);
+      try {
+        it->queue.push_back({e, b});
+      } catch (...) {
+        backend_.release_event(e);
+        throw;
+      }
+      ++b->event_count;
+      ++pending_events_;
+    }
+  } catch (...) {  // take back the events recorded so far (each the last of its queue): no change
+    for (std::size_t i = done; i-- > 0;) {
+      auto& q = queue_of(uses[i])->queue;
+      backend_.release_event(q.back().event);
+      q.pop_back();
+      --b->event_count;
+      --pending_events_;
+    }
+    throw;
+  }
+  b->stream_uses.reset();
+}
+
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::process_events() {
+  // Per stream, in recording order, stop at the first event not yet complete.
+  for (auto it = events_.begin(); it != events_.end();) {
+    auto& q = it->queue;
+    while (!q.empty()) {
+      const PendingEvent pe = q.front();
+      if (!backend_.query_event(pe.event)) break;
+      if (pe.block->event_count == 1) reserve_free(pool_of(pe.block).at(pe.block->stream), pe.block);
+      backend_.release_event(pe.event);
+      q.pop_front();
+      --pending_events_;
+      if (--pe.block->event_count == 0) free_block_exclusive(pe.block);
+    }
+    it = q.empty() ? events_.erase(it) : std::next(it);
+  }
+}
+
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::synchronize_and_free_events() {
+  ++stats_.num_sync_all_streams;
+  while (!events_.empty()) {
+    synchronize_queue(events_.front().queue);
+    events_.erase(events_.begin());
+  }
+}
+
+// Waits for each event of one stream's queue and frees the blocks that waited for it last.
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::synchronize_queue(std::deque<PendingEvent>& q) {
+  while (!q.empty()) {
+    const PendingEvent pe = q.front();
+    backend_.synchronize_event(pe.event);
+    if (pe.block->event_count == 1) reserve_free(pool_of(pe.block).at(pe.block->stream), pe.block);
+    backend_.release_event(pe.event);
+    q.pop_front();
+    --pending_events_;
+    if (--pe.block->event_count == 0) free_block_exclusive(pe.block);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// A stream about to be destroyed (release_stream): afterwards nothing refers to its handle.
+
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::release_stream(Stream stream) {
+  if (stream == Stream{}) {
+    throw std::invalid_argument("release_stream: the default stream is never destroyed; pass a stream you created");
+  }
+  {
+    ExclusiveLock lock(*this);
+    // 1. Its work so far completes (an event on it, waited for): what it used is free to reuse.
+    const Event done = backend_.record_event(stream);
+    backend_.synchronize_event(done);
+    backend_.release_event(done);
+    // 2. Its pending events complete; the blocks that waited for them are freed.
+    if (auto it = std::find_if(events_.begin(), events_.end(),
+                               [stream](const StreamEvents& se) { return se.stream == stream; });
+        it != events_.end()) {
+      synchronize_queue(it->queue);
+      events_.erase(it);
+    }
+    // 3. Live blocks of other streams forget their uses on it (that work is done).
+    for (Segment* s = segments_head_; s != nullptr; s = s->list_next) {
+      for (Block* b = s->head; b != nullptr; b = b->next) {
+        if (b->stream_uses == nullptr) continue;
+        auto& uses = *b->stream_uses;
+        uses.erase(std::remove(uses.begin(), uses.end(), stream), uses.end());
+      }
+    }
+    // 4. Its cached memory goes back to the device: whole free segments, free expandable pages.
+    // 5. Its segments that still hold allocated or pending blocks move to the default stream,
+    //    free blocks included, so later frees, reuse and page moves never name the handle again
+    //    and a new stream with the same handle starts with nothing.
+    Shard* home = nullptr;
+    for (Segment* s = segments_head_; s != nullptr;) {
+      Segment* next = s->list_next;
+      if (s->stream == stream) {
+        if (s->expandable) {
+          release_expandable_segment(s, /*synced=*/true);
+        } else if (s->head->next == nullptr && s->head->is_free()) {
+          release_segment(s->head);
+        }
+      }
+      s = next;
+    }
+    if constexpr (VirtualMemoryBackend<Backend>) {
+      if (expandable_) backend_.release_spare_pages();
+    }
+    for (Segment* s = segments_head_; s != nullptr; s = s->list_next) {
+      if (s->stream != stream) continue;
+      if (home == nullptr) home = &add_shard_exclusive(Stream{});
+      rehome_segment(s, *home);
+    }
+  }
+  debug_validate();
+}
+
+// Moves segment `s` (every block) to `home`'s stream (exclusive).
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::rehome_segment(Segment* s, Shard& home) {
+  Pool& pool = s->small_pool ? small_ : large_;
+  Tree& from = pool.at(s->stream);
+  Tree& to = home.trees[pool.small];
+  for (const Block* b = s->head; b != nullptr; b = b->next) {  // first: nothing throws below
+    if (b->mapped && b->is_free()) to.reserve(b->size);
+  }
+  for (Block* b = s->head; b != nullptr; b = b->next) {
+    const bool in_tree = b->mapped && b->is_free();
+    if (in_tree) from.erase(b);
+    b->stream = home.stream;
+    if (in_tree) insert_free(pool, to, b);
+  }
+  s->stream = home.stream;
+}
+
+// The shard of `s`, created if new, inside an exclusive section (the device mutex, the fold
+// lock and every shard held): created locked, as ExclusiveLock gives back every shard.
+template <DeviceBackend Backend>
+typename CachingAllocator<Backend>::Shard& CachingAllocator<Backend>::add_shard_exclusive(Stream s) {
+  for (const auto& sh : shards_) {
+    if (sh->stream == s) return *sh;
+  }
+  return add_shard(s, /*exclusive=*/true);  // taken, with every other shard
+}
+
+GPUMEMPROF_NAMESPACE_END

@@ -120,8 +120,8 @@ inline int cmd_diff(int argc, char** argv) {
       }
     }
   }
-  const std::string pa = worst_rank_file(args.positional()[0]);  // a rank folder: its worst rank
-  const std::string pb = worst_rank_file(args.positional()[1]);
+  const std::string pa = worst_rank_file(args.positional()[0], "diff");  // a rank folder: its worst rank
+  const std::string pb = worst_rank_file(args.positional()[1], "diff");
   const MemoryUsage a = load_usage(pa);
   const MemoryUsage b = load_usage(pb);
   if (a.from_profile != b.from_profile) {

@@ -30,10 +30,15 @@ inline int print_cross_rank(const std::vector<std::string>& positional, bool jso
 }
 
 /// `path` itself, or for a folder of rank files the file of its rank with the largest peak
-/// allocated bytes (what `tune` and `diff` answer for), saying which on stdout.
-inline std::string worst_rank_file(const std::string& path) {
+/// allocated bytes (what `tune`, `diff` and `html` answer for), saying which on stdout. The
+/// folder's problems (a corrupt or duplicate rank file, a world size that disagrees, a missing
+/// rank) go to stderr, one line each, named by `command`: the answer covers the readable ranks.
+inline std::string worst_rank_file(const std::string& path, const char* command) {
   if (!is_directory(path)) return path;
   const CrossRankReport report = load_cross_rank({path});
+  for (const std::string& p : report.problems()) {
+    std::fprintf(stderr, "gpumemprof %s: %s (left out: the other ranks are compared)\n", command, p.c_str());
+  }
   if (report.max_peak_rank() < 0) {
     throw UsageError(path + ": no readable rank file" +
                      (report.problems().empty() ? std::string() : " (" + report.problems().front() + ")"));

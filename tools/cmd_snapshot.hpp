@@ -120,7 +120,7 @@ inline int cmd_html(int argc, char** argv) {
   }
   args.expect_positional(1, "one SNAPSHOT file or rank folder");
   if (!args.has("--output")) throw UsageError("name the report file with -o REPORT.html");
-  const std::string input = worst_rank_file(args.positional()[0]);  // a folder: its worst rank
+  const std::string input = worst_rank_file(args.positional()[0], "html");  // a folder: its worst rank
   const std::string out = args.output_file("--output", {args.positional()[0], input});
   const CompactSnapshot snap = load_cli_snapshot(input);
   HtmlReportOptions opt;

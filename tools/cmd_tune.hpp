@@ -82,7 +82,7 @@ inline int cmd_tune(int argc, char** argv) {
     return 0;
   }
   args.expect_positional(1, "one SNAPSHOT file or rank folder");
-  const std::string path = worst_rank_file(args.positional()[0]);  // a rank folder: its worst rank
+  const std::string path = worst_rank_file(args.positional()[0], "tune");  // a rank folder: its worst rank
   const std::size_t capacity = capacity_option(args);
   const CompactSnapshot snap = load_compact_snapshot(path);
   const std::vector<int> devices = traced_devices(snap);

@@ -9,6 +9,7 @@
     print(gpumemprof_torch.memory_stats()["reserved_bytes.all.peak"])
     gpumemprof_torch.dump_snapshot("snapshot.pickle")   # pytorch.org/memory_viz
     gpumemprof_torch.dump_snapshots("mem-dump")         # every rank: rank-<R>.pickle; rank 0: ranks.json
+    gpumemprof_torch.collect_rank_index("mem-dump")     # rank 0, when no process group is up any more
 
 Memory by category, as torch.profiler's memory timeline splits it (parameter, optimizer_state,
 input, temporary, activation, gradient, autograd_detail; untagged memory is "unknown"):
@@ -36,8 +37,9 @@ import socket
 import time
 
 __all__ = ["library_path", "install", "installed", "memory_stats", "dump_snapshot", "dump_snapshots",
-           "dump_on_oom", "rank_summary", "record_memory_history", "empty_cache", "track_external_memory", "profile",
-           "ProfileResult", "category", "tag", "categorize", "category_stats", "reset_category_peaks"]
+           "collect_rank_index", "dump_on_oom", "rank_summary", "record_memory_history", "empty_cache",
+           "track_external_memory", "profile", "ProfileResult", "category", "tag", "categorize", "category_stats",
+           "reset_category_peaks"]
 
 _LIB_NAME = "libgpumemprof_torch.so"
 _lib = None
@@ -196,27 +198,96 @@ def dump_snapshots(directory, device=None, collective=True):
     """Every rank writes directory/rank-<R>.pickle (its snapshot, marked with rank, world size, host,
     device and its peaks; pytorch.org/memory_viz opens it). When a torch.distributed process group
     is up this is collective, and rank 0 also writes directory/ranks.json (rank, host, device,
-    peaks, file per rank). collective=False writes this rank's file only (after an error, when other
-    ranks may never join). Then `gpumemprof summary DIRECTORY` reports across ranks."""
+    peaks, file per rank). collective=False, or no process group (after the script's
+    destroy_process_group()), writes this rank's file and its line of the index only (after an
+    error, other ranks may never join); then collect_rank_index(directory) on rank 0 writes
+    ranks.json from them. Returns True where ranks.json was written. Then `gpumemprof summary
+    DIRECTORY` reports across ranks."""
     rank, world, group = _rank_and_world()
     group = group and collective
     index = _device_index(device)
-    _check(_load().gpumemprof_dump_rank_snapshot(index, os.fsencode(directory), rank, world), "dump_snapshots")
+    entry = {"rank": rank, "host": socket.gethostname(), "device": "cuda:%d" % index}
+    try:
+        _check(_load().gpumemprof_dump_rank_snapshot(index, os.fsencode(directory), rank, world), "dump_snapshots")
+    except RuntimeError as e:
+        if not group and world > 1:  # rank 0 must not wait for a file that will never come
+            entry.update(file=None, error=str(e))
+            _write_json(directory, _entry_name(rank), dict(entry, run=_run_id()))
+        raise
     stats = memory_stats(index)
-    entry = {"rank": rank, "host": socket.gethostname(), "device": "cuda:%d" % index,
-             "peak_allocated_bytes": stats["allocated_bytes.all.peak"],
-             "peak_reserved_bytes": stats["reserved_bytes.all.peak"], "num_ooms": stats["num_ooms"],
-             "file": "rank-%d.pickle" % rank}
+    entry.update(peak_allocated_bytes=stats["allocated_bytes.all.peak"],
+                 peak_reserved_bytes=stats["reserved_bytes.all.peak"], num_ooms=stats["num_ooms"],
+                 file="rank-%d.pickle" % rank)
     entries = [entry]
     if group:
         import torch.distributed as dist
         entries = [None] * world
         dist.all_gather_object(entries, entry)
-    if rank == 0 and (group or world == 1):
-        tmp = os.path.join(directory, ".ranks.json.tmp")
-        with open(tmp, "w") as f:
-            json.dump({"world_size": world, "ranks": entries}, f, indent=1)
-        os.replace(tmp, os.path.join(directory, "ranks.json"))
+    elif world > 1:
+        _write_json(directory, _entry_name(rank), dict(entry, run=_run_id()))
+        return False
+    if rank != 0:
+        return False
+    _write_json(directory, "ranks.json", {"world_size": world, "ranks": entries})
+    return True
+
+
+def _run_id():
+    """torchrun's id of this run (the same on every rank), else None."""
+    return os.environ.get("TORCHELASTIC_RUN_ID")
+
+
+def _forget_rank_entry(directory, rank):
+    """Removes this rank's line of the index left by an earlier run into the same folder."""
+    with contextlib.suppress(OSError):
+        os.remove(os.path.join(directory, _entry_name(rank)))
+
+
+def _entry_name(rank):
+    # Hidden and not rank-<R>.*: `gpumemprof summary DIR` reads rank-<R>.pickle and rank-<R>.json.
+    return ".rank-%d.index.json" % rank
+
+
+def _write_json(directory, name, value):
+    """Writes directory/name whole (a temporary file renamed into place): a reader never sees half."""
+    os.makedirs(directory, exist_ok=True)
+    tmp = os.path.join(directory, ".%s.%d.tmp" % (name, os.getpid()))
+    with open(tmp, "w") as f:
+        json.dump(value, f, indent=1)
+    os.replace(tmp, os.path.join(directory, name))
+
+
+def collect_rank_index(directory, world_size=None, timeout=120.0):
+    """Rank 0, after dump_snapshots without a process group: waits up to `timeout` seconds for every
+    rank's line of the index (each rank writes it right after its rank-<R>.pickle), then writes
+    directory/ranks.json. Lines of an earlier run into the same folder (another torchrun
+    TORCHELASTIC_RUN_ID) are not taken. A rank that never wrote one is listed with "file": null and an "error"
+    saying so. Needs no process group. Returns the ranks that are missing."""
+    world = _rank_and_world()[1] if world_size is None else world_size
+    run = _run_id()
+    deadline = time.monotonic() + timeout
+    entries = {}
+    while True:
+        for r in range(world):
+            path = os.path.join(directory, _entry_name(r))
+            if r not in entries and os.path.exists(path):
+                with open(path) as f:
+                    entry = json.load(f)
+                if entry.pop("run", None) == run:  # else an earlier run's, not yet replaced
+                    entries[r] = entry
+        if len(entries) == world or time.monotonic() >= deadline:
+            break
+        time.sleep(0.1)
+    missing = [r for r in range(world) if r not in entries]
+    for r in missing:
+        entries[r] = {"rank": r, "file": None,
+                      "error": "rank %d wrote nothing into %s within %.0f s" % (r, directory, timeout)}
+    _write_json(directory, "ranks.json", {"world_size": world, "ranks": [entries[r] for r in range(world)]})
+    for r in range(world):
+        if r not in missing:
+            with contextlib.suppress(OSError):
+                os.remove(os.path.join(directory, _entry_name(r)))
+    return missing
 
 
 def dump_on_oom(directory, device=None):

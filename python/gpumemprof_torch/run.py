@@ -7,17 +7,29 @@ Before the script runs (as __main__, through runpy), the launcher installs gpume
 -- so the script's torch.cuda.set_device(rank) no longer comes too early -- and, with --history,
 records allocation history (C++ stacks) on this rank's GPU (LOCAL_RANK). Every rank writes
 DIR/rank-<R>.pickle when the script ends (also when it raises), and DIR/rank-<R>.pickle with
-DIR/rank-<R>.oom.txt at an out-of-memory error. Rank 0 then prints the cross-rank summary
-(`gpumemprof summary DIR` prints it again). --config takes PYTORCH_CUDA_ALLOC_CONF's syntax.
---track-external (or GPUMEMPROF_TRACK_EXTERNAL=1) tracks device memory outside the allocator from
-the start -- NCCL's buffers, cuBLAS's workspace, the CUDA context -- and the summary shows it per rank.
+DIR/rank-<R>.oom.txt at an out-of-memory error, with no collective (the script may have destroyed
+its process group, or another rank may have failed). Rank 0 then writes DIR/ranks.json from the
+ranks' files and prints the cross-rank summary (`gpumemprof summary DIR` prints it again).
+--config takes PYTORCH_CUDA_ALLOC_CONF's syntax. --track-external (or GPUMEMPROF_TRACK_EXTERNAL=1)
+tracks device memory outside the allocator from the start -- NCCL's buffers, cuBLAS's workspace, the
+CUDA context -- and the summary shows it per rank.
+
+Then the process ends as Python would -- non-daemon threads joined, atexit handlers run, open files
+flushed -- but without tearing down the interpreter and the libraries' static objects: torch, CUDA
+and NCCL can crash there (rank 0 of a DDP run on two H100s ended with SIGSEGV after its summary),
+which would make a finished run fail. PyTorch leaks its own allocator at exit for the same reason.
+--full-teardown keeps the normal teardown.
 """
 import argparse
+import atexit
 import faulthandler
+import gc
+import io
 import os
 import runpy
 import sys
-import time
+import threading
+import traceback
 
 _PROG = "gpumemprof_torch.run"
 
@@ -38,19 +50,11 @@ def _parse(argv):
     p.add_argument("--config", metavar="ALLOC_CONF", help='allocator options, e.g. "expandable_segments:True"')
     p.add_argument("--wait", type=float, default=120.0,
                    help="seconds rank 0 waits for the other ranks' files before summarizing (default: %(default)s)")
+    p.add_argument("--full-teardown", action="store_true",
+                   help="tear the interpreter and the libraries down at exit as Python normally does")
     p.add_argument("script", help="the Python script to run")
     p.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
     return p.parse_args(argv)
-
-
-def _wait_for_ranks(out, world, seconds):
-    """Rank 0: waits until every rank's file is there (they are renamed into place whole)."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if all(os.path.exists(os.path.join(out, "rank-%d.pickle" % r)) for r in range(world)):
-            return True
-        time.sleep(0.2)
-    return False
 
 
 def main(argv=None):
@@ -78,43 +82,50 @@ def main(argv=None):
     except (RuntimeError, FileNotFoundError, OSError) as e:
         _fail(str(e))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    gt._forget_rank_entry(opts.out, gt._rank_and_world()[0])
     if opts.history:
         gt.record_memory_history("all", device=local_rank)
     gt.dump_on_oom(opts.out, device=local_rank)
 
     sys.argv = [opts.script] + opts.args
     status = 0
-    failed = False
     try:
         runpy.run_path(opts.script, run_name="__main__")
     except SystemExit as e:
         status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-        failed = status != 0
-    except BaseException:
-        failed = True
-        raise
-    finally:
-        _finish(gt, opts, local_rank, collective=not failed)
-    return status
+        if isinstance(e.code, str):
+            print(e.code, file=sys.stderr)
+    except KeyboardInterrupt:
+        traceback.print_exc()
+        status = 130
+    except BaseException:  # noqa: BLE001 - reported as Python would, then the files are still written
+        traceback.print_exc()
+        status = 1
+    _finish(gt, opts, local_rank)
+    if opts.full_teardown:
+        return status
+    _exit_without_teardown(status)
 
 
-def _finish(gt, opts, local_rank, collective):
-    """Every rank's file at exit; rank 0's summary. A failure here is reported, never masks the script's."""
+def _finish(gt, opts, local_rank):
+    """Every rank's file at exit; rank 0's index and summary. A failure here is reported, never
+    masks the script's. No collective: ranks.json comes from the files."""
     rank, world, _ = gt._rank_and_world()
     try:
         device = local_rank
         import torch
         if torch.cuda.is_initialized():
             device = torch.cuda.current_device()
-        gt.dump_snapshots(opts.out, device=device, collective=collective)
+        gt.dump_snapshots(opts.out, device=device, collective=False)
     except Exception as e:  # noqa: BLE001 - report and go on: the script's own outcome matters more
         print("%s: rank %d could not write its snapshot into %s: %s" % (_PROG, rank, opts.out, e), file=sys.stderr)
-        return
     if rank != 0:
         return
-    if not _wait_for_ranks(opts.out, world, opts.wait):
-        print("%s: not every rank wrote its file within %.0f s; the summary covers those that did"
-              % (_PROG, opts.wait), file=sys.stderr)
+    if world > 1:
+        missing = gt.collect_rank_index(opts.out, world, opts.wait)
+        if missing:
+            print("%s: rank(s) %s wrote no file into %s within %.0f s; the summary covers the others"
+                  % (_PROG, ", ".join(map(str, missing)), opts.out, opts.wait), file=sys.stderr)
     try:
         summary = gt.rank_summary(opts.out)
     except RuntimeError as e:
@@ -124,6 +135,28 @@ def _finish(gt, opts, local_rank, collective):
     # process's teardown (after this function, outside gpumemprof) would lose what is unflushed.
     sys.stdout.write(summary)
     sys.stdout.flush()
+
+
+def _exit_without_teardown(status):
+    """Ends the process as Python's exit does up to the interpreter's teardown, then leaves."""
+    main_thread = threading.main_thread()
+    for t in threading.enumerate():
+        if t is not main_thread and not t.daemon:
+            t.join()
+    atexit._run_exitfuncs()
+    for obj in gc.get_objects():  # what finalization would flush: files the script left open
+        if isinstance(obj, io.IOBase):
+            try:
+                if not obj.closed:
+                    obj.flush()
+            except (OSError, ValueError):
+                pass
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(status if isinstance(status, int) and 0 <= status <= 255 else 1)
 
 
 if __name__ == "__main__":

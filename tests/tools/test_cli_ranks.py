@@ -119,6 +119,15 @@ def main():
         check(any("missing rank(s) 1 of world size 3" in l for l in lines), f"missing rank: {p.stderr}")
         rep = json.loads(p.stdout)
         check([r["rank"] for r in rep["ranks"]] == [0, 2, 3] and len(rep["problems"]) == 4, f"the rest: {rep}")
+        # tune, html and diff on that folder: the same four lines, then the answer for the readable ranks.
+        worst_bad = "%s: rank 2 of 3 has the largest peak allocated" % bad
+        for command, args in (("tune", [bad]), ("html", [bad, "-o", os.path.join(tmp, "bad.html")]),
+                              ("diff", [bad, os.path.join(good, "rank-0.pickle")])):
+            p = run(gmp, command, *args)
+            lines = p.stderr.strip().split("\n")
+            check(len(lines) == 4 and all(l.startswith("gpumemprof %s: " % command) for l in lines) and
+                  any("rank-7.pickle: rank 2 again" in l for l in lines), f"{command} DIR with bad files: {p.stderr}")
+            check(p.stdout.startswith(worst_bad), f"{command} DIR with bad files: {p.stdout[:300]}")
 
         empty = os.path.join(tmp, "empty")
         os.makedirs(empty)

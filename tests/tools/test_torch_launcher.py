@@ -3,9 +3,16 @@ script. Each case is one clear line on stderr and exit 2, and the script never r
 `torch` module (a folder put first on PYTHONPATH) plays PyTorch without a GPU, so the test needs no
 torch; with a real torch and a GPU visible, that case is left to bench/gpu_ranks.sh.
 
+Then the launcher's end of a run, with the real package's Python and only the library calls stood
+in for: two ranks without a process group (ranks.json from the ranks' files), a rank that never
+comes, a script that raises, and a crash in the interpreter's teardown (which the launcher skips;
+bench/gpu_ranks_teardown.sh runs the real thing under torchrun on two GPUs).
+
     test_torch_launcher.py SOURCE_DIR
 """
+import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -43,6 +50,7 @@ def install(): _log("install")
 def track_external_memory(): _log("track_external_memory"); return True
 def record_memory_history(*args, **kwargs): pass
 def dump_on_oom(*args, **kwargs): pass
+def _forget_rank_entry(directory, rank): pass
 def _rank_and_world(): return 0, 1, False
 def dump_snapshots(directory, device=None, collective=True):
     os.makedirs(directory, exist_ok=True)
@@ -57,10 +65,52 @@ atexit.register(lambda: os.kill(os.getpid(), signal.SIGSEGV))
 """
 
 
-def launch(source, pythonpath, *args, **extra_env):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(pythonpath + [os.path.join(source, "python")]), **extra_env)
-    if "GPUMEMPROF_TRACK_EXTERNAL" not in extra_env:
+# The real gpumemprof_torch package with its library calls stood in for (appended to its source):
+# the rank file is an empty file, the peaks are (rank + 1) MiB allocated and 2 MiB more reserved.
+STAND_IN_LIBRARY = """
+def install(): pass
+def record_memory_history(*args, **kwargs): pass
+def dump_on_oom(*args, **kwargs): pass
+def _device_index(device): return 0
+class _StandInLibrary:
+    def gpumemprof_dump_rank_snapshot(self, index, directory, rank, world):
+        os.makedirs(directory, exist_ok=True)
+        open(os.path.join(os.fsdecode(directory), "rank-%d.pickle" % rank), "w").close()
+        return 0
+def _load(): return _StandInLibrary()
+def memory_stats(index):
+    mib = (_rank_and_world()[0] + 1) << 20
+    return {"allocated_bytes.all.peak": mib, "reserved_bytes.all.peak": mib + (2 << 20), "num_ooms": 0}
+def rank_summary(directory):
+    with open(os.path.join(directory, "ranks.json")) as f:
+        return "stand-in summary of ranks.json: " + f.read().replace(chr(10), " ") + chr(10)
+"""
+
+# Dies in the interpreter's teardown (a module's object freed at finalization), as torch, CUDA or
+# NCCL can; leaves a file open with unflushed text, which the end of the process must still write.
+CRASH_AT_TEARDOWN = """
+import builtins, os, signal, sys
+class _Boom:
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGSEGV)
+builtins._gpumemprof_test_boom = _Boom()
+builtins._gpumemprof_test_file = open(sys.argv[1], "w")
+builtins._gpumemprof_test_file.write("written before exit")
+"""
+
+RAISES = """
+raise ValueError("the script's own error")
+"""
+
+
+def launch(source, pythonpath, *args, env_extra=None, popen=False):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(pythonpath + [os.path.join(source, "python")]))
+    env.update(env_extra or {})
+    if "GPUMEMPROF_TRACK_EXTERNAL" not in (env_extra or {}):
         env.pop("GPUMEMPROF_TRACK_EXTERNAL", None)  # the caller's own setting would change the checks
+    if popen:
+        return subprocess.Popen([sys.executable, "-m", "gpumemprof_torch.run", *args], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env)
     env.pop("PYTHONUNBUFFERED", None)  # stdout block-buffered, as under torchrun into a log file
     return subprocess.run([sys.executable, "-m", "gpumemprof_torch.run", *args], capture_output=True, text=True,
                           env=env, timeout=120)
@@ -131,11 +181,96 @@ def main():
             if os.path.exists(log):
                 os.remove(log)
             p = launch(source, [fake], *args, "--out", os.path.join(tmp, "track-out"), script,
-                       FAKE_BRIDGE_LOG=log, **env)
+                       env_extra=dict(FAKE_BRIDGE_LOG=log, **env))
             calls = open(log).read() if os.path.exists(log) else ""
             check(p.returncode == 0 and calls == expected,
                   f"tracking {args} {env}: exit {p.returncode}, bridge calls {calls!r}, stderr {p.stderr[-300:]!r}")
+        check_end_of_run(source, tmp)
     finish("launcher checks")
+
+
+def check_end_of_run(source, tmp):
+    fake = os.path.join(tmp, "stand-in")
+    for package in ("torch", "gpumemprof_torch"):
+        os.makedirs(os.path.join(fake, package))
+    with open(os.path.join(fake, "torch", "__init__.py"), "w") as f:
+        f.write(FAKE_TORCH_GPU)
+    for name in ("__init__.py", "run.py"):
+        with open(os.path.join(source, "python", "gpumemprof_torch", name)) as f:
+            text = f.read()
+        with open(os.path.join(fake, "gpumemprof_torch", name), "w") as f:
+            f.write(text + (STAND_IN_LIBRARY if name == "__init__.py" else ""))
+    slow = os.path.join(tmp, "slow.py")
+    with open(slow, "w") as f:
+        f.write("import time\ntime.sleep(0.5)\n")
+    quick = os.path.join(tmp, "quick.py")
+    with open(quick, "w") as f:
+        f.write("pass\n")
+
+    def rank_env(rank, world=2):
+        return {"RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": "0"}
+
+    # Two ranks, no process group: rank 0 finishes first and waits for rank 1's file.
+    out = os.path.join(tmp, "two-ranks")
+    os.makedirs(out)
+    with open(os.path.join(out, ".rank-1.index.json"), "w") as f:
+        f.write('{"rank": 1, "stale": true}')  # an earlier run's: rank 0 must wait for this run's
+    ranks = [launch(source, [fake], "--out", out, quick if r == 0 else slow,
+                    env_extra=dict(rank_env(r), TORCHELASTIC_RUN_ID="run-2"), popen=True) for r in (0, 1)]
+    results = [p.communicate(timeout=60) + (p.returncode,) for p in ranks]
+    for r, (stdout, stderr, rc) in enumerate(results):
+        check(rc == 0, f"two ranks: rank {r} exit {rc}, stderr {stderr!r}")
+    index = read_json(os.path.join(out, "ranks.json"))
+    want = [{"rank": r, "host": socket.gethostname(), "device": "cuda:0", "peak_allocated_bytes": (r + 1) << 20,
+             "peak_reserved_bytes": (r + 3) << 20, "num_ooms": 0, "file": "rank-%d.pickle" % r} for r in (0, 1)]
+    check(index == {"world_size": 2, "ranks": want}, f"two ranks: ranks.json {index!r}")
+    check(sorted(os.listdir(out)) == ["rank-0.pickle", "rank-1.pickle", "ranks.json"],
+          f"two ranks: files left in the folder {sorted(os.listdir(out))}")
+    check(results[0][0].startswith("stand-in summary of ranks.json") and '"rank-1.pickle"' in results[0][0],
+          f"two ranks: rank 0 printed no summary over both ranks: {results[0][0]!r}")
+    check(results[1][0] == "", f"two ranks: rank 1 printed {results[1][0]!r}")
+
+    # Rank 1 never comes: rank 0 waits --wait seconds, says so in one line, and still indexes.
+    out = os.path.join(tmp, "rank-missing")
+    p = launch(source, [fake], "--out", out, "--wait", "0.5", quick, env_extra=rank_env(0))
+    check(p.returncode == 0, f"missing rank: exit {p.returncode} {p.stderr!r}")
+    check(p.stderr.strip() == "gpumemprof_torch.run: rank(s) 1 wrote no file into %s within 0 s; the summary "
+          "covers the others" % out, f"missing rank: stderr {p.stderr!r}")
+    index = read_json(os.path.join(out, "ranks.json"))
+    check([e.get("file") for e in index["ranks"]] == ["rank-0.pickle", None] and "error" in index["ranks"][1],
+          f"missing rank: ranks.json {index!r}")
+
+    # The script raises: its traceback and exit 1, and its rank file is still written.
+    raises = os.path.join(tmp, "raises.py")
+    with open(raises, "w") as f:
+        f.write(RAISES)
+    out = os.path.join(tmp, "raises-out")
+    p = launch(source, [fake], "--out", out, raises, env_extra=rank_env(0, 1))
+    check(p.returncode == 1 and "ValueError: the script's own error" in p.stderr,
+          f"script raises: exit {p.returncode}, stderr {p.stderr!r}")
+    check(os.path.exists(os.path.join(out, "rank-0.pickle")) and os.path.exists(os.path.join(out, "ranks.json")),
+          f"script raises: no rank file or index in {out}")
+
+    # A crash in the interpreter's teardown does not reach the exit status; open files are flushed.
+    crash = os.path.join(tmp, "crash_at_teardown.py")
+    with open(crash, "w") as f:
+        f.write(CRASH_AT_TEARDOWN)
+    for full in (False, True):
+        left = os.path.join(tmp, "left-open-%d.txt" % full)
+        p = launch(source, [fake], "--out", os.path.join(tmp, "teardown-%d" % full),
+                   *(["--full-teardown"] if full else []), crash, left, env_extra=rank_env(0, 1))
+        check(p.returncode == (-11 if full else 0), f"teardown crash, full teardown {full}: exit {p.returncode}")
+        check(full or (os.path.exists(left) and open(left).read() == "written before exit"),
+              "teardown crash: the script's open file was not flushed")
+        check(p.stdout.startswith("stand-in summary"), f"teardown crash, full teardown {full}: stdout {p.stdout!r}")
+
+
+def read_json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        return repr(e)
 
 
 if __name__ == "__main__":

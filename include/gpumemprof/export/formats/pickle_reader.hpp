@@ -10,7 +10,10 @@
 // Input comes from memory or, in chunks, from a file (read_pickle_file), and the items of the
 // lists under one key of the top-level dict can be streamed to a callback instead of being
 // kept (PickleItemStream: how the snapshot reader reads a 10M-entry trace in bounded memory).
-// Both paths run the same opcode loop.
+// Both paths run the same opcode loop. Streamed items that are dicts of str keys and plain
+// values -- a trace entry as PyTorch and gpumemprof write it -- can be handed over flat
+// (on_flat_item), without building the dict: pickle_flat_item-inl.hpp, which falls back to the
+// opcode loop at the first opcode it does not expect.
 //
 // Why "sealing": a container becomes immutable once placed inside another. CPython's
 // pickles of acyclic data never modify a container after that, and with the rule no input
@@ -31,6 +34,7 @@
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/error.hpp"
 #include "gpumemprof/export/formats/data_value.hpp"
+#include "gpumemprof/export/formats/flat_item.hpp"
 #include "gpumemprof/export/formats/pickle_opcodes.hpp"
 #include "gpumemprof/export/formats/utf8.hpp"
 
@@ -46,10 +50,13 @@ struct PickleReadOptions {
 /// maps to a list of lists, as a snapshot's "device_traces"): each item is handed to `on_item`
 /// (list index, item index, value) when the pickle appends it, and then dropped, so the lists
 /// stay empty in the result. A pickle that builds those lists some other way (LIST opcode) is
-/// read as usual.
+/// read as usual. With on_flat_item, an item that is a dict of str keys and scalar, str or
+/// memo-held list values goes there instead of to on_item, as a FlatItem (the same keys and
+/// values, no dict built); any other item still goes to on_item, in order.
 struct PickleItemStream {
   std::string_view key;
   std::function<void(std::size_t list, std::size_t item, const DataValue& value)> on_item;
+  std::function<void(std::size_t list, std::size_t item, const FlatItem& value)> on_flat_item;
 };
 
 namespace detail {
@@ -64,6 +71,12 @@ class PickleInput {
 
   [[nodiscard]] std::uint64_t offset() const noexcept { return base_ + pos_; }
   [[nodiscard]] std::uint64_t left() const noexcept { return total_ - offset(); }
+  /// The next byte without taking it, or -1 at the end.
+  int peek() {
+    if (left() == 0) return -1;
+    if (len_ == pos_) refill(1);
+    return static_cast<std::uint8_t>(buf_[pos_]);
+  }
   /// n bytes; the caller has checked n <= left().
   const char* take(std::size_t n) {
     if (len_ - pos_ < n) refill(n);
@@ -179,7 +192,10 @@ class PickleMachine {
           push(DataValue::list());
           if (stream_ != nullptr) note_list();
           break;
-        case op::EMPTY_DICT: push(DataValue::dict()); break;
+        case op::EMPTY_DICT:
+          if (stream_ != nullptr && stream_->on_flat_item && flat_item()) break;
+          push(DataValue::dict());
+          break;
         case op::EMPTY_TUPLE: push(DataValue::tuple()); break;
         case op::LIST: {
           const std::size_t mark = pop_mark();
@@ -460,6 +476,25 @@ class PickleMachine {
     memo_slot_[m] = tombstone;
   }
 
+  // ---- streamed dicts read flat (pickle_flat_item-inl.hpp) ----
+  // One key (a memo-held str) and its value as read, with what the opcode loop needs to rebuild
+  // them when the flat reading gives up part way.
+  // The key and value views themselves live in flat_keys_ / flat_values_ (handed over as they are).
+  struct FlatPair {
+    enum class From : std::uint8_t { scalar, text, memo };
+    std::uint64_t key_memo = 0;
+    From from = From::scalar;
+    std::uint64_t value_memo = 0;  // From::memo: the memo index the value is under
+    bool has_value = false;
+    std::string text;  // From::text: an inline str
+  };
+  static constexpr std::size_t kMaxFlat = 32;                  // more keys: not a trace entry
+  static constexpr std::uint64_t kNoIndex = ~std::uint64_t{0};
+  bool flat_item();
+  bool flat_value(FlatPair& pair, ValueView& v);
+  bool flat_put_follows();
+  void flat_fallback(std::size_t n, std::uint64_t own_memo, bool marked);
+
   // ---- memo ----
   // Dense indices (what picklers emit) map to slots of memo_values_ (4 bytes each, so a pickle
   // that memoizes every one of 10M streamed items costs 40 MB); any other index lives in a map,
@@ -528,9 +563,19 @@ class PickleMachine {
   std::unordered_map<std::uint64_t, DataValue> sparse_;
   const void* outer_ = nullptr;     // the list of streamed lists
   std::vector<Streamed> streamed_;  // the streamed lists, in order
+  std::vector<FlatPair> flat_;      // the dict being read flat
+  std::vector<std::string_view> flat_keys_;
+  std::vector<ValueView> flat_values_;
+  std::vector<DataValue> flat_held_;  // the lists and dicts its values refer to
 };
 
 }  // namespace detail
+
+GPUMEMPROF_NAMESPACE_END
+
+#include "gpumemprof/export/formats/pickle_flat_item-inl.hpp"
+
+GPUMEMPROF_NAMESPACE_BEGIN
 
 /// Reads a pickle of plain data. Throws FormatError("pickle: <what> at byte <offset>") on an
 /// unsupported opcode, truncated or inconsistent data, or nesting beyond options.max_depth.

@@ -18,6 +18,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <array>
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -31,6 +32,7 @@
 #include "gpumemprof/error.hpp"
 #include "gpumemprof/export/formats/atomic_file.hpp"
 #include "gpumemprof/export/formats/data_value.hpp"
+#include "gpumemprof/export/formats/flat_item.hpp"
 #include "gpumemprof/export/formats/json_reader.hpp"
 #include "gpumemprof/export/formats/pickle_reader.hpp"
 #include "gpumemprof/history/compact_snapshot.hpp"
@@ -69,14 +71,26 @@ class SnapshotDecoder {
 
   /// Decodes trace entry `item` of device `device`'s trace as the pickle streams it.
   void streamed_entry(std::size_t device, std::size_t item, const DataValue& d) {
-    if (device > static_cast<std::size_t>(kMaxDevice)) {
-      fail("device_traces: more than " + std::to_string(kMaxDevice + 1) + " device traces");
-    }
-    if (streamed_.size() <= device) streamed_.resize(device + 1);
-    const Where top{};
-    const Where wt = top.at("device_traces");
+    const Where top{};  // each level named: a Where points at its parent
+    const Where traces = top.at("device_traces");
+    const Where trace = traces.at(device);
+    const Where w = trace.at(item);
     streaming_ = true;
-    streamed_[device].push_back(trace_entry(d, wt.at(device).at(item)));
+    streamed_trace(device).push_back(trace_entry(d, w));
+    streaming_ = false;
+  }
+  /// The same for an entry the pickle reader handed over flat.
+  void streamed_entry(std::size_t device, std::size_t item, const FlatItem& d) {
+    const Where top{};  // each level named: a Where points at its parent
+    const Where traces = top.at("device_traces");
+    const Where trace = traces.at(device);
+    const Where w = trace.at(item);
+    EntryFields f;
+    for (std::size_t i = 0; i < d.size; ++i) {
+      if (const ValueView** field = f.slot(d.keys[i])) *field = &d.values[i];
+    }
+    streaming_ = true;
+    streamed_trace(device).push_back(trace_entry(f, w));
     streaming_ = false;
   }
 
@@ -142,33 +156,55 @@ class SnapshotDecoder {
   }
 
   // ---- typed fields (absent -> fallback; present with the wrong type -> FormatError) ----
-  std::int64_t int_field(const DataValue& d, std::string_view key, const Where& w, std::int64_t fallback,
-                         bool required = false) const {
-    const DataValue* v = d.find(key);
-    if (v == nullptr || v->is_none()) {
+  // Each reads a ValueView (nullptr: absent), so that a dict and a flat trace entry decode alike.
+  std::int64_t int_of(const ValueView* v, std::string_view key, const Where& w, std::int64_t fallback,
+                      bool required = false) const {
+    if (v == nullptr || v->is(K::none)) {
       if (required) fail(w, "missing '" + std::string(key) + "'");
       return fallback;
     }
-    if (v->is(K::integer)) return v->as_int();
-    if (v->is(K::boolean)) return v->as_bool() ? 1 : 0;
-    fail(w.at(key), std::string("expected int, found ") + to_string(v->kind()));
+    if (v->is(K::integer) || v->is(K::boolean)) return v->integer;
+    fail(w.at(key), std::string("expected int, found ") + to_string(v->kind));
   }
-  std::uint64_t size_field(const DataValue& d, std::string_view key, const Where& w, std::uint64_t fallback,
-                           bool required = false) const {
-    if (d.find(key) == nullptr && !required) return fallback;
-    const std::int64_t v = int_field(d, key, w, static_cast<std::int64_t>(fallback), required);
-    if (v < 0) fail(w.at(key), "negative value " + std::to_string(v));
-    return static_cast<std::uint64_t>(v);
+  std::uint64_t size_of(const ValueView* v, std::string_view key, const Where& w, std::uint64_t fallback,
+                        bool required = false) const {
+    if (v == nullptr && !required) return fallback;
+    const std::int64_t n = int_of(v, key, w, static_cast<std::int64_t>(fallback), required);
+    if (n < 0) fail(w.at(key), "negative value " + std::to_string(n));
+    return static_cast<std::uint64_t>(n);
   }
-  std::int64_t time_field(const DataValue& d, const Where& w) const {
-    const DataValue* v = d.find("time_us");
+  std::int64_t time_of(const ValueView* v, const Where& w) const {
     if (v != nullptr && v->is(K::floating)) {
-      const double t = v->as_double();
+      const double t = v->floating;
       // (older writers used floats; a cast of NaN or of a value beyond int64 would be undefined)
       if (!(t >= -9.2e18 && t <= 9.2e18)) fail(w.at("time_us"), "time out of range");
       return static_cast<std::int64_t>(t);
     }
-    return int_field(d, "time_us", w, 0);
+    return int_of(v, "time_us", w, 0);
+  }
+  std::string_view str_of(const ValueView* v, std::string_view key, const Where& w, std::string_view fallback,
+                          bool required = false) const {
+    if (v == nullptr || v->is(K::none)) {
+      if (required) fail(w, "missing '" + std::string(key) + "'");
+      return fallback;
+    }
+    if (!v->is(K::string)) fail(w.at(key), std::string("expected str, found ") + to_string(v->kind));
+    return v->text;
+  }
+  // The same over a dict's key.
+  std::int64_t int_field(const DataValue& d, std::string_view key, const Where& w, std::int64_t fallback,
+                         bool required = false) const {
+    const ValueView v = view(d, key);
+    return int_of(v.memo == kAbsent ? nullptr : &v, key, w, fallback, required);
+  }
+  std::uint64_t size_field(const DataValue& d, std::string_view key, const Where& w, std::uint64_t fallback,
+                           bool required = false) const {
+    const ValueView v = view(d, key);
+    return size_of(v.memo == kAbsent ? nullptr : &v, key, w, fallback, required);
+  }
+  std::int64_t time_field(const DataValue& d, const Where& w) const {
+    const ValueView v = view(d, "time_us");
+    return time_of(v.memo == kAbsent ? nullptr : &v, w);
   }
   int device_field(const DataValue& d, const Where& w) const {
     const std::int64_t v = int_field(d, "device", w, 0);
@@ -184,14 +220,46 @@ class SnapshotDecoder {
   }
   std::string str_field(const DataValue& d, std::string_view key, const Where& w, std::string_view fallback,
                         bool required = false) const {
-    const DataValue* v = d.find(key);
-    if (v == nullptr || v->is_none()) {
-      if (required) fail(w, "missing '" + std::string(key) + "'");
-      return std::string(fallback);
-    }
-    if (!v->is(K::string)) fail(w.at(key), std::string("expected str, found ") + to_string(v->kind()));
-    return v->as_string();
+    const ValueView v = view(d, key);
+    return std::string(str_of(v.memo == kAbsent ? nullptr : &v, key, w, fallback, required));
   }
+  // d[key] as a view; memo == kAbsent when d has no such key.
+  static constexpr std::uint32_t kAbsent = DataValue::kNoMemo - 1;
+  static ValueView view(const DataValue& d, std::string_view key) {
+    if (const DataValue* v = d.find(key)) return ValueView::of(*v);
+    ValueView absent;
+    absent.memo = kAbsent;
+    return absent;
+  }
+  Frames frames_field(const DataValue& d, const Where& w) {
+    const ValueView v = view(d, "frames");
+    return frames(v.memo == kAbsent ? nullptr : &v, w.at("frames"));
+  }
+
+  // The fields of a trace entry, found in one pass over its keys (a later key wins, as in Python).
+  struct EntryFields {
+    static constexpr std::size_t kCount = 9;
+    const ValueView* action = nullptr;
+    const ValueView* addr = nullptr;
+    const ValueView* device_free = nullptr;
+    const ValueView* size = nullptr;
+    const ValueView* stream = nullptr;
+    const ValueView* time_us = nullptr;
+    const ValueView* compile_context = nullptr;
+    const ValueView* user_metadata = nullptr;
+    const ValueView* frames = nullptr;
+    /// The member for `key`, nullptr for a key a trace entry does not use.
+    const ValueView** slot(std::string_view key) noexcept {
+      static constexpr std::string_view kNames[] = {"action", "addr",           "device_free",   "size",  "stream",
+                                                    "time_us", "compile_context", "user_metadata", "frames"};
+      const ValueView** const fields[] = {&action,  &addr,           &device_free,   &size,  &stream,
+                                          &time_us, &compile_context, &user_metadata, &frames};
+      for (std::size_t i = 0; i < kCount; ++i) {
+        if (key == kNames[i]) return fields[i];
+      }
+      return nullptr;
+    }
+  };
 
   // ---- schema ----
   SnapshotSegment segment(const DataValue& d, const Where& w) {
@@ -206,7 +274,7 @@ class SnapshotDecoder {
       fail(w.at("segment_type"), quote_input(type) + " is neither 'large' nor 'small'");
     seg.is_large = type == "large";
     seg.is_expandable = bool_field(d, "is_expandable", w, false);
-    seg.frames = frames(d.find("frames"), w.at("frames"));
+    seg.frames = frames_field(d, w);
 
     const DataValue* blocks = d.find("blocks");
     if (blocks == nullptr) fail(w, "missing 'blocks'");
@@ -250,23 +318,43 @@ class SnapshotDecoder {
     }
     b.address = size_field(d, "address", w, next_address);
     b.requested_size = size_field(d, "requested_size", w, b.state == BlockState::inactive ? 0 : b.size);
-    b.frames = frames(d.find("frames"), w.at("frames"));
+    b.frames = frames_field(d, w);
     return b;
+  }
+
+  CompactTrace& streamed_trace(std::size_t device) {
+    if (device > static_cast<std::size_t>(kMaxDevice)) {
+      fail("device_traces: more than " + std::to_string(kMaxDevice + 1) + " device traces");
+    }
+    if (streamed_.size() <= device) streamed_.resize(device + 1);
+    return streamed_[device];
   }
 
   TraceEntry trace_entry(const DataValue& d, const Where& w) {
     need(d, K::dict, w);
+    std::array<ValueView, EntryFields::kCount> views;  // dict keys are unique: one per field at most
+    std::size_t n = 0;
+    EntryFields f;
+    for (const auto& [k, v] : d.entries()) {
+      const ValueView** field = k.is(K::string) ? f.slot(k.as_string()) : nullptr;
+      if (field == nullptr) continue;
+      views[n] = ValueView::of(v);
+      *field = &views[n++];
+    }
+    return trace_entry(f, w);
+  }
+  TraceEntry trace_entry(const EntryFields& f, const Where& w) {
     TraceEntry e;
-    const std::string action = str_field(d, "action", w, "", true);
+    const std::string_view action = str_of(f.action, "action", w, "", true);
     if (!parse_action(action, e.action)) fail(w.at("action"), "unknown action " + quote_input(action));
-    const char* addr_key = e.action == TraceAction::oom && d.find("device_free") != nullptr ? "device_free" : "addr";
-    e.addr = size_field(d, addr_key, w, 0);
-    e.size = size_field(d, "size", w, 0);
-    e.stream = size_field(d, "stream", w, 0);
-    e.time_us = time_field(d, w);
-    e.compile_context = str_field(d, "compile_context", w, "N/A");
-    e.user_metadata = str_field(d, "user_metadata", w, "");
-    e.frames = frames(d.find("frames"), w.at("frames"));
+    const bool free_bytes = e.action == TraceAction::oom && f.device_free != nullptr;
+    e.addr = size_of(free_bytes ? f.device_free : f.addr, free_bytes ? "device_free" : "addr", w, 0);
+    e.size = size_of(f.size, "size", w, 0);
+    e.stream = size_of(f.stream, "stream", w, 0);
+    e.time_us = time_of(f.time_us, w);
+    e.compile_context = str_of(f.compile_context, "compile_context", w, "N/A");
+    e.user_metadata = str_of(f.user_metadata, "user_metadata", w, "");
+    e.frames = frames(f.frames, w.at("frames"));
     return e;
   }
 
@@ -366,15 +454,16 @@ class SnapshotDecoder {
   }
 
   // Frames: the same list object (memo) or an equal list becomes one shared Frames.
-  Frames frames(const DataValue* v, const Where& w) {
-    if (v == nullptr || v->is_none()) return nullptr;
-    need(*v, K::list, w);
-    if (v->released()) {  // a frames list of an earlier streamed entry, shared through the memo
-      if (const auto it = by_memo_.find(v->memo_index()); it != by_memo_.end()) return it->second;
-      fail(w, "refers (pickle memo " + std::to_string(v->memo_index()) +
+  Frames frames(const ValueView* view, const Where& w) {
+    if (view == nullptr || view->is(K::none)) return nullptr;
+    if (!view->is(K::list)) fail(w, std::string("expected list, found ") + to_string(view->kind));
+    if (view->released) {  // a frames list of an earlier streamed entry, shared through the memo
+      if (const auto it = by_memo_.find(view->memo); it != by_memo_.end()) return it->second;
+      fail(w, "refers (pickle memo " + std::to_string(view->memo) +
                   ") to a list inside an earlier trace entry that was not its frames; the streaming reader keeps "
                   "only those");
     }
+    const DataValue* v = view->container;
     if (v->size() == 0) {
       if (v->memo_index() != DataValue::kNoMemo) by_memo_[v->memo_index()] = nullptr;
       return nullptr;
@@ -442,9 +531,10 @@ CompactSnapshot decode_snapshot(const std::string& name, bool is_pickle, ReadPic
   DataValue root;
   try {
     if (is_pickle) {
-      const PickleItemStream stream{"device_traces", [&](std::size_t list, std::size_t item, const DataValue& v) {
-                                      decoder.streamed_entry(list, item, v);
-                                    }};
+      const PickleItemStream stream{
+          "device_traces",
+          [&](std::size_t list, std::size_t item, const DataValue& v) { decoder.streamed_entry(list, item, v); },
+          [&](std::size_t list, std::size_t item, const FlatItem& v) { decoder.streamed_entry(list, item, v); }};
       root = read(&stream);
     } else {
       root = json();

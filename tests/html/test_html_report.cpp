@@ -372,7 +372,14 @@ TEST_CASE("html report: a 1M-entry trace gives a compact page, quickly", "[html]
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("1M-entry report: %.1f MB in %.3f s\n", static_cast<double>(html.size()) / 1e6, secs);
   CHECK(html.size() < 60'000'000);
-  CHECK(secs < 10.0);  // catches accidental quadratic work, not a benchmark
+  // Catches accidental quadratic work, not a benchmark: unoptimised and sanitized builds run it
+  // several times slower (12 s under ASan at -O0 on CI's 2 cores, 2026-11-26).
+#if defined(__OPTIMIZE__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  constexpr double kLimit = 10.0;
+#else
+  constexpr double kLimit = 60.0;
+#endif
+  CHECK(secs < kLimit);
   const gmp::DataValue data = gmp::parse_json(embedded_json(html));
   // Level of detail: at most 2^18 states and the 200000 largest allocations; the summary counts all.
   const gmp::DataValue& dev = at(data, "devices").items().at(0);

@@ -42,6 +42,16 @@
 #define GPUMEMPROF_DEBUG_VALIDATE 0
 #endif
 
+// 1 makes every split, merge and hole of the allocator check the block links it changes, and
+// stop the program if they are broken (allocator/segment_chain.hpp). Default: on without NDEBUG.
+#ifndef GPUMEMPROF_CHECK_LINKS
+#ifdef NDEBUG
+#define GPUMEMPROF_CHECK_LINKS 0
+#else
+#define GPUMEMPROF_CHECK_LINKS 1
+#endif
+#endif
+
 // A versioned inline namespace, so two copies of this header-only library in one program
 // cannot silently mix their types.
 #define GPUMEMPROF_NAMESPACE_BEGIN \

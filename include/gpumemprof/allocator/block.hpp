@@ -2,7 +2,8 @@
 //
 // Data structures and invariants (checked by CachingAllocator::validate()):
 // - A Segment is one device allocation. Its Blocks tile it exactly, linked in address order
-//   by prev/next; Segment::head is the lowest. Segments never merge.
+//   by prev/next; Segment::head is the lowest. Segments never merge. Only SegmentChain
+//   (segment_chain.hpp) changes these links.
 // - A Block is in exactly one of three states:
 //     allocated      -- handed to the client; found by address in the PointerMap;
 //     pending free   -- freed by the client but used on other streams (event_count > 0);

@@ -24,7 +24,8 @@
 //
 // Invariants.
 //   Blocks  [v] a segment's blocks tile it exactly, linked by prev/next in address order, head
-//           first; every block shares its segment's stream and pool; no two free neighbours
+//           first -- links that only SegmentChain (segment_chain.hpp) changes, checking them as
+//           it goes; every block shares its segment's stream and pool; no two free neighbours
 //           (an expandable segment: no two unmapped neighbours; holes are page-aligned, free
 //           and in no tree). Segments never merge.
 //   Pools   [v] a free block is in exactly the tree of its (stream, pool); an allocated one is
@@ -90,6 +91,7 @@
 #include "gpumemprof/allocator/introspection.hpp"
 #include "gpumemprof/allocator/memory_stats.hpp"
 #include "gpumemprof/allocator/pointer_map.hpp"
+#include "gpumemprof/allocator/segment_chain.hpp"
 #include "gpumemprof/allocator/size_policy.hpp"
 #include "gpumemprof/allocator/stats_ledger.hpp"
 #include "gpumemprof/config.hpp"

@@ -49,7 +49,7 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::grow_expan
   }
   Segment* seg = segs[place->segment];
   auto fail = [&]() -> Block* {  // a reservation made for nothing goes back at once
-    if (seg->head->next == nullptr && !seg->head->mapped) release_reservation(seg);
+    if (!seg->head->is_split() && !seg->head->mapped) release_reservation(seg);
     if constexpr (VirtualMemoryBackend<Backend>) backend_.release_spare_pages();
     return nullptr;
   };
@@ -181,14 +181,8 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::new_reserv
     s->small_pool = pool.small;
     s->expandable = true;
     s->reservation = r;
-    s->head = b;
+    detail::SegmentChain::start(*s, b, r.size, /*mapped=*/false);  // one hole: the whole range
     link_segment(s);
-    b->addr = r.base;
-    b->size = r.size;
-    b->stream = stream;
-    b->segment = s;
-    b->small_pool = pool.small;
-    b->mapped = false;
     return b;
   } else {
     (void)pool;
@@ -213,20 +207,7 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::map_block(
     if (rest != nullptr) block_records_.put(rest);
     return nullptr;
   }
-  if (rest != nullptr) {  // hole -> rest (still a hole) -> next
-    rest->addr = hole->addr + bytes;
-    rest->size = hole->size - bytes;
-    rest->stream = hole->stream;
-    rest->segment = s;
-    rest->small_pool = hole->small_pool;
-    rest->mapped = false;
-    rest->prev = hole;
-    rest->next = hole->next;
-    if (rest->next != nullptr) rest->next->prev = rest;
-    hole->next = rest;
-    hole->size = bytes;
-  }
-  hole->mapped = true;
+  detail::SegmentChain::fill_hole(hole, bytes, rest);  // hole -> rest (still a hole) -> next
   Pool& pool = pool_of(hole);
   s->size += bytes;
   total_reserved_ += bytes;
@@ -260,32 +241,10 @@ void CachingAllocator<Backend>::unmap_pages(Block* b, std::uintptr_t addr, std::
     throw;
   }
   pool.find(b->stream)->erase(b);
-  auto piece = [&](Block* p, std::uintptr_t at, std::size_t n) {
-    p->addr = at;
-    p->size = n;
-    p->stream = b->stream;
-    p->segment = s;
-    p->small_pool = b->small_pool;
-  };
-  if (before != nullptr) {  // prev -> before (free, mapped) -> b
-    piece(before, b->addr, addr - b->addr);
-    before->prev = b->prev;
-    before->next = b;
-    (b->prev != nullptr ? b->prev->next : s->head) = before;
-    b->prev = before;
-    insert_free(pool, before);
-  }
-  if (after != nullptr) {  // b -> after (free, mapped) -> next
-    piece(after, addr + bytes, b->addr + b->size - (addr + bytes));
-    after->prev = b;
-    after->next = b->next;
-    if (after->next != nullptr) after->next->prev = after;
-    b->next = after;
-    insert_free(pool, after);
-  }
-  b->addr = addr;
-  b->size = bytes;
-  b->mapped = false;
+  // prev -> before (free, mapped) -> b (the hole) -> after (free, mapped) -> next
+  detail::SegmentChain::punch_hole(b, addr, bytes, before, after);
+  if (before != nullptr) insert_free(pool, before);
+  if (after != nullptr) insert_free(pool, after);
   s->size -= bytes;
   total_reserved_ -= bytes;
   stat_sub(stats_.reserved_bytes, pool.stat_pool, static_cast<std::int64_t>(bytes));
@@ -313,14 +272,14 @@ void CachingAllocator<Backend>::release_expandable_segment(Segment* s, bool sync
   plan_segment(*s, view);
   unmap_planned(detail::pages_to_release(view, 0, page_), {s},
                 synced ? std::vector<Stream>{s->stream} : std::vector<Stream>{});
-  if (s->head->next == nullptr && !s->head->mapped) release_reservation(s);
+  if (!s->head->is_split() && !s->head->mapped) release_reservation(s);
 }
 
 template <DeviceBackend Backend>
 void CachingAllocator<Backend>::release_reservation(Segment* s) {
   if constexpr (VirtualMemoryBackend<Backend>) backend_.release(s->reservation);
   unlink_segment(s);
-  block_records_.put(s->head);
+  block_records_.put(detail::SegmentChain::finish(*s));
   segment_records_.put(s);
 }
 

@@ -140,22 +140,7 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::hand_out(S
     // The front of the block is handed out; the remainder keeps the old record and stays free.
     Block* rest = block;
     block = out;
-    block->addr = rest->addr;
-    block->size = size;
-    block->stream = rest->stream;
-    block->segment = rest->segment;
-    block->small_pool = rest->small_pool;
-    block->mapped = rest->mapped;
-    block->prev = rest->prev;
-    if (block->prev != nullptr) {
-      block->prev->next = block;
-    } else {
-      block->segment->head = block;
-    }
-    block->next = rest;
-    rest->prev = block;
-    rest->addr += size;
-    rest->size -= size;
+    detail::SegmentChain::split_front(rest, block, size);
     insert_free(pool, tree, rest);
     if (!block->segment->expandable) {
       if (already_split) {
@@ -213,20 +198,7 @@ template <DeviceBackend Backend>
 std::size_t CachingAllocator<Backend>::try_merge(Block* dst, Block* src, Tree& tree, Records& records) {
   if (src == nullptr || !src->is_free() || src->mapped != dst->mapped) return 0;
   if (src->mapped) tree.erase(src);  // unmapped holes are in no tree
-  if (dst->prev == src) {            // [src dst]
-    dst->addr = src->addr;
-    dst->prev = src->prev;
-    if (dst->prev != nullptr) {
-      dst->prev->next = dst;
-    } else {
-      dst->segment->head = dst;
-    }
-  } else {  // [dst src]
-    dst->next = src->next;
-    if (dst->next != nullptr) dst->next->prev = dst;
-  }
-  const std::size_t subsumed = src->size;
-  dst->size += subsumed;
+  const std::size_t subsumed = detail::SegmentChain::merge(dst, src);
   records.put(src);
   return subsumed;
 }

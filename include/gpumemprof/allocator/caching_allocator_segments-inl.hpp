@@ -85,13 +85,8 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::new_segmen
   s->size = segment_bytes;
   s->stream = stream;
   s->small_pool = pool.small;
-  s->head = b;
+  detail::SegmentChain::start(*s, b, segment_bytes, /*mapped=*/true);
   link_segment(s);
-  b->addr = s->addr;
-  b->size = segment_bytes;
-  b->stream = stream;
-  b->segment = s;
-  b->small_pool = pool.small;
   total_reserved_ += segment_bytes;
   stat_add(stats_.segment, pool.stat_pool, 1);
   stat_add(stats_.reserved_bytes, pool.stat_pool, static_cast<std::int64_t>(segment_bytes));
@@ -123,7 +118,7 @@ void CachingAllocator<Backend>::forget_segment(Block* whole) {
   if (s->size >= cfg_.max_split_size) stats_.oversize_segments.decrease(1);
   ++stats_.num_device_free;
   unlink_segment(s);
-  block_records_.put(whole);
+  block_records_.put(detail::SegmentChain::finish(*s));
   segment_records_.put(s);
 }
 
@@ -358,7 +353,7 @@ void CachingAllocator<Backend>::release_stream(Stream stream) {
       if (s->stream == stream) {
         if (s->expandable) {
           release_expandable_segment(s, /*synced=*/true);
-        } else if (s->head->next == nullptr && s->head->is_free()) {
+        } else if (!s->head->is_split() && s->head->is_free()) {
           release_segment(s->head);
         }
       }

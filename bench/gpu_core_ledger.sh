@@ -9,7 +9,7 @@
 # against this tree (built here, release). About 2-3 minutes on 16 cores.
 # Each step logs to $OUT/ledger-<step>.log and prints "<step>: ok" or "<step>: FAILED (exit N)"
 # with the log's tail; the last line is "gpu_core_ledger: N passed, N failed".
-# usage: OUT=dir bench/gpu_core_ledger.sh BUILD_DIR
+# usage: OUT=dir [BASE=commit] bench/gpu_core_ledger.sh BUILD_DIR   (BASE: the speed comparison's base, 7db3cf2)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build="${1:?usage: OUT=dir bench/gpu_core_ledger.sh BUILD_DIR}"
@@ -79,14 +79,14 @@ grep -E "differs|exit" "$out/ledger-replay-parity.log" | sed 's/^/    /'
 step two-stream-expandable 120 "$build/tools/gpumemprof" replay tests/data/two_stream_resnet18.trace.gz \
   --device cuda:0 --config expandable_segments:True --json
 # Speed before/after on the host side (simulated device, 16 quiet cores): bench_allocator of the
-# base commit (7db3cf2) and of this tree, each built here in release, alternated 3 times; one
+# base commit ($BASE, default 7db3cf2) and of this tree, each built here in release, alternated 3 times; one
 # thread (one stream: the ledger's direct mode), 8 threads on their own streams (journals) and 8
 # on one stream. Look for: best-of-3 ns within noise of the base's.
 bench_pair() {
   local root
   root=$(mktemp -d)
   mkdir -p "$root/base-src"
-  git archive 7db3cf2 | tar -x -C "$root/base-src" || return 1
+  git archive "${BASE:-7db3cf2}" | tar -x -C "$root/base-src" || return 1
   local v opts="-Dbuildtype=release -Dbenchmarks=true -Dtests=false -Dexamples=false -Dcuda=disabled -Dmpi=disabled -Dcupti=disabled"
   (cd "$root/base-src" && meson setup "$root/base" $opts) && meson setup "$root/new" $opts || return 1
   ninja -C "$root/base" bench/bench_allocator & local p1=$!
@@ -97,7 +97,7 @@ bench_pair() {
   local r
   for r in 1 2 3; do
     for v in base new; do
-      echo "== $v round $r"
+      echo "== $v round $r (base ${BASE:-7db3cf2})"
       "$root/$v/bench/bench_allocator" --benchmark_filter="$f" --benchmark_min_time=0.2 2>&1 | grep -E "^BM_"
     done
   done

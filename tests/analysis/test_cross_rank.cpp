@@ -239,7 +239,7 @@ TEST_CASE("each rank's device memory: NCCL's share, used beside reserved, from t
   CHECK(m0.reserved == 100 * MiB);
   CHECK(m0.external == 186 * MiB);
   REQUIRE(m0.external_by_owner.size() == 1);
-  CHECK(m0.external_by_owner[0] == gmp::OwnerMemory{"libnccl.so", 186 * MiB, 2, "ncclMemAlloc"});
+  CHECK(m0.external_by_owner[0] == gmp::OwnerMemory{"libnccl.so", 186 * MiB, 2, "ncclMemAlloc", {}});
   CHECK(m0.context == 500 * MiB);
   CHECK(m0.unattributed == 0);
   CHECK(m1.used == 500 * MiB + 40 * MiB + 190 * MiB + 2 * MiB);

@@ -12,15 +12,7 @@
 # usage: OUT=DIR bench/gpu_ddp_external.sh BUILD_DIR   (a CUDA build with CUPTI: python/libgpumemprof_torch.so,
 #        tools/gpumemprof, tests/gpu/test_external_memory). Look for "gpu_ddp_external: all passed"
 #        and the per-rank table; every FAIL line names its log.
-set -u
-B=$(cd "${1:?usage: bench/gpu_ddp_external.sh BUILD_DIR}" && pwd)
-SRC=$(cd "$(dirname "$0")/.." && pwd)
-OUT=${OUT:-$PWD/gpu-ddp-external-out}
-mkdir -p "$OUT"
-export GPUMEMPROF_TORCH_LIB="$B/python/libgpumemprof_torch.so"
-export PYTHONPATH="$SRC/python${PYTHONPATH:+:$PYTHONPATH}"
-fail=0
-say() { echo "gpu_ddp_external: $*"; }
+. "$(dirname "$0")/gpu_common.sh"  # B, SRC, OUT, the bridge's environment, fail, say
 
 { nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
   date -u; git -C "$SRC" rev-parse --short HEAD

@@ -42,6 +42,17 @@ struct BusyDevice {
   void* blas = nullptr;
 };
 
+/// `snap` written as s.pickle and s.json in `dir`, and each read back.
+std::vector<gmp::Snapshot> written_and_read(const gmp::Snapshot& snap, TempDir& dir) {
+  std::vector<gmp::Snapshot> out;
+  for (const char* name : {"s.pickle", "s.json"}) {
+    const std::string path = dir.file(name);
+    gmp::write_snapshot_file(snap, path);
+    out.push_back(gmp::load_snapshot(path));
+  }
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("device memory: a snapshot carries the ledger in its own key and reads back exactly") {
@@ -56,10 +67,7 @@ TEST_CASE("device memory: a snapshot carries the ledger in its own key and reads
   CHECK(m.unattributed == static_cast<std::int64_t>(2 * MiB - 1000));
 
   TempDir dir;
-  for (const char* name : {"s.pickle", "s.json"}) {
-    const std::string path = dir.file(name);
-    gmp::write_snapshot_file(snap, path);
-    const gmp::Snapshot back = gmp::load_snapshot(path);
+  for (const gmp::Snapshot& back : written_and_read(snap, dir)) {
     REQUIRE(back.device_memory.size() == 1);
     const gmp::DeviceMemory& r = back.device_memory[0];
     CHECK(r.device == "sim:0");
@@ -228,10 +236,7 @@ TEST_CASE("device memory: with stacks, the owner's top site comes with its C++ s
   gmp::Snapshot snap;
   snap.device_memory.push_back(m);
   TempDir dir;
-  for (const char* name : {"s.pickle", "s.json"}) {
-    const std::string path = dir.file(name);
-    gmp::write_snapshot_file(snap, path);
-    const gmp::Snapshot back = gmp::load_snapshot(path);
+  for (const gmp::Snapshot& back : written_and_read(snap, dir)) {
     REQUIRE(back.device_memory.size() == 1);
     CHECK(back.device_memory[0].external_by_owner == m.external_by_owner);
   }

@@ -133,12 +133,14 @@ inline std::string plural(std::size_t n, const char* one, const char* many) {
   return out;
 }
 
+namespace detail {
 /// ", most from SITE" (", most from:" when the stack that follows starts with the site); "" when
 /// the site is unknown.
 [[nodiscard]] inline std::string most_from(const OwnerMemory& o) {
   if (o.top_site.empty()) return {};
   return !o.top_stack.empty() && o.top_stack.front() == o.top_site ? ", most from:" : ", most from " + o.top_site;
 }
+}  // namespace detail
 
 /// The stack of `o`'s top site, one frame a line after `indent` ("" when none was recorded), at
 /// most `max_frames` frames.
@@ -169,7 +171,7 @@ inline std::string plural(std::size_t n, const char* one, const char* many) {
       m.tracking ? std::string() : std::string("(not tracked: gmp::track_external_memory() or GPUMEMPROF_TRACK_EXTERNAL=1)"));
   for (const OwnerMemory& o : m.external_by_owner) {
     row("    " + o.owner, format_size(o.bytes),
-        "in " + detail::plural(o.count, "allocation", "allocations") + most_from(o));
+        "in " + detail::plural(o.count, "allocation", "allocations") + detail::most_from(o));
     out += format_top_stack(o, indent + "        ");
   }
   if (m.code != 0 || !m.code_by_owner.empty()) {

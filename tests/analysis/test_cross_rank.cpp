@@ -313,3 +313,14 @@ TEST_CASE("rank files without a device ledger, or with tracking off, say so inst
   plain.finish();
   CHECK_THAT(gmp::format_cross_rank(plain), !Catch::Matchers::ContainsSubstring("device memory at the dump"));
 }
+
+TEST_CASE("a rank file's name gives its rank: rank-<1 to 6 digits>.pickle or .json") {
+  CHECK(gmp::rank_from_file_name("dump/rank-3.pickle") == 3);
+  CHECK(gmp::rank_from_file_name("rank-012.json") == 12);
+  CHECK(gmp::rank_from_file_name("/a/b/rank-999999.pickle") == 999999);
+  for (const char* bad : {"rank-1234567.pickle", "rank-.pickle", "rank-2.txt", "xrank-2.pickle", "rank-2.pickle.tmp",
+                          "rank-2a.json", "rank--1.json", "dir/rank-2.pickle/", "ranks.json"}) {
+    INFO(bad);
+    CHECK(gmp::rank_from_file_name(bad) == -1);
+  }
+}

@@ -5,22 +5,15 @@
 #     cudaMallocPitch, cudaMalloc3D, a cudaMallocAsync pool, cuBLAS, cuDNN, NCCL; managed and pinned
 #     host memory stay out), unattributed within 2 MiB of zero;
 #  2. DDP ResNet-50 under torchrun --nproc_per_node 2 through the launcher with --track-external,
-#     then again with GPUMEMPROF_TRACK_EXTERNAL=1 instead: `gpumemprof summary DIR` shows per rank the
+#     then again with GPUMEMPROF_TRACK_EXTERNAL=stacks instead: `gpumemprof summary DIR` shows per rank the
 #     device's used bytes beside the allocator's reserved, external bytes and the top owner;
 #     checks that libnccl.so holds > 0 bytes on every rank, that unattributed is reported, and
-#     that PyTorch's _memory_viz still opens the rank files.
+#     that PyTorch's _memory_viz still opens the rank files; with stacks, that each rank file gives
+#     libnccl.so's top site a C++ stack (printed).
 # usage: OUT=DIR bench/gpu_ddp_external.sh BUILD_DIR   (a CUDA build with CUPTI: python/libgpumemprof_torch.so,
 #        tools/gpumemprof, tests/gpu/test_external_memory). Look for "gpu_ddp_external: all passed"
 #        and the per-rank table; every FAIL line names its log.
-set -u
-B=$(cd "${1:?usage: bench/gpu_ddp_external.sh BUILD_DIR}" && pwd)
-SRC=$(cd "$(dirname "$0")/.." && pwd)
-OUT=${OUT:-$PWD/gpu-ddp-external-out}
-mkdir -p "$OUT"
-export GPUMEMPROF_TORCH_LIB="$B/python/libgpumemprof_torch.so"
-export PYTHONPATH="$SRC/python${PYTHONPATH:+:$PYTHONPATH}"
-fail=0
-say() { echo "gpu_ddp_external: $*"; }
+. "$(dirname "$0")/gpu_common.sh"  # B, SRC, OUT, the bridge's environment, fail, say
 
 { nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
   date -u; git -C "$SRC" rev-parse --short HEAD
@@ -91,9 +84,23 @@ sys.exit(1 if bad else 0)
 PY
 }
 run_ddp flag --track-external
-export GPUMEMPROF_TRACK_EXTERNAL=1
+export GPUMEMPROF_TRACK_EXTERNAL=stacks  # as =1, and each allocation's C++ stack
 run_ddp env
 unset GPUMEMPROF_TRACK_EXTERNAL
+# With stacks, every rank file names where NCCL's memory came from.
+python3 - "$OUT/dump-env" <<'PY' || { say "FAIL: no stack for libnccl.so's top site in the rank files (dump-env)"; fail=1; }
+import pickle, sys
+ok = True
+for r in (0, 1):
+    s = pickle.load(open("%s/rank-%d.pickle" % (sys.argv[1], r), "rb"))
+    nccl = [o for d in s.get("device_memory", []) for o in d["external_by_owner"] if o["owner"].startswith("libnccl.so")]
+    stack = nccl[0].get("top_stack", []) if nccl else []
+    print("gpu_ddp_external: rank %d: libnccl.so's top site %s, its stack:" % (r, nccl[0]["top_site"] if nccl else "(none)"))
+    for f in stack[:8]:
+        print("    " + f)
+    ok = ok and len(stack) > 0
+sys.exit(0 if ok else 1)
+PY
 
 [ $fail -eq 0 ] && say "all passed" || say "some checks FAILED"
 exit $fail

@@ -3,7 +3,7 @@
 # communicator): tests/gpu/test_external_memory with lazy and with eager module loading (a direct
 # cudaMalloc, a cuBLAS GEMM, cuDNN if present, NCCL over all visible GPUs, a cudaMallocAsync pool:
 # each under the right owner; unattributed within 2 MiB of zero), then the per-call cost of tracking
-# (tests/gpu/gpu_tracking_overhead) as a markdown table.
+# (tests/gpu/gpu_tracking_overhead, without and with stacks) as a markdown table.
 # Usage: bench/gpu_device_memory.sh [BUILD_DIR]; logs go to $OUT (default gpu-out).
 # Each step logs on its own and a failing step does not stop the others.
 set -uo pipefail
@@ -38,10 +38,12 @@ for mode in LAZY EAGER; do
   # Where NCCL's memory appears (used and unattributed around each step), what was charged inside
   # calls that allocate nothing (kernel launches growing local memory, peer access), which callbacks ran.
   grep -E "^  (before|after) |^  growth: |^  callbacks:" "$log"
+  # The stack of a direct cudaMalloc with stacks on; tracking beside another CUPTI subscriber.
+  grep -E -A3 "^  (stack of |with another CUPTI subscriber)" "$log"
 done | tee "$out/device_memory_tests.txt"
 
 {
-  echo "| device | calls | untracked ns/pair | tracked ns/pair | difference |"
-  echo "|---|---|---:|---:|---:|"
-  timeout 60 "$build/tests/gpu/gpu_tracking_overhead" 2000 || echo "| gpu_tracking_overhead failed: exit $? | | | | |"
+  echo "| device | calls | untracked ns/pair | tracked ns/pair | tracked with stacks ns/pair | tracking costs | stacks cost |"
+  echo "|---|---|---:|---:|---:|---:|---:|"
+  timeout 60 "$build/tests/gpu/gpu_tracking_overhead" 2000 || echo "| gpu_tracking_overhead failed: exit $? | | | | | | |"
 } | tee "$out/device_memory_overhead.md"

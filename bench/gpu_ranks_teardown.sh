@@ -10,15 +10,7 @@
 #     handler preloaded into each rank), which names the library whose teardown crashes.
 # usage: OUT=DIR bench/gpu_ranks_teardown.sh BUILD_DIR   (a CUDA build: python/libgpumemprof_torch.so,
 #        tools/gpumemprof). Look for "gpu_ranks_teardown: all passed"; every FAIL line says why.
-set -u
-B=$(cd "${1:?usage: bench/gpu_ranks_teardown.sh BUILD_DIR}" && pwd)
-SRC=$(cd "$(dirname "$0")/.." && pwd)
-OUT=${OUT:-$PWD/gpu-ranks-teardown-out}
-mkdir -p "$OUT"
-export GPUMEMPROF_TORCH_LIB="$B/python/libgpumemprof_torch.so"
-export PYTHONPATH="$SRC/python${PYTHONPATH:+:$PYTHONPATH}"
-fail=0
-say() { echo "gpu_ranks_teardown: $*"; }
+. "$(dirname "$0")/gpu_common.sh"  # B, SRC, OUT, the bridge's environment, fail, say
 
 say "commit $(git -C "$SRC" rev-parse --short HEAD 2>/dev/null), $(python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", ".".join(map(str, torch.cuda.nccl.version())), "gpus", torch.cuda.device_count())' 2>&1 | tail -1)"
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>&1 | sed 's/^/  /'

@@ -12,7 +12,8 @@ its process group, or another rank may have failed). Rank 0 then writes DIR/rank
 ranks' files and prints the cross-rank summary (`gpumemprof summary DIR` prints it again).
 --config takes PYTORCH_CUDA_ALLOC_CONF's syntax. --track-external (or GPUMEMPROF_TRACK_EXTERNAL=1)
 tracks device memory outside the allocator from the start -- NCCL's buffers, cuBLAS's workspace, the
-CUDA context -- and the summary shows it per rank.
+CUDA context -- and the summary shows it per rank; GPUMEMPROF_TRACK_EXTERNAL=stacks also records the C++
+stack of each of those allocations.
 
 Then the process ends as Python would -- non-daemon threads joined, atexit handlers run, open files
 flushed -- but without tearing down the interpreter and the libraries' static objects: torch, CUDA
@@ -46,7 +47,8 @@ def _parse(argv):
     p.add_argument("--history", action="store_true", help="record allocation history (stacks) on this rank's GPU")
     p.add_argument("--track-external", action="store_true",
                    help="track device memory outside the allocator (NCCL, cuBLAS, the CUDA context) on every GPU "
-                        "from the start; also GPUMEMPROF_TRACK_EXTERNAL=1")
+                        "from the start; also GPUMEMPROF_TRACK_EXTERNAL=1 (=stacks: with each allocation's C++ "
+                        "stack)")
     p.add_argument("--config", metavar="ALLOC_CONF", help='allocator options, e.g. "expandable_segments:True"')
     p.add_argument("--wait", type=float, default=120.0,
                    help="seconds rank 0 waits for the other ranks' files before summarizing (default: %(default)s)")
@@ -76,7 +78,7 @@ def main(argv=None):
         os.environ["GPUMEMPROF_ALLOC_CONF"] = opts.config  # read when the allocator is created
     import gpumemprof_torch as gt
     try:
-        if opts.track_external or os.environ.get("GPUMEMPROF_TRACK_EXTERNAL") == "1":
+        if opts.track_external or os.environ.get("GPUMEMPROF_TRACK_EXTERNAL") in ("1", "stacks"):
             gt.track_external_memory()  # before torch and NCCL allocate; when it cannot, one line says why
         gt.install()
     except (RuntimeError, FileNotFoundError, OSError) as e:

@@ -1,6 +1,12 @@
 // Every byte on a device: the ledger of memory outside the allocator, the simulated device's
 // external allocations and context, and device_memory() putting them beside the allocator.
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <string>
 
 #include "catch.hpp"
 #include "gpumemprof/allocator/device_memory.hpp"
@@ -18,6 +24,26 @@ SimAllocator make_device(std::size_t capacity, std::size_t context) {
   return SimAllocator(gmp::SimulatedBackend(opt));
 }
 
+/// What `f` writes to stderr.
+template <class F>
+std::string stderr_of(F f) {
+  std::fflush(stderr);
+  char path[] = "/tmp/gpumemprof_stderr_XXXXXX";
+  const int fd = ::mkstemp(path);
+  REQUIRE(fd >= 0);
+  const int saved = ::dup(2);
+  ::dup2(fd, 2);
+  f();
+  std::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(saved);
+  ::close(fd);
+  std::ifstream in(path);
+  std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ::unlink(path);
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("the ledger keeps live allocations by owner with the site holding the most") {
@@ -29,22 +55,22 @@ TEST_CASE("the ledger keeps live allocations by owner with the site holding the 
   gmp::ExternalMemory m = ledger.view();
   CHECK(m.allocations == 1450);
   REQUIRE(m.by_owner.size() == 2);
-  CHECK(m.by_owner[0] == gmp::OwnerMemory{"app", 1000, 1, "main"});
-  CHECK(m.by_owner[1] == gmp::OwnerMemory{"libnccl.so", 450, 3, "ncclProxyConnect"});
+  CHECK(m.by_owner[0] == gmp::OwnerMemory{"app", 1000, 1, "main", {}});
+  CHECK(m.by_owner[1] == gmp::OwnerMemory{"libnccl.so", 450, 3, "ncclProxyConnect", {}});
 
   CHECK(ledger.record_free(0x2000));
   CHECK_FALSE(ledger.record_free(0x2000));  // twice: ignored
   CHECK_FALSE(ledger.record_free(0x9000));  // allocated before tracking: ignored, never negative
   m = ledger.view();
   CHECK(m.allocations == 1150);
-  CHECK(m.by_owner[1] == gmp::OwnerMemory{"libnccl.so", 150, 2, "ncclCommInitRank"});
+  CHECK(m.by_owner[1] == gmp::OwnerMemory{"libnccl.so", 150, 2, "ncclCommInitRank", {}});
 
   ledger.record_alloc(0x4000, 10, "libcublas.so", "cublasCreate_v2");  // the same id again: replaces
   CHECK(ledger.bytes_of(0x4000) == 10);
   m = ledger.view();
   CHECK(m.allocations == 160);
   CHECK(m.by_owner[0].owner == "libnccl.so");
-  CHECK(m.by_owner[1] == gmp::OwnerMemory{"libcublas.so", 10, 1, "cublasCreate_v2"});
+  CHECK(m.by_owner[1] == gmp::OwnerMemory{"libcublas.so", 10, 1, "cublasCreate_v2", {}});
 
   ledger.record_code(7, 64 << 20, "libcublas.so");
   ledger.record_code(8, 2 << 20, "app");
@@ -52,7 +78,7 @@ TEST_CASE("the ledger keeps live allocations by owner with the site holding the 
   m = ledger.view();
   CHECK(m.code == (66u << 20));
   REQUIRE(m.code_by_owner.size() == 2);
-  CHECK(m.code_by_owner[0] == gmp::OwnerMemory{"libcublas.so", 64u << 20, 1, ""});
+  CHECK(m.code_by_owner[0] == gmp::OwnerMemory{"libcublas.so", 64u << 20, 1, "", {}});
   CHECK(ledger.record_code_unload(7));
   CHECK_FALSE(ledger.record_code_unload(7));
   CHECK(ledger.view().code == (2u << 20));
@@ -85,8 +111,8 @@ TEST_CASE("the simulated device's context and external allocations take its memo
   CHECK(m.reserved == 61 * GiB);
   CHECK(m.external == 14 * GiB + 1000);
   REQUIRE(m.external_by_owner.size() == 2);
-  CHECK(m.external_by_owner[0] == gmp::OwnerMemory{"libnccl.so", 14 * GiB, 2, "ncclCommInitRank"});
-  CHECK(m.external_by_owner[1] == gmp::OwnerMemory{"libcublas.so", 1000, 1, "cublasCreate_v2"});
+  CHECK(m.external_by_owner[0] == gmp::OwnerMemory{"libnccl.so", 14 * GiB, 2, "ncclCommInitRank", {}});
+  CHECK(m.external_by_owner[1] == gmp::OwnerMemory{"libcublas.so", 1000, 1, "cublasCreate_v2", {}});
   CHECK(m.context == 2150 * MiB);
   CHECK(m.code == 0);
   CHECK(m.tracking);
@@ -96,7 +122,7 @@ TEST_CASE("the simulated device's context and external allocations take its memo
   CHECK_THROWS_AS(a.allocate(3 * GiB), gmp::OutOfMemoryError);
   sim.external_free(nccl2);
   void* q = a.allocate(3 * GiB);  // fits once NCCL gave its 4 GiB back
-  CHECK(gmp::device_memory(a).external_by_owner[0] == gmp::OwnerMemory{"libnccl.so", 10 * GiB, 1, "ncclCommInitRank"});
+  CHECK(gmp::device_memory(a).external_by_owner[0] == gmp::OwnerMemory{"libnccl.so", 10 * GiB, 1, "ncclCommInitRank", {}});
   CHECK_THROWS_AS(sim.external_free(nccl2), gmp::DeviceRuntimeError);  // twice
   CHECK_THROWS_AS(sim.external_free(p), gmp::DeviceRuntimeError);      // not an external allocation
   sim.external_free(nccl1);
@@ -163,10 +189,62 @@ TEST_CASE("tracking memory outside the allocator says in one line why it cannot 
     WARN("a CUDA device is visible: tests/gpu/test_external_memory checks the capture");
     return;
   }
-  CHECK_FALSE(gmp::track_external_memory());
-  CHECK_FALSE(gmp::track_external_memory());  // asked again: the same answer, said once
+  bool first = true, second = true;
+  const std::string said = stderr_of([&] {
+    first = gmp::track_external_memory();
+    second = gmp::track_external_memory();  // asked again: the same answer, said once
+  });
+  CHECK_FALSE(first);
+  CHECK_FALSE(second);
+  const std::string why = GPUMEMPROF_WITH_CUDA && GPUMEMPROF_WITH_CUPTI ? gmp::cuda_unavailable_reason()
+                          : GPUMEMPROF_WITH_CUDA ? "this build has no CUPTI (configure with CUDA and -Dcupti=enabled)"
+                                                 : "this build has no CUDA (configure with CUDA and -Dcupti=enabled)";
+  CHECK(said == "gpumemprof: memory outside the allocator is not tracked: " + why + "\n");
   SimAllocator a = make_device(GiB, 0);
   void* p = a.allocate(MiB);
   CHECK(gmp::device_memory(a).reserved == 2 * MiB);
   a.deallocate(p);
+}
+
+namespace {
+GPUMEMPROF_NOINLINE void* external_from_here(gmp::SimulatedBackend& sim, std::size_t bytes) {
+  void* p = sim.external_malloc(bytes, "libnccl.so");
+  asm volatile("" : : "r"(p) : "memory");  // no tail call: this frame stays on the stack
+  return p;
+}
+GPUMEMPROF_NOINLINE void* external_from_there(gmp::SimulatedBackend& sim, std::size_t bytes) {
+  void* p = sim.external_malloc(bytes, "libnccl.so");
+  asm volatile("" : : "r"(p) : "memory");
+  return p;
+}
+}  // namespace
+
+TEST_CASE("with stacks, external allocations of one owner are told apart by call stack") {
+  SimAllocator a = make_device(GiB, 0);
+  gmp::SimulatedBackend& sim = a.backend();
+  void* plain = sim.external_malloc(4 * MiB, "libnccl.so");  // stacks off: no stack, one site ""
+  CHECK(gmp::device_memory(a).external_by_owner[0].top_stack.empty());
+  sim.external_free(plain);
+
+  (void)gmp::track_external_memory({.stacks = true});  // on a simulated device, stacks need no CUPTI
+  void* here = external_from_here(sim, 6 * MiB);
+  void* there_ptrs[2] = {};
+  for (void*& p : there_ptrs) p = external_from_there(sim, 4 * MiB);  // one call site, one stack
+  auto [there1, there2] = there_ptrs;
+  gmp::DeviceMemory m = gmp::device_memory(a);
+  REQUIRE(m.external_by_owner.size() == 1);
+  const gmp::OwnerMemory there = m.external_by_owner[0];
+  CHECK(there.bytes == 14 * MiB);
+  CHECK(there.count == 3);
+  REQUIRE_FALSE(there.top_stack.empty());           // "there" holds 8 MiB from one stack, "here" 6
+  CHECK(there.top_site == there.top_stack.front());  // no site name given: the stack's first frame
+  sim.external_free(there1);                         // now "here" holds the most
+  m = gmp::device_memory(a);
+  REQUIRE_FALSE(m.external_by_owner[0].top_stack.empty());
+  CHECK(m.external_by_owner[0].top_stack != there.top_stack);
+  CHECK(m.external_by_owner[0].top_stack.size() == there.top_stack.size());  // the same depth, another caller
+  sim.external_free(there2);
+  sim.external_free(here);
+  gmp::detail::external_stacks.store(false);  // stacks stay on in a program; not across these tests
+  CHECK(gmp::device_memory(a).external == 0);
 }

@@ -239,7 +239,7 @@ TEST_CASE("each rank's device memory: NCCL's share, used beside reserved, from t
   CHECK(m0.reserved == 100 * MiB);
   CHECK(m0.external == 186 * MiB);
   REQUIRE(m0.external_by_owner.size() == 1);
-  CHECK(m0.external_by_owner[0] == gmp::OwnerMemory{"libnccl.so", 186 * MiB, 2, "ncclMemAlloc"});
+  CHECK(m0.external_by_owner[0] == gmp::OwnerMemory{"libnccl.so", 186 * MiB, 2, "ncclMemAlloc", {}});
   CHECK(m0.context == 500 * MiB);
   CHECK(m0.unattributed == 0);
   CHECK(m1.used == 500 * MiB + 40 * MiB + 190 * MiB + 2 * MiB);
@@ -312,4 +312,15 @@ TEST_CASE("rank files without a device ledger, or with tracking off, say so inst
   plain.add(gmp::rank_facts(round_trip(rank_snapshot(0, 1, kMiB, kMiB)), "rank-0.pickle"));
   plain.finish();
   CHECK_THAT(gmp::format_cross_rank(plain), !Catch::Matchers::ContainsSubstring("device memory at the dump"));
+}
+
+TEST_CASE("a rank file's name gives its rank: rank-<1 to 6 digits>.pickle or .json") {
+  CHECK(gmp::rank_from_file_name("dump/rank-3.pickle") == 3);
+  CHECK(gmp::rank_from_file_name("rank-012.json") == 12);
+  CHECK(gmp::rank_from_file_name("/a/b/rank-999999.pickle") == 999999);
+  for (const char* bad : {"rank-1234567.pickle", "rank-.pickle", "rank-2.txt", "xrank-2.pickle", "rank-2.pickle.tmp",
+                          "rank-2a.json", "rank--1.json", "dir/rank-2.pickle/", "ranks.json"}) {
+    INFO(bad);
+    CHECK(gmp::rank_from_file_name(bad) == -1);
+  }
 }

@@ -42,6 +42,17 @@ struct BusyDevice {
   void* blas = nullptr;
 };
 
+/// `snap` written as s.pickle and s.json in `dir`, and each read back.
+std::vector<gmp::Snapshot> written_and_read(const gmp::Snapshot& snap, TempDir& dir) {
+  std::vector<gmp::Snapshot> out;
+  for (const char* name : {"s.pickle", "s.json"}) {
+    const std::string path = dir.file(name);
+    gmp::write_snapshot_file(snap, path);
+    out.push_back(gmp::load_snapshot(path));
+  }
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("device memory: a snapshot carries the ledger in its own key and reads back exactly") {
@@ -56,10 +67,7 @@ TEST_CASE("device memory: a snapshot carries the ledger in its own key and reads
   CHECK(m.unattributed == static_cast<std::int64_t>(2 * MiB - 1000));
 
   TempDir dir;
-  for (const char* name : {"s.pickle", "s.json"}) {
-    const std::string path = dir.file(name);
-    gmp::write_snapshot_file(snap, path);
-    const gmp::Snapshot back = gmp::load_snapshot(path);
+  for (const gmp::Snapshot& back : written_and_read(snap, dir)) {
     REQUIRE(back.device_memory.size() == 1);
     const gmp::DeviceMemory& r = back.device_memory[0];
     CHECK(r.device == "sim:0");
@@ -171,4 +179,84 @@ TEST_CASE("device memory: the HTML report draws the device bar from the snapshot
   const std::string plain = gmp::render_html_report(gmp::load_compact_snapshot(export_test::reference_pickle()));
   CHECK(plain.find("device-card") == std::string::npos);
   d.a.deallocate(p);
+}
+
+namespace {
+// Stand for a library's own cudaMalloc calls, made from two places.
+GPUMEMPROF_NOINLINE void* nccl_like_init(const gmp::Device& dev, int& line) {
+  line = __LINE__ + 1;
+  void* p = gmp::sim_external_malloc(dev, 64 * MiB, "libnccl.so");
+  asm volatile("" : : "r"(p) : "memory");  // no tail call: this frame stays on the stack
+  return p;
+}
+GPUMEMPROF_NOINLINE void* nccl_like_connect(const gmp::Device& dev) {
+  void* p = gmp::sim_external_malloc(dev, 40 * MiB, "libnccl.so");
+  asm volatile("" : : "r"(p) : "memory");
+  return p;
+}
+
+/// Turns external stacks on for one test (a program keeps them on once asked).
+struct ExternalStacks {
+  ExternalStacks() { (void)gmp::track_external_memory({.stacks = true}); }
+  ~ExternalStacks() { gmp::detail::external_stacks.store(false); }
+  ExternalStacks(const ExternalStacks&) = delete;
+  ExternalStacks& operator=(const ExternalStacks&) = delete;
+};
+}  // namespace
+
+TEST_CASE("device memory: with stacks, the owner's top site comes with its C++ stack in every report") {
+  const gmp::Device dev("sim:4");
+  ExternalStacks stacks;
+  int line = 0;
+  void* init = nccl_like_init(dev, line);
+  void* conn1 = nccl_like_connect(dev);
+  void* conn2 = nccl_like_connect(dev);
+  gmp::sim_external_free(dev, conn1);  // left: 64 MiB from nccl_like_init, 40 MiB from nccl_like_connect
+  const gmp::DeviceMemory m = gmp::device_memory(dev);
+  REQUIRE(m.external_by_owner.size() == 1);
+  const gmp::OwnerMemory& o = m.external_by_owner[0];
+  CHECK(o.bytes == 104 * MiB);
+  CHECK(o.count == 2);
+  REQUIRE_FALSE(o.top_stack.empty());
+  INFO(o.top_stack.front());
+  CHECK(o.top_site == o.top_stack.front());
+  if (gmp::stacks_available) {  // the first frame outside gpumemprof: the call in nccl_like_init
+    CHECK(o.top_stack.front().find("nccl_like_init") != std::string::npos);
+    CHECK(o.top_stack.front().ends_with("test_device_memory_reports.cpp:" + std::to_string(line)));
+    CHECK(o.top_stack.size() > 1);
+  }
+
+  // memory_summary and `gpumemprof summary`: the stack under its owner.
+  const std::string text = gmp::format_device_memory(m);
+  INFO(text);
+  CHECK(text.find("    libnccl.so            104.00 MiB  in 2 allocations, most from:\n        " + o.top_stack.front() +
+                  "\n") != std::string::npos);
+
+  // Snapshots carry it (key top_stack) and read it back exactly.
+  gmp::Snapshot snap;
+  snap.device_memory.push_back(m);
+  TempDir dir;
+  for (const gmp::Snapshot& back : written_and_read(snap, dir)) {
+    REQUIRE(back.device_memory.size() == 1);
+    CHECK(back.device_memory[0].external_by_owner == m.external_by_owner);
+  }
+
+  // The HTML report lists its frames beside the owner's row.
+  std::string frame;
+  gmp::detail::append_html_escaped(frame, o.top_stack.front());
+  CHECK(gmp::detail::html_device_section(snap.device_memory).find("<pre style=\"margin:2px 0;font-size:11px\">" + frame +
+                                                                 "\n") != std::string::npos);
+
+  // The OOM report says where the owner's memory came from.
+  gmp::OomReport r;
+  r.device_name = "sim:4";
+  r.device = m;
+  const std::string oom = r.to_string();
+  INFO(oom);
+  CHECK(oom.find("\n  libnccl.so holds 104.00 MiB, most from:\n      " + o.top_stack.front() + "\n") !=
+        std::string::npos);
+
+  gmp::sim_external_free(dev, conn2);
+  CHECK(gmp::device_memory(dev).external_by_owner[0].top_stack == o.top_stack);
+  gmp::sim_external_free(dev, init);
 }

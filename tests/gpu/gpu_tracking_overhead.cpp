@@ -1,7 +1,8 @@
 // The cost of tracking memory outside the allocator (track_external_memory), per call: cudaMalloc +
 // cudaFree pairs made by the program before and after tracking starts, and the same pairs made by
-// gpumemprof's own CUDA backend (whose calls the capture recognises and skips). One process, the
-// same request stream for each, best of several runs. Prints markdown table rows.
+// gpumemprof's own CUDA backend (whose calls the capture recognises and skips), then again with
+// stacks recorded (track_external_memory({.stacks = true})). One process, the same request stream
+// for each, best of several runs. Prints markdown table rows.
 // Exit 77 without a GPU.
 #include <cuda_runtime_api.h>
 
@@ -51,7 +52,7 @@ int main(int argc, char** argv) {
   if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return 1;
   gmp::CudaBackend own(0);
   const std::size_t sizes[] = {std::size_t{1} << 20, std::size_t{64} << 20};
-  double off[2][2], on[2][2];
+  double off[2][2], on[2][2], stacks[2][2];
   for (int s = 0; s < 2; ++s) {
     off[s][0] = ns_per_pair(pairs, sizes[s], runtime_alloc, runtime_free);
     off[s][1] = ns_per_pair(pairs, sizes[s], [&](std::size_t n) { return own.malloc(n); }, [&](void* p) { own.free(p); });
@@ -61,12 +62,17 @@ int main(int argc, char** argv) {
     on[s][0] = ns_per_pair(pairs, sizes[s], runtime_alloc, runtime_free);
     on[s][1] = ns_per_pair(pairs, sizes[s], [&](std::size_t n) { return own.malloc(n); }, [&](void* p) { own.free(p); });
   }
+  if (!gmp::track_external_memory({.stacks = true})) return 1;
+  for (int s = 0; s < 2; ++s) {
+    stacks[s][0] = ns_per_pair(pairs, sizes[s], runtime_alloc, runtime_free);
+    stacks[s][1] = ns_per_pair(pairs, sizes[s], [&](std::size_t n) { return own.malloc(n); }, [&](void* p) { own.free(p); });
+  }
   for (int s = 0; s < 2; ++s) {
     const std::string size = std::to_string(sizes[s] >> 20) + " MiB";
-    std::printf("| %s | program's cudaMalloc+cudaFree, %s | %.0f | %.0f | %+.0f |\n", prop.name, size.c_str(), off[s][0],
-                on[s][0], on[s][0] - off[s][0]);
-    std::printf("| %s | gpumemprof's own segment malloc+free, %s | %.0f | %.0f | %+.0f |\n", prop.name, size.c_str(),
-                off[s][1], on[s][1], on[s][1] - off[s][1]);
+    std::printf("| %s | program's cudaMalloc+cudaFree, %s | %.0f | %.0f | %.0f | %+.0f | %+.0f |\n", prop.name,
+                size.c_str(), off[s][0], on[s][0], stacks[s][0], on[s][0] - off[s][0], stacks[s][0] - on[s][0]);
+    std::printf("| %s | gpumemprof's own segment malloc+free, %s | %.0f | %.0f | %.0f | %+.0f | %+.0f |\n", prop.name,
+                size.c_str(), off[s][1], on[s][1], stacks[s][1], on[s][1] - off[s][1], stacks[s][1] - on[s][1]);
   }
   return 0;
 }

@@ -3,13 +3,17 @@
 // pool, cudaMallocPitch and cudaMalloc3D each land under the right owner (allocations and module
 // code), gpumemprof's own segments are not counted twice, and what stays unattributed is within
 // 2 MiB of zero once the context is counted; managed memory (cudaMallocManaged,
-// cuMemAllocManaged) and pinned host memory (cudaMallocHost) stay out of the ledger. Run it with
+// cuMemAllocManaged) and pinned host memory (cudaMallocHost) stay out of the ledger; with stacks on,
+// the program's top site carries the C++ stack of its cudaMalloc; with another CUPTI subscriber in
+// the process (a child run of this program), tracking says so in one line. Run it with
 // CUDA_MODULE_LOADING=LAZY and =EAGER (meson registers both).
 //
 // The libraries are opened at run time (dlopen), so the binary runs where any is missing: that
 // part is skipped with its reason. Exit 77 without a GPU (meson: skipped), 1 on a failed check.
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -22,6 +26,7 @@
 #include "gpumemprof/allocator/device_memory.hpp"
 #include "gpumemprof/device/cuda.hpp"
 #include "gpumemprof/device/cupti.hpp"
+#include "gpumemprof/history/stacks.hpp"
 #include "../units.hpp"
 
 namespace gmp = gpumemprof;
@@ -119,6 +124,80 @@ void pitched_kinds() {
                                                      ": " + std::to_string(with_3d - now) + " bytes");
 }
 
+/// A direct cudaMalloc with stacks on: the program's top site comes with the C++ stack of the call.
+GPUMEMPROF_NOINLINE void* malloc_with_stack(std::size_t bytes) {
+  void* p = nullptr;
+  cuda(cudaMalloc(&p, bytes), "cudaMalloc with stacks");
+  asm volatile("" : : "r"(p) : "memory");  // no tail call: this frame stays on the stack
+  return p;
+}
+
+void stacks_of_a_direct_malloc() {
+  (void)gmp::track_external_memory({.stacks = true});
+  void* p = malloc_with_stack(256 * MiB);  // more than the program's other live allocations
+  const gmp::DeviceMemory m = gmp::device_memory("cuda:0");
+  std::vector<std::string> stack;
+  for (const gmp::OwnerMemory& o : m.external_by_owner) {
+    if (o.owner == program_owner()) stack = o.top_stack;
+  }
+  std::printf("  stack of %s's top site:\n", program_owner().c_str());
+  for (const std::string& f : stack) std::printf("    %s\n", f.c_str());
+  check(!stack.empty() && (!gmp::stacks_available || stack.front().find("malloc_with_stack") != std::string::npos),
+        "with stacks, the top site's stack starts at the cudaMalloc's caller (malloc_with_stack)");
+  cuda(cudaFree(p), "cudaFree");
+}
+
+/// As `test_external_memory --another-subscriber`: subscribes to CUPTI first, as Nsight would, then
+/// starts tracking. Exit 0: refused (its line on stderr); 4: CUPTI took a second subscriber; 3: no
+/// CUPTI to subscribe to.
+int another_subscriber() {
+  void* cupti = nullptr;
+  for (const char* n : {"libcupti.so.13", "libcupti.so.12", "libcupti.so", "/usr/local/cuda/lib64/libcupti.so",
+                        "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so"}) {
+    if (cupti == nullptr) cupti = ::dlopen(n, RTLD_NOW | RTLD_GLOBAL);
+  }
+  using Callback = void (*)(void*, int, unsigned, const void*);
+  using Subscribe = int (*)(void**, Callback, void*);
+  const auto subscribe = cupti != nullptr ? sym<Subscribe>(cupti, "cuptiSubscribe") : nullptr;
+  void* handle = nullptr;
+  if (subscribe == nullptr || subscribe(&handle, [](void*, int, unsigned, const void*) {}, nullptr) != 0) {
+    std::printf("no CUPTI subscription to hold (%s)\n", cupti == nullptr ? ::dlerror() : "cuptiSubscribe failed");
+    return 3;
+  }
+  std::fflush(stdout);
+  return gmp::track_external_memory() ? 4 : 0;
+}
+
+/// With another CUPTI subscriber in the process, tracking says so in one line and stays off.
+void another_profiler() {
+  char self[4096] = {};
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  FILE* child = n > 0 ? ::popen((std::string(self) + " --another-subscriber 2>&1").c_str(), "r") : nullptr;
+  if (child == nullptr) {
+    std::printf("SKIP: another CUPTI subscriber: cannot run this program again\n");
+    return;
+  }
+  std::string out, ours;  // all it printed; the lines gpumemprof printed
+  char buf[1024];
+  while (std::fgets(buf, sizeof buf, child) != nullptr) {
+    out += buf;
+    if (std::string_view(buf).starts_with("gpumemprof:")) ours += buf;
+  }
+  const int status = ::pclose(child);
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::printf("  with another CUPTI subscriber (exit %d):\n    %s", code, out.empty() ? "(nothing)\n" : out.c_str());
+  const std::string line =
+      "gpumemprof: memory outside the allocator is not tracked: another profiler (Nsight Systems or Nsight Compute?) "
+      "already subscribes to CUPTI, which allows one subscriber; run without it to see memory outside the allocator\n";
+  if (code == 3) {
+    std::printf("SKIP: another CUPTI subscriber: %s", out.c_str());
+  } else if (code == 4) {  // a CUPTI that takes several subscribers: tracking works beside the other
+    check(ours.empty(), "CUPTI took a second subscriber: tracking is on, silently");
+  } else {
+    check(code == 0 && ours == line, "another CUPTI subscriber: tracking is off, said in one line");
+  }
+}
+
 /// Managed and pinned memory, after the account: on the H100 (2026-11-26) 64 MiB of used device
 /// memory stayed with the driver after the managed frees -- memory no allocation call owns, so it
 /// shows as unattributed and would spoil the account's check.
@@ -159,7 +238,8 @@ void managed_and_pinned() {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc > 1 && std::string_view(argv[1]) == "--another-subscriber") return another_subscriber();
   if (gmp::cuda_device_count() == 0) {
     std::printf("no CUDA device visible (%s): skipped\n", gmp::cuda_unavailable_reason().c_str());
     return 77;
@@ -287,7 +367,9 @@ int main() {
   check(bytes_of(m.external_by_owner, program_owner()) < 132 * MiB, "the direct cudaMalloc's free is counted");
   check(m.reserved >= 64 * MiB, "the allocator's 64 MiB stay reserved, not external");
   alloc.deallocate(own);
+  stacks_of_a_direct_malloc();
   managed_and_pinned();
+  another_profiler();
   std::printf("%d failed\n", failures);
   return failures == 0 ? 0 : 1;
 }

@@ -173,10 +173,12 @@ def main():
         check("Segmentation fault" in p.stderr, f"crash at exit: no report of where, stderr {p.stderr!r}")
 
         # Tracking of memory outside the allocator starts before install() (before torch or NCCL
-        # allocate) with --track-external or GPUMEMPROF_TRACK_EXTERNAL=1, and not otherwise.
+        # allocate) with --track-external or GPUMEMPROF_TRACK_EXTERNAL=1 (or =stacks), and not otherwise.
         log = os.path.join(tmp, "bridge.log")
         for args, env, expected in ((["--track-external"], {}, "track_external_memory\ninstall\n"),
                                     ([], {"GPUMEMPROF_TRACK_EXTERNAL": "1"}, "track_external_memory\ninstall\n"),
+                                    # with stacks: read again where the allocator is made
+                                    ([], {"GPUMEMPROF_TRACK_EXTERNAL": "stacks"}, "track_external_memory\ninstall\n"),
                                     ([], {}, "install\n")):
             if os.path.exists(log):
                 os.remove(log)

@@ -78,25 +78,41 @@ void for_each_default_allocator(F&& f) {
 }
 }  // namespace detail
 
+/// Options of track_external_memory.
+struct ExternalTrackingOptions {
+  /// Also record the C++ stack of every allocation outside the allocator: the owner's top call
+  /// site then comes with its stack (function, file, line) in device_memory(), memory_summary,
+  /// snapshots and reports. Costs a stack walk and a copy of its frames per allocation.
+  bool stacks = false;
+};
+
 /// Starts tracking device memory taken outside gpumemprof's allocators on every CUDA device:
 /// libraries' own cudaMalloc and cuMemCreate (NCCL, cuBLAS, cuDNN, the program itself), memory
 /// pools, module code and the CUDA context, each under its owner (device/cupti.hpp). Call it early
 /// in main, before libraries make their buffers; $GPUMEMPROF_TRACK_EXTERNAL=1 does the same when
-/// the first CUDA default allocator is made. device_memory() shows the result. Returns whether
-/// tracking is on; when it cannot be (no CUPTI, another profiler subscribed, no GPU) it says why
-/// in one line on stderr, and everything else works as before. Off, it costs nothing.
-inline bool track_external_memory() { return detail::start_external_capture(); }
+/// the first CUDA default allocator is made ($GPUMEMPROF_TRACK_EXTERNAL=stacks: with stacks).
+/// device_memory() shows the result. Returns whether tracking is on; when it cannot be (no CUPTI,
+/// another profiler subscribed, no GPU) it says why in one line on stderr, and everything else
+/// works as before. Off, it costs nothing. Stacks, once asked for, stay on; they apply to
+/// simulated devices too (sim_external_malloc), which need no tracking.
+inline bool track_external_memory(ExternalTrackingOptions options = {}) {
+  if (options.stacks) detail::external_stacks.store(true, std::memory_order_relaxed);
+  return detail::start_external_capture();
+}
 
 /// The process-wide allocator of `device`, created on first use with $GPUMEMPROF_ALLOC_CONF
 /// (and, for CUDA devices, tracking of memory outside it with $GPUMEMPROF_TRACK_EXTERNAL=1).
 [[nodiscard]] inline DeviceAllocator& default_allocator(const Device& device = Device()) {
   auto& slot = detail::default_allocator_slot(device);
   if (DeviceAllocator* a = slot.allocator.load(std::memory_order_acquire)) return *a;
+  static const std::string_view track_env = [] {
+    const char* v = std::getenv("GPUMEMPROF_TRACK_EXTERNAL");
+    const std::string_view env = v != nullptr ? v : "";
+    if (env == "stacks") detail::external_stacks.store(true, std::memory_order_relaxed);
+    return env;
+  }();
   if (device.kind() == DeviceKind::cuda) {
-    static const bool tracking = [] {
-      const char* v = std::getenv("GPUMEMPROF_TRACK_EXTERNAL");
-      return v != nullptr && std::string_view(v) == "1" && track_external_memory();
-    }();
+    static const bool tracking = (track_env == "1" || track_env == "stacks") && track_external_memory();
     (void)tracking;
   }
   std::lock_guard lock(slot.mutex);

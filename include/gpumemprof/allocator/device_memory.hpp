@@ -93,8 +93,9 @@ inline SimulatedBackend& simulated_backend(const Device& device, const char* wha
 /// ("libnccl.so") from `site`. The device's free memory shrinks by whole granules (2 MiB), so the
 /// default allocator can run out of memory because of it; device_memory() lists it under `owner`.
 /// nullptr when the device has no room.
-[[nodiscard]] inline void* sim_external_malloc(const Device& device, std::size_t bytes, std::string_view owner,
-                                               std::string_view site = {}) {
+/// With stacks on (track_external_memory({.stacks = true})) the ledger keeps the caller's stack.
+[[nodiscard]] GPUMEMPROF_NOINLINE inline void* sim_external_malloc(const Device& device, std::size_t bytes,
+                                                                   std::string_view owner, std::string_view site = {}) {
   return detail::simulated_backend(device, "sim_external_malloc").external_malloc(bytes, owner, site);
 }
 
@@ -132,6 +133,27 @@ inline std::string plural(std::size_t n, const char* one, const char* many) {
   return out;
 }
 
+namespace detail {
+/// ", most from SITE" (", most from:" when the stack that follows starts with the site); "" when
+/// the site is unknown.
+[[nodiscard]] inline std::string most_from(const OwnerMemory& o) {
+  if (o.top_site.empty()) return {};
+  return !o.top_stack.empty() && o.top_stack.front() == o.top_site ? ", most from:" : ", most from " + o.top_site;
+}
+}  // namespace detail
+
+/// The stack of `o`'s top site, one frame a line after `indent` ("" when none was recorded), at
+/// most `max_frames` frames.
+[[nodiscard]] inline std::string format_top_stack(const OwnerMemory& o, const std::string& indent,
+                                                  std::size_t max_frames = 6) {
+  std::string out;
+  for (std::size_t i = 0; i < o.top_stack.size() && i < max_frames; ++i) out += indent + o.top_stack[i] + "\n";
+  if (o.top_stack.size() > max_frames) {
+    out += indent + "... " + detail::plural(o.top_stack.size() - max_frames, "more frame", "more frames") + "\n";
+  }
+  return out;
+}
+
 /// The device's memory as text, one line a part, each indented by `indent`.
 [[nodiscard]] inline std::string format_device_memory(const DeviceMemory& m, const std::string& indent = "") {
   std::string out;
@@ -149,8 +171,8 @@ inline std::string plural(std::size_t n, const char* one, const char* many) {
       m.tracking ? std::string() : std::string("(not tracked: gmp::track_external_memory() or GPUMEMPROF_TRACK_EXTERNAL=1)"));
   for (const OwnerMemory& o : m.external_by_owner) {
     row("    " + o.owner, format_size(o.bytes),
-        "in " + detail::plural(o.count, "allocation", "allocations") +
-            (o.top_site.empty() ? std::string() : ", most from " + o.top_site));
+        "in " + detail::plural(o.count, "allocation", "allocations") + detail::most_from(o));
+    out += format_top_stack(o, indent + "        ");
   }
   if (m.code != 0 || !m.code_by_owner.empty()) {
     row("  module code", format_size(m.code));

@@ -97,6 +97,11 @@ struct OomReport {
       line("Out of memory with " + format_size(info.reserved_bytes) + " reserved of " + format_size(device.total) +
            ": " + others + ".");
     }
+    for (const OwnerMemory& o : device.external_by_owner) {  // stacks: track_external_memory({.stacks = true})
+      if (o.top_stack.empty()) continue;
+      line("  " + o.owner + " holds " + format_size(o.bytes) + ", most from:");
+      out += format_top_stack(o, "      ", max_frames);
+    }
     std::string why;
     switch (cause) {
       case OomCause::fragmentation:

@@ -3,19 +3,19 @@
 // the function there. Used by the CUPTI capture (device/cupti.hpp) inside its callbacks.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "gpumemprof/config.hpp"
+#include "gpumemprof/device/external_memory.hpp"
 
 #if GPUMEMPROF_WITH_CUDA && GPUMEMPROF_WITH_CUPTI
-#include <cxxabi.h>
 #include <dlfcn.h>
 #include <execinfo.h>
 
 #include <cerrno>
-#include <cstdio>
-#include <cstdlib>
 
 GPUMEMPROF_NAMESPACE_BEGIN
 namespace detail::cupti {
@@ -41,12 +41,14 @@ inline std::string owner_name(const char* file) {
 struct Caller {
   std::string owner = "unknown";
   std::string site;
+  std::vector<std::uintptr_t> stack;  ///< from the caller's frame outward, when stacks are on
 };
 
-/// The first frame outside CUDA's libraries above the CUDA call that is running.
+/// The first frame outside CUDA's libraries above the CUDA call that is running (and, with stacks
+/// on, the stack from there).
 inline Caller caller_outside_cuda() {
-  void* frames[64];
-  const int n = ::backtrace(frames, 64);
+  void* frames[64 + max_external_stack_frames];
+  const int n = ::backtrace(frames, static_cast<int>(std::size(frames)));
   bool inside_cuda = false;
   for (int i = 0; i < n; ++i) {
     Dl_info info{};
@@ -57,18 +59,15 @@ inline Caller caller_outside_cuda() {
       continue;
     }
     if (!inside_cuda) continue;  // the capture's own frames, below CUPTI
-    Caller c{owner_name(info.dli_fname), {}};
-    if (info.dli_sname != nullptr) {
-      int status = 0;
-      char* demangled = abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status);
-      c.site = status == 0 && demangled != nullptr ? demangled : info.dli_sname;
-      std::free(demangled);
-      if (const auto paren = c.site.find('('); paren != std::string::npos) c.site.resize(paren);
-    } else {
-      char off[32];
-      std::snprintf(off, sizeof off, "+0x%zx", static_cast<std::size_t>(pc - static_cast<const char*>(info.dli_fbase)));
-      c.site = c.owner + off;
+    Caller c{owner_name(info.dli_fname), {}, {}};
+    if (external_stacks.load(std::memory_order_relaxed)) {
+      for (int k = i; k < n && c.stack.size() < max_external_stack_frames; ++k) {
+        c.stack.push_back(reinterpret_cast<std::uintptr_t>(frames[k]));
+      }
     }
+    c.site = function_name(info);
+    if (const auto paren = c.site.find('('); paren != std::string::npos) c.site.resize(paren);
+    if (c.site.empty()) c.site = c.owner + object_offset(info, pc);
     return c;
   }
   return {};

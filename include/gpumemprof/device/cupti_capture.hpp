@@ -160,7 +160,7 @@ inline void refresh_pools(int device);
 /// Device memory nothing known explains: used less gpumemprof's own, external, code and context.
 inline std::int64_t unattributed(int device, std::size_t used) {
   refresh_pools(device);  // pools grow without a call we see
-  const ExternalMemory x = cuda_ledger(device).view();
+  const ExternalMemory x = cuda_ledger(device).view(false);
   const std::size_t own = cuda_own_bytes(device).load(std::memory_order_relaxed);
   return static_cast<std::int64_t>(used) - static_cast<std::int64_t>(own + x.allocations + x.code + x.context);
 }
@@ -171,8 +171,8 @@ inline int current_device() {
 }
 
 inline void on_alloc(int device, std::uint64_t id, std::size_t bytes) {
-  const Caller who = caller_outside_cuda();
-  cuda_ledger(device).record_alloc(id, bytes, who.owner, who.site);
+  Caller who = caller_outside_cuda();
+  cuda_ledger(device).record_alloc(id, bytes, who.owner, who.site, std::move(who.stack));
   std::lock_guard lock(capture().mutex);
   capture().device_of[id] = device;
 }
@@ -249,7 +249,7 @@ inline void refresh_pools(int device) {
     if (reserved == 0) {
       cuda_ledger(device).record_free(id);
     } else if (cuda_ledger(device).bytes_of(id) != reserved) {
-      cuda_ledger(device).record_alloc(id, reserved, pool.first.owner, pool.first.site);
+      cuda_ledger(device).record_alloc(id, reserved, pool.first.owner, pool.first.site, pool.first.stack);
     }
   }
 }
@@ -259,7 +259,7 @@ inline Caller module_owner(const CUpti_ModuleResourceData* m) {
   Dl_info info{};
   if (m != nullptr && m->pCubin != nullptr && ::dladdr(m->pCubin, &info) != 0 && info.dli_fname != nullptr &&
       !is_cuda_plumbing(info.dli_fname)) {
-    return {owner_name(info.dli_fname), {}};
+    return {owner_name(info.dli_fname), {}, {}};
   }
   return caller_outside_cuda();
 }
@@ -301,7 +301,7 @@ inline void on_context(CUcontext ctx) {
   }
   c.early[device].clear();
   ExternalLedger& ledger = cuda_ledger(device);
-  ledger.set_context(ledger.view().context + static_cast<std::size_t>(context));
+  ledger.set_context(ledger.view(false).context + static_cast<std::size_t>(context));
   c.context_known[device] = true;
   c.mark[device] = 0;
 }
@@ -324,12 +324,13 @@ inline void on_growth_point(const char* site, CUpti_CallbackDomain domain, CUpti
     c.mark[device] = grown > 0 ? now - grown : now;
     if (grown <= 0) return;
   }
-  const Caller who = caller_outside_cuda();
+  Caller who = caller_outside_cuda();
   const char* call = "?";
   (void)c.callback_name(domain, id, &call);
   std::lock_guard lock(c.mutex);
   const auto bytes = static_cast<std::size_t>(grown);
-  cuda_ledger(device).record_alloc((std::uint64_t{1} << 61) | c.growths.size(), bytes, who.owner, site);
+  cuda_ledger(device).record_alloc((std::uint64_t{1} << 61) | c.growths.size(), bytes, who.owner, site,
+                                   std::move(who.stack));
   c.growths.push_back(Growth{device, call, who.owner, used - bytes, used, bytes});
 }
 

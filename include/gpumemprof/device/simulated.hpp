@@ -230,7 +230,10 @@ class SimulatedBackend {
   /// Stands for a library's own cudaMalloc of `bytes` on this device, by `owner` ("libnccl.so")
   /// from `site`: the device charges whole granules against its capacity and the device's ledger
   /// records the allocation. nullptr when the device has no room.
-  [[nodiscard]] void* external_malloc(std::size_t bytes, std::string_view owner, std::string_view site = {}) {
+  /// With stacks on (track_external_memory({.stacks = true})), the ledger keeps the caller's stack.
+  [[nodiscard]] GPUMEMPROF_NOINLINE void* external_malloc(std::size_t bytes, std::string_view owner,
+                                                          std::string_view site = {}) {
+    std::vector<std::uintptr_t> stack = detail::capture_external_stack();
     std::lock_guard lock(s_->mutex);
     const std::size_t charged = round_up(std::max<std::size_t>(bytes, 1), s_->opt.granularity);
     const std::uintptr_t addr =
@@ -238,7 +241,7 @@ class SimulatedBackend {
     if (addr == 0) return nullptr;
     s_->external_live.emplace(addr, charged);
     s_->external_charged += charged;
-    s_->ledger.record_alloc(addr, bytes, owner, site);
+    s_->ledger.record_alloc(addr, bytes, owner, site, std::move(stack));
     return reinterpret_cast<void*>(addr);
   }
   /// The free of an external_malloc.

@@ -19,8 +19,10 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "gpumemprof/config.hpp"
+#include "gpumemprof/device/external_memory.hpp"
 #include "gpumemprof/history/snapshot.hpp"
 
 #if GPUMEMPROF_WITH_STACKTRACE
@@ -181,5 +183,29 @@ class Symbolizer {
   std::mutex mutex_;
   std::unordered_map<std::uintptr_t, Frame> cache_;
 };
+
+namespace detail {
+
+/// The stack of an allocation outside the allocator as "function at file:line" frames (without
+/// line tables, "function in binary"), from the first frame outside gpumemprof up to main
+/// (device/external_memory.hpp calls it through its hook).
+inline std::vector<std::string> symbolize_external_frames(const std::uintptr_t* frames, std::size_t count) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < count; ++i) {
+    const Frame& f = Symbolizer::instance().frame(frames[i]);
+    if (out.empty() && Symbolizer::is_internal(f)) continue;
+    out.push_back(f.name + (f.line > 0 ? " at " + f.filename + ":" + std::to_string(f.line) : " in " + f.filename));
+    if (f.name == "main") break;  // the C library's frames below main say nothing
+  }
+  return out;
+}
+
+/// Installs the symbolizer above in every program that includes this header (with stacks built in).
+inline const bool external_frames_symbolized = [] {
+  if constexpr (stacks_available) external_stack_symbolizer.store(&symbolize_external_frames, std::memory_order_release);
+  return stacks_available;
+}();
+
+}  // namespace detail
 
 GPUMEMPROF_NAMESPACE_END

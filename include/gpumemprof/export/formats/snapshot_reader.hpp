@@ -410,8 +410,18 @@ class SnapshotDecoder {
       const DataValue& o = list->items()[i];
       const Where wo = wl.at(i);
       need(o, K::dict, wo);
-      out.push_back(OwnerMemory{str_field(o, "owner", wo, "", true), size_field(o, "bytes", wo, 0, true),
-                                size_field(o, "count", wo, 0), str_field(o, "top_site", wo, "")});
+      OwnerMemory& m = out.emplace_back(OwnerMemory{str_field(o, "owner", wo, "", true),
+                                                    size_field(o, "bytes", wo, 0, true), size_field(o, "count", wo, 0),
+                                                    str_field(o, "top_site", wo, ""), {}});
+      if (const DataValue* stack = o.find("top_stack"); stack != nullptr && !stack->is_none()) {
+        const Where ws = wo.at("top_stack");
+        need(*stack, K::list, ws);
+        for (std::size_t f = 0; f < stack->size(); ++f) {
+          const DataValue& frame = stack->items()[f];
+          need(frame, K::string, ws.at(f));
+          m.top_stack.emplace_back(frame.as_string());
+        }
+      }
     }
     return out;
   }

@@ -151,6 +151,12 @@ inline void write_owners(ValueWriter& w, const char* key, const std::vector<Owne
     w.field("bytes", o.bytes);
     w.field("count", o.count);
     w.field("top_site", o.top_site);
+    if (!o.top_stack.empty()) {  // recorded only with track_external_memory({.stacks = true})
+      w.key("top_stack");
+      w.begin_list();
+      for (const std::string& frame : o.top_stack) w.value(frame);
+      w.end_list();
+    }
     w.end_dict();
   }
   w.end_list();

@@ -25,14 +25,16 @@ struct DevicePart {
   std::uint64_t bytes = 0;
   const char* color = "";
   std::string note;
+  std::vector<std::string> stack;  ///< an owner's top site's C++ stack, when recorded
 };
 
 /// The parts of `m`'s bar, in drawing order; zero-byte parts are left out.
 [[nodiscard]] inline std::vector<DevicePart> device_bar_parts(const DeviceMemory& m) {
   static constexpr const char* kOwnerColors[] = {"#d9822b", "#c0392b", "#8e44ad", "#b7950b", "#a04000", "#7d3c98"};
   std::vector<DevicePart> parts;
-  auto add = [&parts](std::string label, std::uint64_t bytes, const char* color, std::string note = {}) {
-    if (bytes != 0) parts.push_back(DevicePart{std::move(label), bytes, color, std::move(note)});
+  auto add = [&parts](std::string label, std::uint64_t bytes, const char* color, std::string note = {},
+                      std::vector<std::string> stack = {}) {
+    if (bytes != 0) parts.push_back(DevicePart{std::move(label), bytes, color, std::move(note), std::move(stack)});
   };
   add("live (allocated)", m.allocated, "#2e86c1");
   add("cached (reserved, not allocated)", m.reserved - std::min(m.reserved, m.allocated), "#85c1e9");
@@ -40,7 +42,8 @@ struct DevicePart {
     const OwnerMemory& o = m.external_by_owner[i];
     add(o.owner, o.bytes, kOwnerColors[i % std::size(kOwnerColors)],
         std::to_string(o.count) + (o.count == 1 ? " allocation" : " allocations") +
-            (o.top_site.empty() ? std::string() : ", most from " + o.top_site));
+            most_from(o),
+        o.top_stack);
   }
   add("module code", m.code, "#7f8c8d");
   add("CUDA context", m.context, "#566573");
@@ -77,6 +80,14 @@ struct DevicePart {
       append_html_escaped(out, p.label);
       out += "</td><td>" + format_size(p.bytes) + "</td><td>";
       append_html_escaped(out, p.note);
+      if (!p.stack.empty()) {
+        out += "<pre style=\"margin:2px 0;font-size:11px\">";
+        for (const std::string& frame : p.stack) {
+          append_html_escaped(out, frame);
+          out += "\n";
+        }
+        out += "</pre>";
+      }
       out += "</td></tr>\n";
     }
     if (m.unattributed < 0) {

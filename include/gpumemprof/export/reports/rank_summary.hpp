@@ -23,9 +23,9 @@
 #include <exception>
 #include <filesystem>
 #include <optional>
-#include <regex>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -47,12 +47,26 @@ GPUMEMPROF_NAMESPACE_BEGIN
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/// The rank a file name gives ("rank-3.pickle" -> 3), or -1.
+/// The rank a file name gives ("rank-3.pickle" -> 3, 1 to 6 digits, .pickle or .json), or -1.
+/// Parsed by hand: std::regex crashed inside the PyTorch bridge (in a process with torch loaded,
+/// on two H100s, 2026-11-26), while the CLI read the same files.
 [[nodiscard]] inline int rank_from_file_name(const std::string& path) {
-  static const std::regex pattern(R"(rank-([0-9]{1,6})\.(pickle|json)$)");
-  std::smatch m;
-  const std::string name = std::filesystem::path(path).filename().string();
-  return std::regex_match(name, m, pattern) ? std::stoi(m[1].str()) : -1;
+  std::string_view name = path;
+  name = name.substr(name.rfind('/') + 1);  // npos + 1 == 0
+  if (!name.starts_with("rank-")) return -1;
+  name.remove_prefix(5);
+  for (const std::string_view ext : {".pickle", ".json"}) {
+    if (!name.ends_with(ext)) continue;
+    const std::string_view digits = name.substr(0, name.size() - ext.size());
+    if (digits.empty() || digits.size() > 6) return -1;
+    int rank = 0;
+    for (const char c : digits) {
+      if (c < '0' || c > '9') return -1;
+      rank = rank * 10 + (c - '0');
+    }
+    return rank;
+  }
+  return -1;
 }
 
 /// The rank files of folder `dir`, in rank order; a UsageError when it holds none.

@@ -15,7 +15,7 @@ end (parameters with floating-point buffers, .grad, optimizer.state) and torch.p
 the byte, or differ from them only by torch sizing the same tensors by their allocator blocks;
 activation within 5% of torch's. The other categories are printed, not checked.
 
-Then, per checked category, torch.profiler's peak broken down by tensor: its own analysis
+Then, per category, torch.profiler's peak broken down by tensor: its own analysis
 (profile._memory_profile()) replayed to the first row of the peak, the keys live in the category
 there named (parameters and buffers by qualified name, "grad of NAME", "state KEY of NAME") or
 grouped by the op (and module) that allocated them; the bytes torch gives each against the
@@ -371,7 +371,7 @@ def child(workload, mode, steps, result_path, out_dir):
             t0 = time.perf_counter()
             try:
                 result["breakdown"] = torch_peak_breakdown(mp, prof.mem_tl.timeline, "cuda:0",
-                                                           EXACT + WITHIN_5_PERCENT, *address_names(model))
+                                                           TORCH_CATEGORIES, *address_names(model))
             except Exception as e:
                 import traceback
                 result["breakdown_error"] = "breakdown: %s" % traceback.format_exc(limit=4)
@@ -459,7 +459,7 @@ def print_breakdown(workloads, results):
         if breakdown:
             print("\n%s: torch.profiler's peaks by tensor (its analysis replayed in %.1f s; at the first row of each peak)"
                   % (w, theirs.get("breakdown_seconds", 0.0)))
-        for name in EXACT + WITHIN_5_PERCENT:
+        for name in TORCH_CATEGORIES:  # all: where torch puts what we count elsewhere
             b = breakdown.get(name)
             if b is None:
                 continue
@@ -467,8 +467,12 @@ def print_breakdown(workloads, results):
             print("- %s %s: torch %d (replay: %d%s), ours %d, torch - ours %+d" % (
                 w, name, t, b["peak"], "" if b["peak"] == t else " MISMATCH", o, t - o))
             ntb = b["named_tensor_bytes"]
-            print("  named tensors (parameters, buffers, .grad, optimizer state): %d keys, %d bytes as torch sizes them, "
-                  "%s bytes of the tensors themselves" % (b["named_keys"], b["named_bytes"], "?" if ntb is None else ntb))
+            if b["named_keys"] == 0:
+                ntb = None
+            else:
+                print("  named tensors (parameters, buffers, .grad, optimizer state): %d keys, %d bytes as torch sizes "
+                      "them, %s bytes of the tensors themselves" % (b["named_keys"], b["named_bytes"],
+                                                                  "?" if ntb is None else ntb))
             if ntb is not None:
                 print("    torch's sizes - tensor bytes: %+d (tensors the profiler saw allocated count at the block size "
                       "the caching allocator reported)" % (b["named_bytes"] - ntb))

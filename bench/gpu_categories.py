@@ -12,7 +12,16 @@ optimizer) and category("input"), whose category_stats() give ours. Both count r
 over the same steps (the model is built first: its parameters exist before the steps).
 Checked: our parameter, gradient and optimizer_state peaks equal the bytes of those tensors at the
 end (parameters with floating-point buffers, .grad, optimizer.state) and torch.profiler's peaks to
-the byte; activation within 5% of torch's. The other categories are printed, not checked.
+the byte, or differ from them only by torch sizing the same tensors by their allocator blocks;
+activation within 5% of torch's. The other categories are printed, not checked.
+
+Then, per category, torch.profiler's peak broken down by tensor: its own analysis
+(profile._memory_profile()) replayed to the first row of the peak, the keys live in the category
+there named (parameters and buffers by qualified name, "grad of NAME", "state KEY of NAME") or
+grouped by the op (and module) that allocated them; the bytes torch gives each against the
+tensor's own bytes (torch sizes a tensor it saw allocated by the block the caching allocator
+reported; pre-existing tensors by sizes x strides); and the final gradients' and optimizer
+state's block bytes from torch.cuda.memory_snapshot().
 
 usage: bench/gpu_categories.py [--out DIR] [--steps N] [--workloads resnet50,gpt2]
 Needs a CUDA GPU, torch, torchvision, transformers and libgpumemprof_torch.so (under build*/python/
@@ -72,6 +81,45 @@ def make_gpt2(torch, gmp):
 WORKLOADS = {"resnet50": make_resnet50, "gpt2": make_gpt2}
 
 
+def address_names(model):
+    """{storage address: qualified name} and {storage address: bytes} of the parameters and
+    buffers, which keep their storage through the run (in-place updates)."""
+    names, sizes = {}, {}
+    for name, t in list(model.named_parameters()) + list(model.named_buffers()):
+        if t.is_cuda:
+            names.setdefault(t.untyped_storage().data_ptr(), name)
+            sizes[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+    return names, sizes
+
+
+def final_block_bytes(torch, model, opt):
+    """The caching allocator's block bytes ("allocated") of the gradients and optimizer state at the
+    end, from torch.cuda.memory_snapshot(): torch.profiler sizes tensors it saw allocated by the
+    block the allocator reported, not by the tensor's bytes."""
+    blocks = {}
+    try:
+        for seg in torch.cuda.memory_snapshot():
+            addr = seg["address"]
+            for b in seg["blocks"]:
+                if b["state"] == "active_allocated":
+                    blocks[addr] = b["size"]
+                addr += b["size"]
+    except Exception as e:
+        return {"error": repr(e)}
+
+    def total(tensors):
+        seen = {}
+        for t in tensors:
+            if t is not None and t.is_cuda:
+                ptr = t.untyped_storage().data_ptr()
+                seen[ptr] = blocks.get(ptr)
+        if any(v is None for v in seen.values()):
+            return None  # a storage that does not start a block: no block size to give
+        return sum(seen.values())
+    return {"gradient": total(p.grad for p in model.parameters()),
+            "optimizer_state": total(v for st in opt.state.values() for v in st.values() if torch.is_tensor(v))}
+
+
 def own_bytes(torch, model, opt):
     """The bytes of the tensors themselves at the end of the steps (each CUDA storage once):
     parameters with floating-point buffers, gradients, optimizer state."""
@@ -86,6 +134,190 @@ def own_bytes(torch, model, opt):
             "gradient": total(p.grad for p in params),
             "optimizer_state": total(v for st in opt.state.values() for v in st.values() if torch.is_tensor(v))}
 
+
+# --- Which tensors make up torch.profiler's per-category peaks --------------------------------
+# torch.profiler._memory_profiler (torch 2.x) labels each (TensorKey, version) and sizes each key
+# from its allocation event when the profiler saw it allocated (the caching allocator reports the
+# block's size, rounded and possibly unsplit), else from the tensor's metadata (sizes x strides x
+# element size: pre-existing tensors such as the model's parameters). Labels set "by id" (parameter,
+# gradient, optimizer_state) cover every storage a profiler tensor id ever had. The functions below
+# replay the same timeline as MemoryProfileTimeline._coalesce_timeline and take, at the first row
+# where a category reaches its peak, the keys live in it, named from the python tracer's modules
+# and optimizer (parameters, their .grad, optimizer state) or by the op that allocated them.
+
+def _tensor_names(mp, torch_profiler_types, ptr_names):
+    """{tensor id: name} from the python tracer's nn.Module and Optimizer records (a parameter's
+    qualified name from `ptr_names`, {storage address: name}, when its address is there), and
+    {tensor id: metadata bytes} for the same tensors."""
+    _EventType = torch_profiler_types["_EventType"]
+    TensorKey = torch_profiler_types["TensorKey"]
+    names, meta_bytes = {}, {}
+
+    def note(t, name):
+        key = TensorKey.from_tensor(t)
+        if key is None:
+            return None
+        names.setdefault(key.id, name)
+        try:
+            n = max(a * b for a, b in zip(t.sizes or [1], t.strides or [1]))
+            meta_bytes[key.id] = max(meta_bytes.get(key.id, 0), n * torch_profiler_types["element_size"](t.dtype))
+        except Exception:  # metadata without sizes: the name is enough
+            pass
+        return key
+
+    param_names = {}
+    for event in mp._op_tree.dfs():
+        if event.typed[0] != _EventType.PyCall:
+            continue
+        fields = event.typed[1]
+        if fields.module is not None:
+            prefix = getattr(fields.module, "cls_name", "module")
+            for name, p, grad in fields.module.parameters:
+                pname = ptr_names.get(getattr(p, "storage_data_ptr", None), "%s.%s" % (prefix, name))
+                key = note(p, pname)
+                if key is not None:
+                    param_names.setdefault(key.id, pname)
+                    if grad is not None:
+                        note(grad, "grad of %s" % param_names[key.id])
+    for event in mp._op_tree.dfs():
+        if event.typed[0] != _EventType.PyCall or event.typed[1].optimizer is None:
+            continue
+        for i, (p, grad, state) in enumerate(event.typed[1].optimizer.parameters):
+            key = TensorKey.from_tensor(p)
+            pname = ptr_names.get(getattr(p, "storage_data_ptr", None)) or (
+                param_names.get(key.id, "param #%d" % i) if key is not None else "param #%d" % i)
+            note(p, pname)
+            if grad is not None:
+                note(grad, "grad of %s" % pname)
+            for sname, t in state:
+                note(t, "state %s of %s" % (sname, pname))
+    return names, meta_bytes
+
+
+def _allocating_ops(mp):
+    """{TensorKey: "op (in module)"} for the keys the profiler saw allocated by an op."""
+    ops = {}
+    for node in mp._data_flow_graph.flow_nodes:
+        event = node._event
+        module = ""
+        parent = event.parent
+        while parent is not None:
+            if parent.name.startswith("nn.Module:"):
+                module = " in " + parent.name[len("nn.Module: "):]
+                break
+            parent = parent.parent
+        for key, edge in node._edges.items():
+            if edge.is_allocation:
+                ops.setdefault(key, event.name + module)
+    return ops
+
+
+def torch_peak_breakdown(mp, timeline, device, categories, ptr_names, ptr_bytes, limit=12):
+    """For each of `categories`: torch's peak and the keys live in it at its first peak row,
+    grouped by name: {"name", "keys", "bytes": torch's sizes, "tensor_bytes": metadata bytes or
+    None}. `ptr_names` and `ptr_bytes`: {storage address: name or bytes} of the parameters and
+    buffers, which live at the same address through the whole run."""
+    import torch
+    from torch._utils import _element_size
+    from torch._C._profiler import _EventType
+    from torch.profiler import _memory_profiler as m
+    types = {"_EventType": _EventType, "TensorKey": m.TensorKey, "element_size": _element_size}
+    cats = mp._categories  # timeline: MemoryProfileTimeline(mp).timeline (mp.timeline computes it anew)
+    dev = torch.device(device)
+    wanted = {c: name for c, name in ((c, c.name.lower() if c is not None else "unknown")
+                                      for c in m._CATEGORY_TO_INDEX) if name in categories}
+
+    def category_of(key, version):
+        return cats.get(key, version) if isinstance(key, m.TensorKey) else None
+
+    # Pass 1: the rows, as _coalesce_timeline makes them, and each wanted category's first peak row.
+    totals = {c: 0 for c in wanted}
+    peak = {c: (-1, -1) for c in wanted}  # (bytes, row)
+    row, last_t = -1, None
+
+    def close_row():
+        for c in wanted:
+            if totals[c] > peak[c][0]:
+                peak[c] = (totals[c], row)
+
+    def apply(key, version, delta, live):
+        c = category_of(key, version)
+        if c in wanted:
+            totals[c] += delta
+            if live is not None:
+                k = (key, version)
+                live[c][k] = live[c].get(k, 0) + delta
+                if live[c][k] == 0:
+                    del live[c][k]
+
+    def replay(live, stop_rows):
+        nonlocal row, last_t
+        row, last_t = -1, None
+        for c in wanted:
+            totals[c] = 0
+        snapshots = {}
+
+        def end_of_row():  # pass 1: note the peaks; pass 2: keep the live keys of a peak row
+            if live is None:
+                close_row()
+            for c, r in stop_rows.items():
+                if r == row:
+                    snapshots[c] = dict(live[c])
+
+        for t, action, (key, version), numbytes in timeline:
+            if key.device != dev:
+                continue
+            t = t if t == -1 else int(t / 1000)
+            if row == -1 or t != last_t:
+                if row >= 0:
+                    end_of_row()
+                row, last_t = row + 1, t
+            if action in (m.Action.PREEXISTING, m.Action.CREATE):
+                apply(key, version, numbytes, live)
+            elif action == m.Action.INCREMENT_VERSION:
+                apply(key, version, -numbytes, live)
+                apply(key, version + 1, numbytes, live)
+            elif action == m.Action.DESTROY:
+                apply(key, version, -numbytes, live)
+        end_of_row()
+        return snapshots
+
+    replay(None, {})
+    snapshots = replay({c: {} for c in wanted}, {c: peak[c][1] for c in wanted})
+    names, meta_bytes = _tensor_names(mp, types, ptr_names)
+    ops = _allocating_ops(mp)
+    out = {}
+    for c, cname in wanted.items():
+        groups = {}
+        for (key, version), nbytes in snapshots.get(c, {}).items():
+            if not isinstance(key, m.TensorKey):
+                label, tb = "(no tensor id)", None
+            else:
+                label = names.get(key.id)
+                tb = meta_bytes.get(key.id)
+                if label is None and key.storage.ptr in ptr_names:
+                    label, tb = ptr_names[key.storage.ptr], ptr_bytes.get(key.storage.ptr)
+                if label is None:
+                    label = "made by %s" % ops.get(key, "no op the profiler saw (before profiling?)")
+            g = groups.setdefault(label, {"name": label, "keys": 0, "bytes": 0, "tensor_bytes": 0})
+            g["keys"] += 1
+            g["bytes"] += nbytes
+            g["tensor_bytes"] = None if (tb is None or g["tensor_bytes"] is None) else g["tensor_bytes"] + tb
+        rows = sorted(groups.values(), key=lambda g: -g["bytes"])
+        named = [g for g in rows if not g["name"].startswith("made by ") and g["name"] != "(no tensor id)"]
+        unnamed = [g for g in rows if g not in named]
+        out[cname] = {
+            "peak": peak[c][0], "row": peak[c][1],
+            "named_keys": sum(g["keys"] for g in named),
+            "named_bytes": sum(g["bytes"] for g in named),
+            "named_tensor_bytes": (None if any(g["tensor_bytes"] is None for g in named)
+                                   else sum(g["tensor_bytes"] for g in named)),
+            "named_names": sorted({g["name"] for g in named}),
+            "named_rounded": [g for g in named if g["tensor_bytes"] is not None and g["bytes"] != g["tensor_bytes"]][:limit],
+            "unnamed_bytes": sum(g["bytes"] for g in unnamed),
+            "unnamed": unnamed[:limit], "unnamed_count": len(unnamed),
+        }
+    return out
 
 def child(workload, mode, steps, result_path, out_dir):
     """One workload in one mode ("torch": PyTorch's allocator under torch.profiler; "gpumemprof":
@@ -124,8 +356,26 @@ def child(workload, mode, steps, result_path, out_dir):
             run_steps()
         timeline_path = os.path.join(out_dir, "%s-torch-memory-timeline.json" % workload)
         t0 = time.perf_counter()
-        prof.export_memory_timeline(timeline_path, device="cuda:0")
+        mp = None
+        try:  # what profile.export_memory_timeline does for .json, keeping the analysis for the breakdown
+            from torch.profiler._memory_profiler import MemoryProfileTimeline
+            mp = prof._memory_profile()
+            prof.mem_tl = MemoryProfileTimeline(mp)
+            prof.mem_tl.export_memory_timeline(timeline_path, "cuda:0")
+        except Exception as e:  # internals moved: the public call, no breakdown
+            result["breakdown_error"] = "torch.profiler internals: %r" % (e,)
+            mp = None
+            prof.export_memory_timeline(timeline_path, device="cuda:0")
         result["export_seconds"] = time.perf_counter() - t0
+        if mp is not None:
+            t0 = time.perf_counter()
+            try:
+                result["breakdown"] = torch_peak_breakdown(mp, prof.mem_tl.timeline, "cuda:0",
+                                                           TORCH_CATEGORIES, *address_names(model))
+            except Exception as e:
+                import traceback
+                result["breakdown_error"] = "breakdown: %s" % traceback.format_exc(limit=4)
+            result["breakdown_seconds"] = time.perf_counter() - t0
         with open(timeline_path) as f:
             times, sizes = json.load(f)
         if not sizes or any(len(row) != 1 + len(TORCH_CATEGORIES) for row in sizes):
@@ -144,6 +394,7 @@ def child(workload, mode, steps, result_path, out_dir):
         result["max_memory_allocated"] = gmp.memory_stats()["allocated_bytes.all.peak"]
         tags.remove()
     result["own_bytes"] = own_bytes(torch, model, opt)
+    result["block_bytes"] = final_block_bytes(torch, model, opt)
     result["seconds"] = time.perf_counter() - started
     with open(result_path, "w") as f:
         json.dump(result, f, indent=1)
@@ -177,8 +428,9 @@ def print_table(workloads, results):
             diff = "" if t is None else "%+d (%+.2f%%)" % (o - t, 100.0 * (o - t) / t if t else 0.0)
             if name in EXACT:
                 own_ok = own == o and o > 0
-                ok = own_ok and t == o
-                check = "ours = own: %s; torch exact: %s" % ("ok" if own_ok else "FAIL", "ok" if t == o else "FAIL")
+                torch_ok, torch_text = exact_verdict(name, theirs, ours)
+                ok = own_ok and torch_ok
+                check = "ours = own: %s; %s" % ("ok" if own_ok else "FAIL", torch_text)
             elif name in WITHIN_5_PERCENT:
                 ok = t is not None and t > 0 and abs(o - t) <= 0.05 * t
                 check = "within 5%%: %s" % ("ok" if ok else "FAIL")
@@ -193,6 +445,60 @@ def print_table(workloads, results):
             print("| %s | (own bytes differ between the runs: torch %s) | | | | | FAIL |" % (w, theirs.get("own_bytes")))
             failed = True
     return failed
+
+
+def print_breakdown(workloads, results):
+    """Which tensors make torch.profiler's peak of each checked category, against ours."""
+    for w in workloads:
+        theirs, ours = results.get((w, "torch")), results.get((w, "gpumemprof"))
+        if theirs is None or ours is None:
+            continue
+        if theirs.get("breakdown_error"):
+            print("\n%s: no breakdown of torch's peaks: %s" % (w, theirs["breakdown_error"]))
+        breakdown = theirs.get("breakdown") or {}
+        if breakdown:
+            print("\n%s: torch.profiler's peaks by tensor (its analysis replayed in %.1f s; at the first row of each peak)"
+                  % (w, theirs.get("breakdown_seconds", 0.0)))
+        for name in TORCH_CATEGORIES:  # all: where torch puts what we count elsewhere
+            b = breakdown.get(name)
+            if b is None:
+                continue
+            t, o = theirs["peaks"].get(name), ours["peaks"].get(name, 0)
+            print("- %s %s: torch %d (replay: %d%s), ours %d, torch - ours %+d" % (
+                w, name, t, b["peak"], "" if b["peak"] == t else " MISMATCH", o, t - o))
+            ntb = b["named_tensor_bytes"]
+            if b["named_keys"] == 0:
+                ntb = None
+            else:
+                print("  named tensors (parameters, buffers, .grad, optimizer state): %d keys, %d bytes as torch sizes "
+                      "them, %s bytes of the tensors themselves" % (b["named_keys"], b["named_bytes"],
+                                                                  "?" if ntb is None else ntb))
+            if ntb is not None:
+                print("    torch's sizes - tensor bytes: %+d (tensors the profiler saw allocated count at the block size "
+                      "the caching allocator reported)" % (b["named_bytes"] - ntb))
+                print("    tensor bytes - ours: %+d" % (ntb - o))
+            if name in theirs.get("block_bytes", {}) and theirs["block_bytes"][name] is not None:
+                print("    the final %s's block bytes (torch.cuda.memory_snapshot at the end): %d; their tensor bytes: %s" % (
+                    name, theirs["block_bytes"][name], theirs.get("own_bytes", {}).get(name)))
+            for g in b["named_rounded"]:
+                print("    %s: torch %d, tensor %d (%d keys)" % (g["name"], g["bytes"], g["tensor_bytes"], g["keys"]))
+            print("  other tensors in torch's %s: %d bytes in %d groups%s" % (
+                name, b["unnamed_bytes"], b["unnamed_count"], "" if b["unnamed_count"] <= len(b["unnamed"]) else
+                " (the %d largest below)" % len(b["unnamed"])))
+            for g in b["unnamed"]:
+                print("    %s: %d bytes, %d keys" % (g["name"], g["bytes"], g["keys"]))
+
+
+def exact_verdict(name, theirs, ours):
+    """(ok, text) for an exactly compared category: equal, or every byte of the difference is
+    torch sizing the same tensors by their allocator blocks."""
+    t, o = theirs["peaks"].get(name), ours["peaks"].get(name, 0)
+    if t == o:
+        return True, "torch exact: ok"
+    b = (theirs.get("breakdown") or {}).get(name)
+    if b and b["peak"] == t and b["unnamed_bytes"] == 0 and b["named_tensor_bytes"] == o:
+        return True, "torch %+d: block sizes of the same tensors (see below)" % (t - o)
+    return False, "torch exact: FAIL (see the breakdown below)"
 
 
 def main():
@@ -237,6 +543,7 @@ def main():
             w, mode, results[(w, mode)]["seconds"], results[(w, mode)]["torch"], results[(w, mode)]["device"]))
 
     failed = print_table(workloads, results) or failed
+    print_breakdown(workloads, results)
     print("\ngpu_categories: %s" % ("FAIL" if failed else "all checks passed"))
     return 1 if failed else 0
 

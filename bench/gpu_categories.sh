@@ -3,9 +3,12 @@
 # small, each on PyTorch's allocator under torch.profiler and on gpumemprof's through the bridge
 # with gpumemprof_torch.categorize(), and prints a markdown table of per-category peaks.
 # Look for, on parameter, gradient and optimizer_state: "ours = own: ok" (our peak is the bytes of
-# the tensors themselves) and "torch exact: ok/FAIL" (torch.profiler's peak, which on 2026-11-26
-# included transients and BatchNorm statistics); "within 5%: ok" on activation; the last line
-# "gpu_categories: all checks passed". A failed run prints its log's end.
+# the tensors themselves) and "torch exact: ok", or "torch +N: block sizes of the same tensors"
+# (torch.profiler sizes the tensors it saw allocated by their caching-allocator blocks), or
+# "torch exact: FAIL"; then, below the table, torch's peaks by tensor: "other tensors in torch's
+# CATEGORY" lists what torch counts there beyond ours (grouped by the op and module that made it).
+# "within 5%: ok" on activation; the last line "gpu_categories: all checks passed". A failed run
+# prints its log's end.
 # usage: bench/gpu_categories.sh BUILD_DIR   (a CUDA build: python/libgpumemprof_torch.so);
 #        logs, results and torch's timelines go to $OUT.
 set -u

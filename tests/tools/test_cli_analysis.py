@@ -8,6 +8,7 @@ import gzip
 import json
 import os
 import pickle
+import re
 import subprocess
 import sys
 import tempfile
@@ -241,6 +242,30 @@ check(f'"peakAllocated":{PEAK_ALLOCATED}' in page and '"peakRequested":306127248
 p = run("diff", REF, REF)
 check("peak allocated           2.87 GiB       2.87 GiB" in p.stdout and
       "peak requested           2.85 GiB       2.85 GiB" in p.stdout, f"diff's peaks: {p.stdout}")
+
+# Peak requested (requested bytes until the free completes, PyTorch's requested_bytes) is one
+# number in the HTML report, diff and Perfetto; requested bytes until the free is requested (the
+# timeline's, as torch.profiler's memory timeline) is the HTML report's other card and the top of
+# `gpumemprof timeline`'s JSON rows. Both from the one timeline module.
+def page_number(name):
+    m = re.search('"%s":([0-9]+)' % name, page)
+    return int(m.group(1)) if m else None
+
+
+PEAK_REQUESTED = page_number("peakActive")
+check(PEAK_REQUESTED == 3061272480, f"the HTML report's peak requested: {PEAK_REQUESTED}")
+check(f"{PEAK_REQUESTED / 2**30:.2f} GiB" == "2.85 GiB", "diff's peak requested is the HTML report's")
+perfetto_path = os.path.join(TMP, "ref-perfetto.json")
+run("perfetto", REF, "-o", perfetto_path)
+with open(perfetto_path) as f:
+    counters = [e["args"]["bytes"] for e in json.load(f)["traceEvents"] if e.get("ph") == "C" and e["name"] == "requested"]
+check(counters and max(counters) == PEAK_REQUESTED, f"Perfetto's peak requested {max(counters or [0])} against {PEAK_REQUESTED}")
+timeline_path = os.path.join(TMP, "ref-timeline.json")
+run("timeline", REF, "-o", timeline_path)
+with open(timeline_path) as f:
+    _, rows = json.load(f)
+check(max(sum(r[1:]) for r in rows) == page_number("peakRequested"),
+      f"timeline's top {max(sum(r[1:]) for r in rows)} against the HTML report's {page_number('peakRequested')}")
 
 # A gzipped snapshot is read by every command (summary, html, perfetto, diff), not called
 # "neither a pickle nor JSON".

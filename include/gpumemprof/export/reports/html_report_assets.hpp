@@ -834,10 +834,10 @@ function renderSummary(dev) {
   const ext = s.extFrag >= 0 ? s.extFrag : NaN;  // 1 - largest free block / free bytes (n/a: nothing free or live)
   const intl = s.reserved ? s.internalFree / s.reserved : NaN;  // as the text summary: share of reserved
   const cards = [
-    ['Peak active (requested)', fmtBytes(s.peakActive), E ? instantLabel(dev, s.peakActiveState) : 'live blocks in the snapshot'],
+    ['Peak requested', fmtBytes(s.peakActive), (E ? instantLabel(dev, s.peakActiveState) + ' \u00b7 ' : 'live blocks in the snapshot \u00b7 ') + 'requested bytes until the free completes, as PyTorch\'s requested_bytes, summary, diff and Perfetto'],
     ['Peak reserved', fmtBytes(s.peakReserved), 'reserved at the snapshot: ' + fmtBytes(s.reserved)],
     ['Peak allocated', s.peakAllocated >= 0 ? fmtBytes(s.peakAllocated) : 'n/a', (s.peakAllocated >= 0 ? fmtInt(s.peakAllocated) + ' bytes: ' : '') + 'block bytes, as max_memory_allocated (the trace replayed on the default policy)'],
-    ['Peak requested', fmtBytes(s.peakRequested), 'requested bytes, alloc \u2192 free requested'],
+    ['Peak requested, pending frees left out', fmtBytes(s.peakRequested), 'requested bytes until the free is requested, as torch.profiler\'s memory timeline and gpumemprof timeline'],
     ['Allocations', fmtInt(E ? s.numAllocs : s.numLiveBlocks), E ? fmtInt(s.numFrees) + ' frees \u00b7 ' + fmtInt(liveEnd) + ' live at the end' : 'live blocks (no trace recorded)'],
     ['Segments', fmtInt(s.numSegments), fmtInt(s.numBlocks) + ' blocks \u00b7 ' + fmtInt(s.numLiveBlocks) + ' allocated'],
     ['External fragmentation', isFinite(ext) ? fmtPct(ext) : 'n/a', '1 \u2212 largest free block / free bytes \u00b7 ' + fmtBytes(s.externalFree - s.pendingFree) + ' free, largest block ' + fmtBytes(s.largestFree)],
@@ -1160,7 +1160,7 @@ function openDevice(idx) {
   segmap.render();
   $('tl-legend').innerHTML = '<span><span class="sw" style="background:rgb(200,206,216)"></span>smaller allocations, summed</span>' +
     '<span><span class="sw line" style="background:#1e2943"></span>reserved (segments)</span>' +
-    '<span><span class="sw line" style="background:#d6336c"></span>peak active memory</span>' +
+    '<span><span class="sw line" style="background:#d6336c"></span>peak requested</span>' +
     '<span><span class="sw line" style="background:#2f6fde"></span>selected instant</span>' +
     (dev.stack.some((st) => st >= 0) ? '<span>band colors: allocation sites (see the table below)</span>'
       : '<span>no stacks were recorded: band colors only tell allocations apart</span>');

@@ -24,6 +24,12 @@ GPUMEMPROF_NAMESPACE_BEGIN
 /// the device needs.
 using DeviceAllocator = CachingAllocator<AnyBackend>;
 
+#ifdef GPUMEMPROF_COMPILED_LIB
+// Compiled once, in the gpumemprof library (lib/caching_allocator.cpp); other backends
+// (CachingAllocator<SimulatedBackend>, ...) need the header-only mode.
+extern template class CachingAllocator<AnyBackend>;
+#endif
+
 namespace detail {
 struct DefaultAllocatorSlot {
   std::mutex mutex;  // not std::call_once: a throwing first call (a bad $GPUMEMPROF_ALLOC_CONF)

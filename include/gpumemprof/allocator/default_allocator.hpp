@@ -47,26 +47,8 @@ struct DefaultAllocatorSlots {
   std::array<DefaultAllocatorSlot, Device::simulated_device_count> sim;
   DefaultAllocatorSlot host;
 };
-inline DefaultAllocatorSlots& default_allocator_slots() {
-  // Never destroyed: other static destructors (and late frees at exit) may still use them.
-  static auto* slots = new DefaultAllocatorSlots();
-  return *slots;
-}
-
-inline DefaultAllocatorSlot& default_allocator_slot(const Device& device) {
-  DefaultAllocatorSlots& slots = default_allocator_slots();
-  switch (device.kind()) {
-    case DeviceKind::cuda:
-      if (device.index() >= max_cuda_devices) {
-        throw DeviceError("device " + device.str() + ": gpumemprof supports at most " +
-                          std::to_string(max_cuda_devices) + " CUDA devices");
-      }
-      return slots.cuda[static_cast<std::size_t>(device.index())];
-    case DeviceKind::sim: return slots.sim[static_cast<std::size_t>(device.index())];
-    case DeviceKind::host: break;
-  }
-  return slots.host;
-}
+DefaultAllocatorSlots& default_allocator_slots();
+DefaultAllocatorSlot& default_allocator_slot(const Device& device);
 
 /// Calls `f(DeviceAllocator&)` for every default allocator created so far, under its slot's
 /// mutex: an allocator being created meanwhile is either visited here or created after, seeing
@@ -95,24 +77,7 @@ inline bool track_external_memory() { return detail::start_external_capture(); }
 
 /// The process-wide allocator of `device`, created on first use with $GPUMEMPROF_ALLOC_CONF
 /// (and, for CUDA devices, tracking of memory outside it with $GPUMEMPROF_TRACK_EXTERNAL=1).
-[[nodiscard]] inline DeviceAllocator& default_allocator(const Device& device = Device()) {
-  auto& slot = detail::default_allocator_slot(device);
-  if (DeviceAllocator* a = slot.allocator.load(std::memory_order_acquire)) return *a;
-  if (device.kind() == DeviceKind::cuda) {
-    static const bool tracking = [] {
-      const char* v = std::getenv("GPUMEMPROF_TRACK_EXTERNAL");
-      return v != nullptr && std::string_view(v) == "1" && track_external_memory();
-    }();
-    (void)tracking;
-  }
-  std::lock_guard lock(slot.mutex);
-  if (slot.allocator.load(std::memory_order_relaxed) == nullptr) {
-    auto* created = new DeviceAllocator(AnyBackend::for_device(device), AllocatorConfig::from_env());
-    if (auto* hook = detail::default_allocator_created.load(std::memory_order_acquire)) hook(*created);
-    slot.allocator.store(created, std::memory_order_release);
-  }
-  return *slot.allocator.load(std::memory_order_relaxed);
-}
+[[nodiscard]] DeviceAllocator& default_allocator(const Device& device = Device());
 
 /// torch.cuda.memory_stats(device).
 [[nodiscard]] inline MemoryStats memory_stats(const Device& device = Device()) {
@@ -158,3 +123,9 @@ inline void set_per_process_memory_fraction(double fraction, const Device& devic
 }
 
 GPUMEMPROF_NAMESPACE_END
+
+// The bodies of default_allocator() and its slots: in the compiled library under
+// GPUMEMPROF_COMPILED_LIB (lib/default_allocator.cpp).
+#ifndef GPUMEMPROF_COMPILED_LIB
+#include "gpumemprof/allocator/default_allocator-inl.hpp"
+#endif

@@ -2,7 +2,8 @@
 # Compile time of the probes in this folder at -O2, as a user compiles them (the flags
 # pkg-config gives). Usage: bench/compile_time/measure.sh [REPEATS]; prints one line a probe:
 # best wall seconds, its user+sys CPU seconds and the compiler's peak memory (MB).
-# INCLUDE_DIR=... measures against another tree's headers.
+# INCLUDE_DIR=... measures against another tree's headers; COMPILED=1 compiles as a user of the
+# compiled library does (-DGPUMEMPROF_COMPILED_LIB, what gpumemprof-compiled.pc adds).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -11,6 +12,9 @@ cxx=${CXX:-g++}
 flags=(-std=c++20 -O2 -I"${INCLUDE_DIR:-$root/include}" -DGPUMEMPROF_WITH_STACKTRACE=1 -DBOOST_STACKTRACE_LINK)
 if [ -f /usr/local/cuda/include/cuda_runtime_api.h ]; then
   flags+=(-DGPUMEMPROF_WITH_CUDA=1 -DGPUMEMPROF_WITH_NVTX=1 -I/usr/local/cuda/include)
+fi
+if [ "${COMPILED:-0}" = 1 ]; then
+  flags+=(-DGPUMEMPROF_COMPILED_LIB=1)
 fi
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT

@@ -52,6 +52,15 @@
 #endif
 #endif
 
+// Functions the optional compiled library (libgpumemprof, lib/) defines once: `inline` in
+// header-only mode, plain in the library's own sources (GPUMEMPROF_LIB_SOURCE). Programs built
+// with GPUMEMPROF_COMPILED_LIB see only their declarations (the -inl headers are left out).
+#ifdef GPUMEMPROF_LIB_SOURCE
+#define GPUMEMPROF_FUNC
+#else
+#define GPUMEMPROF_FUNC inline
+#endif
+
 // A versioned inline namespace, so two copies of this header-only library in one program
 // cannot silently mix their types.
 #define GPUMEMPROF_NAMESPACE_BEGIN \

@@ -1,7 +1,9 @@
 """The light entry headers stay light: gpumemprof/allocator.hpp includes nothing of the history,
 profiler, analysis or export layers, and gpumemprof/profiler.hpp nothing of the export layer
 (snapshot writers and readers, the HTML report and its assets, Perfetto). Asks the compiler
-which files each one pulls in (-M).
+which files each one pulls in (-M). In the compiled library's mode (-DGPUMEMPROF_COMPILED_LIB)
+the two headers leave out the allocator's bodies (the library has them) and stay under a budget
+of gpumemprof source lines after preprocessing (-E): deterministic, unlike a timing.
 
     check_light_headers.py INCLUDE_DIR COMPILER [FLAGS...]
 """
@@ -15,9 +17,35 @@ FORBIDDEN = {
 }
 
 
-def included(include_dir, compiler, header):
-    r = subprocess.run([*compiler, "-I" + include_dir, "-M", "-x", "c++", "-"], input="#include <%s>\n" % header,
+# Left to the compiled library (lib/*.cpp) in its mode.
+LIBRARY_BODIES = ("allocator/caching_allocator-inl.hpp", "allocator/caching_allocator_expandable-inl.hpp",
+                  "allocator/caching_allocator_segments-inl.hpp", "allocator/caching_allocator_stats-inl.hpp",
+                  "allocator/default_allocator-inl.hpp", "profiler/profiler-inl.hpp")
+# Non-blank lines of gpumemprof's own headers in allocator.hpp + profiler.hpp, compiled mode
+# (CUDA, CUPTI and stacks on, g++ 12: 7866 at the library's introduction; header-only: 8924).
+COMPILED_LINE_BUDGET = 8200
+COMPILED = "-DGPUMEMPROF_COMPILED_LIB=1"
+
+
+def own_lines(include_dir, compiler):
+    source = "".join("#include <%s>\n" % h for h in FORBIDDEN)
+    r = subprocess.run([*compiler, COMPILED, "-I" + include_dir, "-E", "-x", "c++", "-"], input=source,
                        capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit("cannot preprocess the light headers:\n%s" % r.stderr[-3000:])
+    root = os.path.realpath(os.path.join(include_dir, "gpumemprof")) + os.sep
+    count, current = 0, ""
+    for line in r.stdout.splitlines():
+        if line.startswith("# ") and '"' in line:
+            current = os.path.realpath(line.split('"')[1])
+        elif current.startswith(root) and line.strip():
+            count += 1
+    return count
+
+
+def included(include_dir, compiler, header, extra=()):
+    r = subprocess.run([*compiler, *extra, "-I" + include_dir, "-M", "-x", "c++", "-"],
+                       input="#include <%s>\n" % header, capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit("cannot compile %s:\n%s" % (header, r.stderr[-3000:]))
     root = os.path.realpath(os.path.join(include_dir, "gpumemprof"))
@@ -35,6 +63,16 @@ def main():
         print("%s %s pulls in %d gpumemprof headers%s" % ("FAIL" if bad else "ok  ", header, len(own),
                                                           ": not allowed: " + ", ".join(bad) if bad else ""))
         failures += bool(bad)
+        compiled = included(include_dir, compiler, header, [COMPILED])
+        bad = [f for f in compiled if f.startswith(forbidden) or f in LIBRARY_BODIES]
+        print("%s %s, compiled library mode: %d gpumemprof headers%s" % (
+            "FAIL" if bad else "ok  ", header, len(compiled), ": not allowed: " + ", ".join(bad) if bad else ""))
+        failures += bool(bad)
+    lines = own_lines(include_dir, compiler)
+    over = lines > COMPILED_LINE_BUDGET
+    print("%s both, compiled library mode: %d lines of gpumemprof headers after -E (budget %d)" % (
+        "FAIL" if over else "ok  ", lines, COMPILED_LINE_BUDGET))
+    failures += over
     return 1 if failures else 0
 
 

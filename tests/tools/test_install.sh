@@ -3,7 +3,8 @@
 #  1. the README example built with the generated pkg-config file alone, and run;
 #  2. a CMake project with find_package(gpumemprof) -> gpumemprof::gpumemprof, built and run
 #     (when cmake is installed);
-#  3. a compile below C++20 stops with the one clear #error.
+#  3. a compile below C++20 stops with the one clear #error;
+#  4. the compiled library: the compile-time probe built with gpumemprof-compiled.pc, and run.
 set -euo pipefail
 build=$1 src=$2
 root=$(mktemp -d)
@@ -42,3 +43,11 @@ if c++ -std=c++17 -I"$root$prefix/include" -c "$root/old.cpp" -o "$root/old.o" 2
 fi
 grep -q 'gpumemprof needs C++20' "$root/old.log" || { cat "$root/old.log"; exit 1; }
 echo "ok: below C++20 the headers stop with one #error"
+
+# 4. The compiled library (gpumemprof-compiled.pc: -DGPUMEMPROF_COMPILED_LIB and -lgpumemprof).
+flags=$(PKG_CONFIG_PATH="$pc" pkg-config --define-variable=prefix="$root$prefix" --cflags --libs gpumemprof-compiled)
+case " $flags " in *" -DGPUMEMPROF_COMPILED_LIB=1 "*) ;; *) echo "FAIL: gpumemprof-compiled.pc lacks -DGPUMEMPROF_COMPILED_LIB=1: $flags"; exit 1 ;; esac
+c++ -O1 "$src/bench/compile_time/allocator_profiler.cpp" -o "$root/compiled" $flags
+libdir=$(dirname "$(find "$root" -name 'libgpumemprof.*' | head -n1)")
+LD_LIBRARY_PATH="$libdir" "$root/compiled" >/dev/null
+echo "ok: the compiled library (gpumemprof-compiled.pc) builds and runs the compile-time probe"

@@ -565,9 +565,14 @@ class CachingAllocator {
 
 GPUMEMPROF_NAMESPACE_END
 
+// GPUMEMPROF_COMPILED_LIB (set by the gpumemprof-compiled pkg-config file and meson dependency):
+// the member bodies come from the compiled library (CachingAllocator<AnyBackend>, declared
+// `extern template` in default_allocator.hpp); only the files holding member templates stay.
+#ifndef GPUMEMPROF_COMPILED_LIB
 #include "gpumemprof/allocator/caching_allocator-inl.hpp"
 #include "gpumemprof/allocator/caching_allocator_expandable-inl.hpp"
-#include "gpumemprof/allocator/caching_allocator_hot-inl.hpp"
 #include "gpumemprof/allocator/caching_allocator_segments-inl.hpp"
 #include "gpumemprof/allocator/caching_allocator_stats-inl.hpp"
+#endif
+#include "gpumemprof/allocator/caching_allocator_hot-inl.hpp"
 #include "gpumemprof/allocator/caching_allocator_views-inl.hpp"

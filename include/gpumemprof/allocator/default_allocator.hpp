@@ -24,6 +24,12 @@ GPUMEMPROF_NAMESPACE_BEGIN
 /// the device needs.
 using DeviceAllocator = CachingAllocator<AnyBackend>;
 
+#ifdef GPUMEMPROF_COMPILED_LIB
+// Compiled once, in the gpumemprof library (lib/caching_allocator.cpp); other backends
+// (CachingAllocator<SimulatedBackend>, ...) need the header-only mode.
+extern template class CachingAllocator<AnyBackend>;
+#endif
+
 namespace detail {
 struct DefaultAllocatorSlot {
   std::mutex mutex;  // not std::call_once: a throwing first call (a bad $GPUMEMPROF_ALLOC_CONF)
@@ -41,26 +47,8 @@ struct DefaultAllocatorSlots {
   std::array<DefaultAllocatorSlot, Device::simulated_device_count> sim;
   DefaultAllocatorSlot host;
 };
-inline DefaultAllocatorSlots& default_allocator_slots() {
-  // Never destroyed: other static destructors (and late frees at exit) may still use them.
-  static auto* slots = new DefaultAllocatorSlots();
-  return *slots;
-}
-
-inline DefaultAllocatorSlot& default_allocator_slot(const Device& device) {
-  DefaultAllocatorSlots& slots = default_allocator_slots();
-  switch (device.kind()) {
-    case DeviceKind::cuda:
-      if (device.index() >= max_cuda_devices) {
-        throw DeviceError("device " + device.str() + ": gpumemprof supports at most " +
-                          std::to_string(max_cuda_devices) + " CUDA devices");
-      }
-      return slots.cuda[static_cast<std::size_t>(device.index())];
-    case DeviceKind::sim: return slots.sim[static_cast<std::size_t>(device.index())];
-    case DeviceKind::host: break;
-  }
-  return slots.host;
-}
+DefaultAllocatorSlots& default_allocator_slots();
+DefaultAllocatorSlot& default_allocator_slot(const Device& device);
 
 /// Calls `f(DeviceAllocator&)` for every default allocator created so far, under its slot's
 /// mutex: an allocator being created meanwhile is either visited here or created after, seeing
@@ -102,27 +90,7 @@ inline bool track_external_memory(ExternalTrackingOptions options = {}) {
 
 /// The process-wide allocator of `device`, created on first use with $GPUMEMPROF_ALLOC_CONF
 /// (and, for CUDA devices, tracking of memory outside it with $GPUMEMPROF_TRACK_EXTERNAL=1).
-[[nodiscard]] inline DeviceAllocator& default_allocator(const Device& device = Device()) {
-  auto& slot = detail::default_allocator_slot(device);
-  if (DeviceAllocator* a = slot.allocator.load(std::memory_order_acquire)) return *a;
-  static const std::string_view track_env = [] {
-    const char* v = std::getenv("GPUMEMPROF_TRACK_EXTERNAL");
-    const std::string_view env = v != nullptr ? v : "";
-    if (env == "stacks") detail::external_stacks.store(true, std::memory_order_relaxed);
-    return env;
-  }();
-  if (device.kind() == DeviceKind::cuda) {
-    static const bool tracking = (track_env == "1" || track_env == "stacks") && track_external_memory();
-    (void)tracking;
-  }
-  std::lock_guard lock(slot.mutex);
-  if (slot.allocator.load(std::memory_order_relaxed) == nullptr) {
-    auto* created = new DeviceAllocator(AnyBackend::for_device(device), AllocatorConfig::from_env());
-    if (auto* hook = detail::default_allocator_created.load(std::memory_order_acquire)) hook(*created);
-    slot.allocator.store(created, std::memory_order_release);
-  }
-  return *slot.allocator.load(std::memory_order_relaxed);
-}
+[[nodiscard]] DeviceAllocator& default_allocator(const Device& device = Device());
 
 /// torch.cuda.memory_stats(device).
 [[nodiscard]] inline MemoryStats memory_stats(const Device& device = Device()) {
@@ -168,3 +136,9 @@ inline void set_per_process_memory_fraction(double fraction, const Device& devic
 }
 
 GPUMEMPROF_NAMESPACE_END
+
+// The bodies of default_allocator() and its slots: in the compiled library under
+// GPUMEMPROF_COMPILED_LIB (lib/default_allocator.cpp).
+#ifndef GPUMEMPROF_COMPILED_LIB
+#include "gpumemprof/allocator/default_allocator-inl.hpp"
+#endif

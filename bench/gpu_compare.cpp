@@ -47,6 +47,14 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+// Peak allocated and reserved bytes and the device mallocs of one cold replay: the figures the
+// default policy fixes exactly, for the parity check between the two caching allocators.
+struct ExactFigures {
+  std::int64_t peak_allocated = 0;
+  std::int64_t peak_reserved = 0;
+  std::int64_t device_mallocs = 0;  // cumulative in the allocator; run_trace takes the difference
+};
+
 struct Gpumemprof {
   explicit Gpumemprof(const char* conf = "", const char* label = "gmp default")
       : name(label), a(backend(), gmp::AllocatorConfig(conf)) {}
@@ -60,6 +68,10 @@ struct Gpumemprof {
     a.reset_peak_memory_stats();
   }
   double peak_reserved_mib() { return static_cast<double>(a.memory_stats().reserved_bytes.all().peak) / 1048576.0; }
+  ExactFigures exact() {
+    const gmp::MemoryStats st = a.memory_stats();
+    return {st.allocated_bytes.all().peak, st.reserved_bytes.all().peak, st.num_device_alloc};
+  }
 };
 
 #if GPUMEMPROF_HAVE_TORCH
@@ -84,6 +96,10 @@ struct PytorchC10 {
   }
   double peak_reserved_mib() {
     return static_cast<double>(c10::cuda::CUDACachingAllocator::getDeviceStats(0).reserved_bytes[0].peak) / 1048576.0;
+  }
+  ExactFigures exact() {
+    const auto st = c10::cuda::CUDACachingAllocator::getDeviceStats(0);
+    return {st.allocated_bytes[0].peak, st.reserved_bytes[0].peak, st.num_device_alloc};
   }
   // Whether a fresh 1 MiB block lands in an expandable segment (the setting took effect).
   bool allocates_expandable() {
@@ -164,6 +180,29 @@ struct Results {
     }
   }
 };
+
+// The default policy is PyTorch's, so on the same device and request stream our allocator and
+// c10's must reach the same peak allocated and reserved bytes with the same number of device
+// mallocs. Both run in this process, on cudaMalloc addresses of the same driver: the policy
+// breaks ties between equal-size free blocks by address, so this is the comparison that is
+// exact (the simulated device hands out rising addresses, this driver falling ones for large
+// segments, and the two may differ by a few blocks). Returns 1 when a trace differs.
+int print_parity(const Results& res) {
+  const std::string ours = "gmp default", theirs = "c10 default";
+  int equal = 0, differ = 0;
+  std::printf("\nDefault-policy parity with c10 (peak allocated, peak reserved, device mallocs of the cold replay):\n");
+  for (const auto& r : res.rows) {
+    if (r.rfind("p:", 0) != 0) continue;
+    const auto a = res.cell.find({r, ours}), b = res.cell.find({r, theirs});
+    if (a == res.cell.end() || b == res.cell.end()) continue;
+    const bool same = a->second == b->second;
+    (same ? equal : differ) += 1;
+    std::printf("parity %s: %s (%s: %s; %s: %s)\n", r.substr(2).c_str(), same ? "equal" : "DIFFERS", ours.c_str(),
+                a->second.c_str(), theirs.c_str(), b->second.c_str());
+  }
+  std::printf("parity: %d equal, %d differ\n", equal, differ);
+  return differ == 0 ? 0 : 1;
+}
 
 std::string fmt(const char* f, double v) {
   char buf[64];
@@ -277,9 +316,17 @@ struct NamedTrace {
 template <class A>
 void run_trace(A& a, const NamedTrace& nt, int repeat, Results& res) {
   a.reset();
+  ExactFigures before{};
+  if constexpr (requires { a.exact(); }) before = a.exact();
   replay_once(a, nt.trace, nt.op_stream);  // cold: the peak
   GPUMEMPROF_CUDA_CHECK(cudaDeviceSynchronize());
   const double peak = a.peak_reserved_mib();
+  if constexpr (requires { a.exact(); }) {
+    const ExactFigures e = a.exact();
+    res.put("p:" + nt.name, a.name,
+            std::to_string(e.peak_allocated) + " " + std::to_string(e.peak_reserved) + " " +
+                std::to_string(e.device_mallocs - before.device_mallocs));
+  }
   double best = 1e300;
   for (int i = 0; i < repeat; ++i) best = std::min(best, replay_once(a, nt.trace, nt.op_stream));
   GPUMEMPROF_CUDA_CHECK(cudaDeviceSynchronize());
@@ -456,5 +503,5 @@ int main(int argc, char** argv) {
   res.print_table("stream", "s:");
   std::printf("\nThreads, 1 MiB + 64 KiB alloc/free pairs: per-thread ns/pair · aggregate M pairs/s.\n");
   res.print_table("threads", "t:");
-  return 0;
+  return print_parity(res);
 }

@@ -27,6 +27,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -35,6 +36,7 @@
 #include "gpumemprof/allocator/caching_allocator.hpp"
 #include "gpumemprof/allocator/default_allocator.hpp"
 #include "gpumemprof/device/cuda.hpp"
+#include "replay.hpp"
 #include "trace.hpp"
 
 #if GPUMEMPROF_HAVE_TORCH
@@ -265,25 +267,6 @@ std::pair<double, double> thread_run(A& a, int threads, bool one_stream, int ite
   return {per_thread, mpairs};
 }
 
-// Trace stream ids -> CUDA streams: 0 is the default stream, every other id gets its own.
-class StreamMap {
- public:
-  cudaStream_t at(std::uint64_t id) {
-    if (id == 0) return nullptr;
-    auto it = streams_.find(id);
-    if (it == streams_.end()) {
-      cudaStream_t s = nullptr;
-      GPUMEMPROF_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-      it = streams_.emplace(id, s).first;
-    }
-    return it->second;
-  }
-  [[nodiscard]] std::size_t created() const { return streams_.size(); }
-
- private:
-  std::map<std::uint64_t, cudaStream_t> streams_;
-};
-
 template <class A>
 double replay_once(A& a, const gmp::tools::Trace& t, const std::vector<cudaStream_t>& op_stream) {
   std::vector<void*> ptrs(t.id_count, nullptr);
@@ -311,6 +294,8 @@ struct NamedTrace {
   gmp::tools::Trace trace;
   std::vector<cudaStream_t> op_stream;  // the CUDA stream of each op
   std::size_t streams = 0;              // distinct streams it uses
+  // The trace's streams, created for it; they outlive every contender (declared in main first).
+  std::unique_ptr<gmp::tools::ReplayStreams> made;
 };
 
 template <class A>
@@ -363,15 +348,16 @@ gmp::tools::Trace random_log_uniform(std::size_t allocs, unsigned seed, int stre
   return gmp::tools::parse_trace(text, streams > 1 ? "random_two_streams" : "random_log_uniform");
 }
 
-NamedTrace named(gmp::tools::Trace t, StreamMap& sm) {
+NamedTrace named(gmp::tools::Trace t) {
   NamedTrace nt;
   nt.name = t.path.substr(t.path.find_last_of('/') + 1);
   if (const auto dot = nt.name.find(".trace"); dot != std::string::npos) nt.name.resize(dot);
+  nt.made = std::make_unique<gmp::tools::ReplayStreams>(gmp::Device("cuda:0"), t);  // 0 stays the default stream
   std::vector<std::uint64_t> ids;
   nt.op_stream.resize(t.ops.size(), nullptr);
   for (std::size_t i = 0; i < t.ops.size(); ++i) {
     if (!t.ops[i].is_alloc) continue;
-    nt.op_stream[i] = sm.at(t.ops[i].stream);
+    nt.op_stream[i] = reinterpret_cast<cudaStream_t>(static_cast<std::uintptr_t>(t.ops[i].stream));
     if (std::find(ids.begin(), ids.end(), t.ops[i].stream) == ids.end()) ids.push_back(t.ops[i].stream);
   }
   nt.streams = ids.size();
@@ -452,11 +438,10 @@ int main(int argc, char** argv) {
   const std::string date = utc_now();
   std::printf("device: %s; warm replays: best of %d\n", prop.name, repeat);
   GPUMEMPROF_CUDA_CHECK(cudaFree(nullptr));  // create the context before timing anything
-  StreamMap sm;
   std::vector<NamedTrace> traces;
-  traces.push_back(named(random_log_uniform(100000, 1, 1), sm));
-  traces.push_back(named(random_log_uniform(100000, 1, 2), sm));
-  for (const auto& p : paths) traces.push_back(named(gmp::tools::load_trace(p), sm));
+  traces.push_back(named(random_log_uniform(100000, 1, 1)));
+  traces.push_back(named(random_log_uniform(100000, 1, 2)));
+  for (const auto& p : paths) traces.push_back(named(gmp::tools::load_trace(p)));
   Results res;
   if (!c10_only) {
     Gpumemprof g;

@@ -150,7 +150,7 @@ struct OomReport {
         if (site.frames == nullptr) continue;
         for (std::size_t f = 0; f < site.frames->size() && f < max_frames; ++f) {
           const Frame& fr = (*site.frames)[f];
-          line("      " + fr.name + " at " + fr.filename + ":" + std::to_string(fr.line));
+          line("      " + frame_label(fr));
         }
       }
     }

@@ -61,8 +61,7 @@ GPUMEMPROF_NAMESPACE_BEGIN
 /// "name at file:line" of the user's frame, or "(no stack recorded)".
 [[nodiscard]] inline std::string user_frame_label(const Frames& frames) {
   const Frame* f = user_frame(frames);
-  return f == nullptr ? std::string("(no stack recorded)")
-                      : f->name + " at " + f->filename + ":" + std::to_string(f->line);
+  return f == nullptr ? std::string("(no stack recorded)") : frame_label(*f);
 }
 
 GPUMEMPROF_NAMESPACE_END

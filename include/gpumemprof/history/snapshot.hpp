@@ -25,6 +25,12 @@ struct Frame {
   friend bool operator==(const Frame&, const Frame&) = default;
 };
 
+/// How every report names a frame: "function at file:line", or "function in binary" for a frame
+/// without line tables (line 0: the file is then the binary's name, or "??").
+[[nodiscard]] inline std::string frame_label(const Frame& f) {
+  return f.line > 0 ? f.name + " at " + f.filename + ":" + std::to_string(f.line) : f.name + " in " + f.filename;
+}
+
 /// A stack, innermost frame first. Shared: entries with the same stack point at one list, so
 /// exporters write it once (pickle memo). nullptr means "no frames".
 using Frames = std::shared_ptr<const std::vector<Frame>>;

@@ -194,7 +194,7 @@ inline std::vector<std::string> symbolize_external_frames(const std::uintptr_t* 
   for (std::size_t i = 0; i < count; ++i) {
     const Frame& f = Symbolizer::instance().frame(frames[i]);
     if (out.empty() && Symbolizer::is_internal(f)) continue;
-    out.push_back(f.name + (f.line > 0 ? " at " + f.filename + ":" + std::to_string(f.line) : " in " + f.filename));
+    out.push_back(frame_label(f));
     if (f.name == "main") break;  // the C library's frames below main say nothing
   }
   return out;

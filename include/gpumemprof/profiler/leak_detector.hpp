@@ -450,7 +450,7 @@ class LeakDetector {
         s.first_call = f.call;
         s.frames = frames;
         s.site = site != nullptr
-                     ? site->name + " at " + site->filename + ":" + std::to_string(site->line)
+                     ? frame_label(*site)
                      : "requests of " + format_size(b.requested) +
                            (b.context != 0 ? " (allocation context " + std::to_string(b.context) + ")" : "");
       }

@@ -40,7 +40,7 @@ namespace detail {
   if (frames == nullptr) return out;
   for (const Frame& f : *frames) {
     if (!out.empty()) out += "; ";
-    out += f.name + " at " + f.filename + ":" + std::to_string(f.line);
+    out += frame_label(f);
   }
   return out;
 }

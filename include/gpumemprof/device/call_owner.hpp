@@ -60,11 +60,7 @@ inline Caller caller_outside_cuda() {
     }
     if (!inside_cuda) continue;  // the capture's own frames, below CUPTI
     Caller c{owner_name(info.dli_fname), {}, {}};
-    if (external_stacks.load(std::memory_order_relaxed)) {
-      for (int k = i; k < n && c.stack.size() < max_external_stack_frames; ++k) {
-        c.stack.push_back(reinterpret_cast<std::uintptr_t>(frames[k]));
-      }
-    }
+    if (external_stacks.load(std::memory_order_relaxed)) c.stack = bounded_stack(frames, i, n);
     c.site = function_name(info);
     if (const auto paren = c.site.find('('); paren != std::string::npos) c.site.resize(paren);
     if (c.site.empty()) c.site = c.owner + object_offset(info, pc);

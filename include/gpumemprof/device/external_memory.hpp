@@ -74,21 +74,27 @@ inline constinit std::atomic<ExternalStackSymbolizer> external_stack_symbolizer{
 
 inline constexpr std::size_t max_external_stack_frames = 32;
 
+/// frames[from, n) as the stack an external allocation keeps: at most max_external_stack_frames.
+inline std::vector<std::uintptr_t> bounded_stack(void* const* frames, int from, int n) {
+  std::vector<std::uintptr_t> out;
+  for (int i = from; i < n && out.size() < max_external_stack_frames; ++i) {
+    out.push_back(reinterpret_cast<std::uintptr_t>(frames[i]));
+  }
+  return out;
+}
+
 /// The calling thread's return addresses, innermost first, `skip` frames above the caller; empty
 /// unless stacks are on.
 GPUMEMPROF_NOINLINE inline std::vector<std::uintptr_t> capture_external_stack(std::size_t skip = 0) {
-  std::vector<std::uintptr_t> out;
 #if defined(__linux__)
-  if (!external_stacks.load(std::memory_order_relaxed)) return out;
+  if (!external_stacks.load(std::memory_order_relaxed)) return {};
   void* frames[max_external_stack_frames + 8];
   const int n = ::backtrace(frames, static_cast<int>(std::size(frames)));
-  for (int i = static_cast<int>(skip) + 1; i < n && out.size() < max_external_stack_frames; ++i) {
-    out.push_back(reinterpret_cast<std::uintptr_t>(frames[i]));
-  }
+  return bounded_stack(frames, static_cast<int>(skip) + 1, n);
 #else
   (void)skip;
+  return {};
 #endif
-  return out;
 }
 
 #if defined(__linux__)

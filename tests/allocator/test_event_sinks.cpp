@@ -1,4 +1,7 @@
 // The allocator's event sinks and with_lock().
+#include <atomic>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include "catch.hpp"
@@ -9,13 +12,14 @@ namespace {
 struct Log {
   std::vector<gmp::AllocatorEvent> events;
   std::uint64_t next_handle = 100;
-  static std::uint64_t on_event(void* user, const gmp::AllocatorEvent& e) noexcept {
-    auto* self = static_cast<Log*>(user);
-    self->events.push_back(e);
-    const bool creates = e.action == gmp::TraceAction::alloc || e.action == gmp::TraceAction::segment_alloc;
-    return creates ? self->next_handle++ : 0;
+  static void on_event(void* user, const gmp::AllocatorEvent& e) noexcept {
+    static_cast<Log*>(user)->events.push_back(e);
   }
-  [[nodiscard]] gmp::AllocatorEventSink sink() { return {&Log::on_event, this}; }
+  // A handle per allocating call (its segment and its block share it).
+  static std::uint64_t prepare(void* user, gmp::TraceAction call) noexcept {
+    return call == gmp::TraceAction::alloc ? static_cast<Log*>(user)->next_handle++ : 0;
+  }
+  [[nodiscard]] gmp::AllocatorEventSink sink() { return {&Log::on_event, this, &Log::prepare}; }
 };
 
 }  // namespace
@@ -35,12 +39,15 @@ TEST_CASE("event sinks: every event, context handles kept with blocks and segmen
   const auto segs = s.a.segments();
   REQUIRE(segs.size() == 1);
   CHECK(segs[0].context == 100);
-  CHECK(segs[0].blocks.at(0).context == 101);
+  CHECK(segs[0].blocks.at(0).context == 100);
+  CHECK(log.events[1].prepared == 100);
+  CHECK(log.events[0].stamp <= log.events[1].stamp);
   s.a.deallocate(p);
   s.a.validate();
   REQUIRE(log.events.size() == 4);
   CHECK(log.events[2].action == gmp::TraceAction::free_requested);
-  CHECK(log.events[2].context == 101);
+  CHECK(log.events[2].context == 100);
+  CHECK(log.events[2].prepared == 0);  // prepare gave no handle for a free
   CHECK(log.events[3].action == gmp::TraceAction::free_completed);
   s.a.empty_cache();
   REQUIRE(log.events.size() == 5);
@@ -50,6 +57,44 @@ TEST_CASE("event sinks: every event, context handles kept with blocks and segmen
   CHECK(s.a.event_sink_count() == 0);
   s.a.deallocate(s.a.allocate(1000));
   CHECK(log.events.size() == 5);  // removed: never called again
+  s.a.validate();
+}
+
+// A sink that stops in its first event until released: were any allocator lock held there,
+// another thread on the same stream, a stats reader and a segment reader would wait for it.
+TEST_CASE("event sinks: no allocator lock is held while a sink runs") {
+  struct Stopper {
+    std::atomic<bool> inside{false};
+    std::atomic<bool> release{false};
+    static void on_event(void* user, const gmp::AllocatorEvent&) noexcept {
+      auto* self = static_cast<Stopper*>(user);
+      if (self->inside.exchange(true)) return;
+      while (!self->release.load()) std::this_thread::yield();
+    }
+    static std::uint64_t prepare(void* user, gmp::TraceAction) noexcept {
+      auto* self = static_cast<Stopper*>(user);  // after the first event: no lock either
+      return self->inside.load() ? 7 : 0;
+    }
+  } stopper;
+  SimAlloc s;
+  const std::size_t slot = s.a.add_event_sink({&Stopper::on_event, &stopper, &Stopper::prepare});
+  std::thread stopped([&] { s.a.deallocate(s.a.allocate(1000)); });
+  while (!stopper.inside.load()) std::this_thread::yield();
+  std::atomic<bool> done{false};
+  std::thread other([&] {
+    for (int i = 0; i < 100; ++i) s.a.deallocate(s.a.allocate(512));
+    (void)s.a.memory_stats();
+    (void)s.a.segments();
+    s.a.empty_cache();
+    done.store(true);
+  });
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!done.load() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  CHECK(done.load());
+  stopper.release.store(true);
+  stopped.join();
+  other.join();
+  s.a.remove_event_sink(slot);
   s.a.validate();
 }
 

@@ -1,0 +1,102 @@
+// Layer 2: allocator events on their way to the event sinks (event_sinks.hpp). Each stream shard
+// has a lane, and so do the slow paths; an event is appended to a lane under that lane's lock
+// (the shard's spin lock; the device mutex), stamped with the clock that orders the stats
+// journals (stamp_clock.hpp). No sink runs and no mutex is taken there, and nothing is allocated
+// while the lane holds fewer than kCapacity events. A delivery (one at a time, under the
+// allocator's delivery lock, with no other allocator lock held while sinks run) reads a cut,
+// takes every lane's buffer (an O(1) swap under that lane's lock), and tells the sinks every event
+// stamped before the cut in stamp order -- the allocator's serial order; later events wait in
+// the lane's run for the next delivery.
+//
+// A full lane: the allocator delivers after every call, so a lane fills only while deliveries
+// stall (the delivering thread descheduled while others keep allocating). It then doubles under
+// its lock (an allocation on the hot path, only then); if that fails, the event is dropped and
+// counted (dropped()).
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "gpumemprof/allocator/event_sinks.hpp"
+#include "gpumemprof/allocator/introspection.hpp"
+#include "gpumemprof/allocator/stats_journal.hpp"
+#include "gpumemprof/config.hpp"
+#include "gpumemprof/detail/stamp_clock.hpp"
+
+GPUMEMPROF_NAMESPACE_BEGIN
+namespace detail {
+
+using EventRun = StampedRun<AllocatorEvent>;
+
+class EventLane {
+ public:
+  static constexpr std::size_t kCapacity = 1024;
+
+  EventLane() {
+    buffer_.reserve(kCapacity);
+    taken_.reserve(kCapacity);
+  }
+  EventLane(const EventLane&) = delete;
+  EventLane& operator=(const EventLane&) = delete;
+
+  /// Appends `e`, stamped now (never below the lane's previous stamp). The caller holds the
+  /// lane's lock.
+  void push(AllocatorEvent e) noexcept {
+    if (GPUMEMPROF_UNLIKELY(buffer_.size() == buffer_.capacity())) {
+      try {
+        buffer_.reserve(2 * buffer_.capacity());
+      } catch (...) {
+        dropped_.fetch_add(1, std::memory_order_relaxed);
+        return;
+      }
+    }
+    last_ = std::max(last_, stamp_now());
+    e.stamp = last_;
+    buffer_.push_back(e);
+  }
+  /// Whether events wait in the buffer. The caller holds the lane's lock.
+  [[nodiscard]] bool buffered() const noexcept { return !buffer_.empty(); }
+
+  /// Takes the buffered events (O(1)). The caller holds the lane's lock and the delivery lock;
+  /// collect() must follow before the next take().
+  void take() noexcept { taken_.swap(buffer_); }
+  /// Adds the taken events to the run (no lane lock needed). The caller holds the delivery lock.
+  void collect() noexcept {
+    try {
+      run_.add(taken_);
+    } catch (...) {  // no room to carry them: they are lost, and counted
+      dropped_.fetch_add(taken_.size(), std::memory_order_relaxed);
+      taken_.clear();
+    }
+  }
+  /// The events taken and not delivered yet. The caller holds the delivery lock.
+  [[nodiscard]] EventRun& run() noexcept { return run_; }
+
+  /// Events lost because the lane could not grow.
+  [[nodiscard]] std::size_t dropped() const noexcept { return dropped_.load(std::memory_order_relaxed); }
+
+ private:
+  std::vector<AllocatorEvent> buffer_;  // under the lane's lock
+  std::uint64_t last_ = 0;              // under the lane's lock
+  std::vector<AllocatorEvent> taken_;   // under the delivery lock (and the lane's, in take())
+  EventRun run_;                        // under the delivery lock
+  std::atomic<std::size_t> dropped_{0};
+};
+
+/// Tells `sinks` every event stamped before `cut` in the runs of `lanes` (each collected), in
+/// stamp order, equal stamps in lane order; later events stay in their runs. `scratch` is reused
+/// between deliveries. The caller holds the delivery lock and no other allocator lock.
+template <class Lanes>
+void deliver_events(const Lanes& lanes, std::uint64_t cut, const EventSinks& sinks, std::vector<EventRun*>& scratch) {
+  scratch.clear();
+  for (EventLane* lane : lanes) {
+    if (lane->run().has_before(cut)) scratch.push_back(&lane->run());  // capacity kept: no allocation once warm
+  }
+  merge_by_stamp(scratch, cut, [&sinks](const AllocatorEvent& e) { sinks.emit(e); });
+}
+
+}  // namespace detail
+GPUMEMPROF_NAMESPACE_END

@@ -38,9 +38,8 @@
 //           the pointer map or the journal, a cross-stream event), then changes state without
 //           throwing (tests/allocator/test_exception_safety.cpp fails each heap allocation).
 //
-// Events (event_sinks.hpp, event_buffer.hpp): a call that may cause events asks the sinks to
-// prepare (a stack walk) before any lock (EventCall), appends events to its shard's lane (the
-// slow paths: slow_events_) under the lock it holds, and delivers after letting every lock go.
+// Events (event_buffer.hpp): a call asks the sinks to prepare (a stack walk) before any lock,
+// buffers events in its shard's lane (slow paths: slow_events_), delivers after every lock.
 //
 // Locks, in the order they are taken (checked by clang's -Wthread-safety where the analysis can
 // follow; ExclusiveLock and StatsLedger::lock_all say where it cannot). One exception: a reader
@@ -514,56 +513,39 @@ class CachingAllocator {
   [[noreturn]] void throw_invalid_pointer(const void* ptr, const char* what) const GPUMEMPROF_EXCLUSIVE;
   [[noreturn]] void throw_oom(Pool& pool, Stream stream, std::size_t size, std::size_t requested,
                               ExclusiveLock& lock) GPUMEMPROF_EXCLUSIVE;
-  // Buffers an event in `lane`, whose lock the caller holds (a shard's; slow_events_: the
-  // device mutex). No sink runs here (event_sinks.hpp).
-  void notify(detail::EventLane& lane, TraceAction action, std::uintptr_t addr, std::size_t size, Stream stream,
-              std::uint64_t context = 0, bool deferred = false, std::uint32_t category = 0,
-              std::uint32_t previous_category = 0) const noexcept {
-    if (GPUMEMPROF_LIKELY(!sinks_.active())) return;
+  // Buffers an event in `lane`, whose lock the caller holds (a shard's; slow_events_: the device
+  // mutex), when there are sinks. Out of line: the hot path pays the test of sinks_.active() only.
+  GPUMEMPROF_NOINLINE void buffer_event(detail::EventLane& lane, TraceAction action, std::uintptr_t addr,
+                                        std::size_t size, Stream stream, std::uint64_t context, bool deferred,
+                                        std::uint32_t category, std::uint32_t previous_category) const noexcept {
     lane.push({action, addr, size, stream, context, deferred, category, previous_category, 0,
                detail::thread_event_context, detail::thread_user_metadata});
   }
+  void notify(detail::EventLane& lane, TraceAction action, std::uintptr_t addr, std::size_t size, Stream stream,
+              std::uint64_t context = 0, bool deferred = false, std::uint32_t category = 0,
+              std::uint32_t previous_category = 0) const noexcept {
+    if (GPUMEMPROF_UNLIKELY(sinks_.active())) {
+      buffer_event(lane, action, addr, size, stream, context, deferred, category, previous_category);
+    }
+  }
   // A block's alloc/free events carry its context handle and category.
   void notify_block(detail::EventLane& lane, TraceAction action, const Block& b, bool deferred = false) const noexcept {
-    notify(lane, action, b.addr, b.requested, b.stream, b.context, deferred, b.category);
+    if (GPUMEMPROF_UNLIKELY(sinks_.active())) {
+      buffer_event(lane, action, b.addr, b.requested, b.stream, b.context, deferred, b.category, 0);
+    }
   }
   // The context handle of what the current call creates: what the sinks prepared at its entry.
   [[nodiscard]] std::uint64_t new_context() const noexcept {
     return sinks_.active() ? detail::thread_event_context : 0;
   }
-  // At the entry of a call that may cause events: with sinks, asks them to prepare (no lock held
-  // yet) and, on the way out (every lock let go), delivers what the call buffered.
-  class EventCall {
-   public:
-    EventCall(const CachingAllocator& a, TraceAction call) noexcept : a_(a) {
-      if (GPUMEMPROF_UNLIKELY(a.sinks_.active())) {
-        on_ = true;
-        previous_ = detail::thread_event_context;
-        detail::thread_event_context = a.sinks_.prepare(call);
-      }
-    }
-    ~EventCall() {
-      if (GPUMEMPROF_UNLIKELY(on_)) {
-        detail::thread_event_context = previous_;
-        a_.deliver_events(false);
-      }
-    }
-    EventCall(const EventCall&) = delete;
-    EventCall& operator=(const EventCall&) = delete;
-
-   private:
-    const CachingAllocator& a_;
-    bool on_ = false;
-    std::uint64_t previous_ = 0;
-  };
-  // Delivers buffered events to the sinks (event_buffer.hpp); unless `wait`, gives up when
-  // another delivery runs or the device mutex is busy. Call with no allocator lock held.
+  using EventCall = detail::EventCall<CachingAllocator>;  // at the entry of calls that may cause events
+  friend EventCall;
+  // Delivers buffered events; unless `wait`, gives up when a lock is busy. No allocator lock held.
   void deliver_events(bool wait) const;
   // Moves every lane's events to its run; the caller holds the delivery lock and every shard
-  // (not analysed: the shards are a set known at run time; lambdas of callers are not followed).
+  // (not analysed: the shards are known at run time).
   void take_all_events() const GPUMEMPROF_NO_THREAD_SAFETY_ANALYSIS;
-  // Collects the taken events and tells the sinks those stamped before `cut`; the caller holds
-  // the delivery lock and no other.
+  // Tells the sinks the taken events stamped before `cut`; the caller holds only the delivery lock.
   void deliver_taken(std::uint64_t cut) const GPUMEMPROF_NO_THREAD_SAFETY_ANALYSIS;
   // Changes the sink set between two deliveries: events before go to the old set.
   template <class F>

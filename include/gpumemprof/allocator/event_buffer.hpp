@@ -25,6 +25,7 @@
 #include "gpumemprof/allocator/stats_journal.hpp"
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/detail/stamp_clock.hpp"
+#include "gpumemprof/detail/thread_category.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
 namespace detail {
@@ -97,6 +98,34 @@ void deliver_events(const Lanes& lanes, std::uint64_t cut, const EventSinks& sin
   }
   merge_by_stamp(scratch, cut, [&sinks](const AllocatorEvent& e) { sinks.emit(e); });
 }
+
+/// At the entry of an allocator call that may cause events: with sinks, asks them to prepare (no
+/// lock held yet; the handle goes to thread_event_context for the call's events and new blocks)
+/// and, on the way out (every lock let go), delivers what the call buffered if no one else is.
+template <class Allocator>
+class EventCall {
+ public:
+  EventCall(const Allocator& a, TraceAction call) noexcept : a_(a) {
+    if (GPUMEMPROF_UNLIKELY(a.sinks_.active())) {
+      on_ = true;
+      previous_ = thread_event_context;
+      thread_event_context = a.sinks_.prepare(call);
+    }
+  }
+  ~EventCall() {
+    if (GPUMEMPROF_UNLIKELY(on_)) {
+      thread_event_context = previous_;
+      a_.deliver_events(false);
+    }
+  }
+  EventCall(const EventCall&) = delete;
+  EventCall& operator=(const EventCall&) = delete;
+
+ private:
+  const Allocator& a_;
+  bool on_ = false;
+  std::uint64_t previous_ = 0;
+};
 
 }  // namespace detail
 GPUMEMPROF_NAMESPACE_END

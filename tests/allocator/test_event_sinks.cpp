@@ -31,6 +31,8 @@ TEST_CASE("event sinks: every event, context handles kept with blocks and segmen
   CHECK(s.a.event_sink_count() == 1);
   void* p = s.a.allocate(1000);
   s.a.validate();
+  CHECK(log.events.empty());  // buffered: told in batches, or when a reader asks
+  s.a.flush_events();
   REQUIRE(log.events.size() == 2);
   CHECK(log.events[0].action == gmp::TraceAction::segment_alloc);
   CHECK(log.events[0].size == 2 * MiB);
@@ -44,18 +46,21 @@ TEST_CASE("event sinks: every event, context handles kept with blocks and segmen
   CHECK(log.events[0].stamp <= log.events[1].stamp);
   s.a.deallocate(p);
   s.a.validate();
+  s.a.flush_events();
   REQUIRE(log.events.size() == 4);
   CHECK(log.events[2].action == gmp::TraceAction::free_requested);
   CHECK(log.events[2].context == 100);
   CHECK(log.events[2].prepared == 0);  // prepare gave no handle for a free
   CHECK(log.events[3].action == gmp::TraceAction::free_completed);
   s.a.empty_cache();
+  s.a.flush_events();
   REQUIRE(log.events.size() == 5);
   CHECK(log.events[4].action == gmp::TraceAction::segment_free);
   CHECK(log.events[4].context == 100);
   s.a.remove_event_sink(slot);
   CHECK(s.a.event_sink_count() == 0);
   s.a.deallocate(s.a.allocate(1000));
+  s.a.flush_events();
   CHECK(log.events.size() == 5);  // removed: never called again
   s.a.validate();
 }
@@ -78,7 +83,10 @@ TEST_CASE("event sinks: no allocator lock is held while a sink runs") {
   } stopper;
   SimAlloc s;
   const std::size_t slot = s.a.add_event_sink({&Stopper::on_event, &stopper, &Stopper::prepare});
-  std::thread stopped([&] { s.a.deallocate(s.a.allocate(1000)); });
+  std::thread stopped([&] {
+    s.a.deallocate(s.a.allocate(1000));
+    s.a.flush_events();
+  });
   while (!stopper.inside.load()) std::this_thread::yield();
   std::atomic<bool> done{false};
   std::thread other([&] {
@@ -98,6 +106,33 @@ TEST_CASE("event sinks: no allocator lock is held while a sink runs") {
   s.a.validate();
 }
 
+// Batches: a thread's calls deliver once its lane holds EventLane::kDeliverAt events, in the
+// allocator's order across streams (stamps), and nothing is lost past a full lane.
+TEST_CASE("event sinks: batched delivery keeps the serial order of every stream") {
+  SimAlloc s;
+  Log log;
+  const std::size_t slot = s.a.add_event_sink(log.sink());
+  constexpr int kPairs = 1000;  // 3 events each: several batches, and more than a lane holds
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([&s, t] {
+      const gmp::Stream stream(static_cast<std::uintptr_t>(t) + 1);
+      for (int i = 0; i < kPairs; ++i) s.a.deallocate(s.a.allocate(512 + 512 * static_cast<std::size_t>(t), stream));
+    });
+  }
+  for (auto& th : threads) th.join();
+  CHECK(log.events.size() >= gmp::detail::EventLane::kDeliverAt);  // delivered without a reader
+  s.a.flush_events();
+  std::size_t allocs = 0;
+  std::size_t out_of_order = 0;
+  for (std::size_t i = 1; i < log.events.size(); ++i) out_of_order += log.events[i - 1].stamp > log.events[i].stamp;
+  for (const auto& e : log.events) allocs += e.action == gmp::TraceAction::alloc ? 1 : 0;
+  CHECK(out_of_order == 0);
+  CHECK(allocs == 3 * kPairs);
+  s.a.remove_event_sink(slot);
+  s.a.validate();
+}
+
 TEST_CASE("event sinks: a fixed number of slots; a full set is one clear error") {
   SimAlloc s;
   std::vector<Log> logs(gmp::detail::EventSinks::capacity + 1);
@@ -106,6 +141,7 @@ TEST_CASE("event sinks: a fixed number of slots; a full set is one clear error")
   CHECK_THROWS_AS(s.a.add_event_sink({}), std::invalid_argument);
   s.a.remove_event_sink(99);  // unknown slot: ignored
   s.a.deallocate(s.a.allocate(1000));
+  s.a.flush_events();
   for (std::size_t i = 0; i < gmp::detail::EventSinks::capacity; ++i) CHECK(logs[i].events.size() == 4);
   CHECK(logs.back().events.empty());
   s.a.validate();

@@ -205,8 +205,8 @@ class CachingAllocator {
   void remove_event_sink(std::size_t slot);
   /// Number of event sinks attached now.
   [[nodiscard]] std::size_t event_sink_count() const;
-  /// Tells the event sinks every event that happened before this call. Call it with no
-  /// allocator lock held (not from a sink).
+  /// Tells the event sinks every event that happened before this call (the allocator tells them
+  /// in batches otherwise: event_buffer.hpp). Call it with no allocator lock held (not from a sink).
   void flush_events() const { deliver_events(true); }
   /// Runs `f(const LockedView&)` under the allocator's lock (as with_lock), lets the lock go,
   /// tells the event sinks every event before it, and returns `then(result of f)` before any
@@ -518,8 +518,10 @@ class CachingAllocator {
   GPUMEMPROF_NOINLINE void buffer_event(detail::EventLane& lane, TraceAction action, std::uintptr_t addr,
                                         std::size_t size, Stream stream, std::uint64_t context, bool deferred,
                                         std::uint32_t category, std::uint32_t previous_category) const noexcept {
-    lane.push({action, addr, size, stream, context, deferred, category, previous_category, 0,
-               detail::thread_event_context, detail::thread_user_metadata});
+    if (lane.push({action, addr, size, stream, context, deferred, category, previous_category, 0,
+                   detail::thread_event_context, detail::thread_user_metadata})) {
+      detail::thread_events_due = true;
+    }
   }
   void notify(detail::EventLane& lane, TraceAction action, std::uintptr_t addr, std::size_t size, Stream stream,
               std::uint64_t context = 0, bool deferred = false, std::uint32_t category = 0,

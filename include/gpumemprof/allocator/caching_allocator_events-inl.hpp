@@ -85,6 +85,9 @@ decltype(auto) CachingAllocator<Backend>::change_sinks(F&& change) {
   auto set_active = [this] {
     ExclusiveLock lock(*this, typename ExclusiveLock::ReadersOnly{});
     take_all_events();
+    if (sinks_.count() != 0) {
+      for (detail::EventLane* lane : event_lanes_) lane->reserve();  // may throw: stays inactive
+    }
     sinks_.set_active(sinks_.count() != 0);
   };
   if constexpr (std::is_void_v<decltype(change())>) {

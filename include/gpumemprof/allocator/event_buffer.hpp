@@ -2,16 +2,18 @@
 // has a lane, and so do the slow paths; an event is appended to a lane under that lane's lock
 // (the shard's spin lock; the device mutex), stamped with the clock that orders the stats
 // journals (stamp_clock.hpp). No sink runs and no mutex is taken there, and nothing is allocated
-// while the lane holds fewer than kCapacity events. A delivery (one at a time, under the
-// allocator's delivery lock, with no other allocator lock held while sinks run) reads a cut,
-// takes every lane's buffer (an O(1) swap under that lane's lock), and tells the sinks every event
-// stamped before the cut in stamp order -- the allocator's serial order; later events wait in
-// the lane's run for the next delivery.
+// while the lane holds fewer than kCapacity events (reserve() runs when sinks are added; a
+// stream first seen while sinks are attached allocates its lane on its first event). A delivery
+// (one at a time, under the allocator's delivery lock, with no other allocator lock held while
+// sinks run) reads a cut, takes every lane's buffer (an O(1) swap under that lane's lock), and
+// tells the sinks every event stamped before the cut in stamp order -- the allocator's serial
+// order; later events wait in the lane's run for the next delivery.
 //
-// A full lane: the allocator delivers after every call, so a lane fills only while deliveries
-// stall (the delivering thread descheduled while others keep allocating). It then doubles under
-// its lock (an allocation on the hot path, only then); if that fails, the event is dropped and
-// counted (dropped()).
+// When: a call whose event brings its lane to kDeliverAt waiting events delivers after letting
+// its locks go (unless another delivery runs); readers (flush_events, snapshots) deliver
+// everything before them. A full lane -- deliveries stalled for kCapacity events, the delivering
+// thread descheduled while others keep allocating -- doubles under its lock (an allocation on
+// the hot path, only then); if that fails, the event is dropped and counted (dropped()).
 #pragma once
 
 #include <algorithm>
@@ -32,31 +34,40 @@ namespace detail {
 
 using EventRun = StampedRun<AllocatorEvent>;
 
+/// Set when this thread's event brought a lane to EventLane::kDeliverAt: its call delivers.
+inline thread_local bool thread_events_due = false;
+
 class EventLane {
  public:
   static constexpr std::size_t kCapacity = 1024;
+  static constexpr std::size_t kDeliverAt = 256;
 
-  EventLane() {
-    buffer_.reserve(kCapacity);
-    taken_.reserve(kCapacity);
-  }
+  EventLane() = default;
   EventLane(const EventLane&) = delete;
   EventLane& operator=(const EventLane&) = delete;
 
-  /// Appends `e`, stamped now (never below the lane's previous stamp). The caller holds the
-  /// lane's lock.
-  void push(AllocatorEvent e) noexcept {
+  /// Room for kCapacity events, so that appending allocates nothing. The caller holds the
+  /// lane's lock and the delivery lock. May throw std::bad_alloc.
+  void reserve() {
+    buffer_.reserve(kCapacity);
+    taken_.reserve(kCapacity);
+  }
+
+  /// Appends `e`, stamped now (never below the lane's previous stamp); returns whether the lane
+  /// should be delivered (kDeliverAt events wait). The caller holds the lane's lock.
+  bool push(AllocatorEvent e) noexcept {
     if (GPUMEMPROF_UNLIKELY(buffer_.size() == buffer_.capacity())) {
       try {
-        buffer_.reserve(2 * buffer_.capacity());
+        buffer_.reserve(std::max(kCapacity, 2 * buffer_.capacity()));
       } catch (...) {
         dropped_.fetch_add(1, std::memory_order_relaxed);
-        return;
+        return true;
       }
     }
     last_ = std::max(last_, stamp_now());
     e.stamp = last_;
     buffer_.push_back(e);
+    return buffer_.size() >= kDeliverAt;
   }
   /// Whether events wait in the buffer. The caller holds the lane's lock.
   [[nodiscard]] bool buffered() const noexcept { return !buffer_.empty(); }
@@ -101,7 +112,8 @@ void deliver_events(const Lanes& lanes, std::uint64_t cut, const EventSinks& sin
 
 /// At the entry of an allocator call that may cause events: with sinks, asks them to prepare (no
 /// lock held yet; the handle goes to thread_event_context for the call's events and new blocks)
-/// and, on the way out (every lock let go), delivers what the call buffered if no one else is.
+/// and, on the way out (every lock let go), delivers when the call's events filled a lane to
+/// EventLane::kDeliverAt (thread_events_due) and no other delivery runs.
 template <class Allocator>
 class EventCall {
  public:
@@ -115,7 +127,10 @@ class EventCall {
   ~EventCall() {
     if (GPUMEMPROF_UNLIKELY(on_)) {
       thread_event_context = previous_;
-      a_.deliver_events(false);
+      if (thread_events_due) {
+        thread_events_due = false;
+        a_.deliver_events(false);
+      }
     }
   }
   EventCall(const EventCall&) = delete;

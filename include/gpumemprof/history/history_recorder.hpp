@@ -141,6 +141,7 @@ class HistoryRecorder final : private detail::AnnotationSink {
       warn_stacks_unavailable();
     }
     std::lock_guard attach(attach_mutex_);
+    if (flush_) flush_();  // the events so far belong to the recording being changed
     {
       std::lock_guard lock(mutex_);
       configure(options);

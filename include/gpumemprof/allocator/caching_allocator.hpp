@@ -544,9 +544,9 @@ class CachingAllocator {
   friend EventCall;
   // Delivers buffered events; unless `wait`, gives up when a lock is busy. No allocator lock held.
   void deliver_events(bool wait) const;
-  // Moves every lane's events to its run; the caller holds the delivery lock and every shard
-  // (not analysed: the shards are known at run time).
-  void take_all_events() const GPUMEMPROF_NO_THREAD_SAFETY_ANALYSIS;
+  // Moves every lane's events to its run (and, with `reserve`, makes room in every lane); the
+  // caller holds the delivery lock and every shard (not analysed: shards are known at run time).
+  void take_all_events(bool reserve = false) const GPUMEMPROF_NO_THREAD_SAFETY_ANALYSIS;
   // Tells the sinks the taken events stamped before `cut`; the caller holds only the delivery lock.
   void deliver_taken(std::uint64_t cut) const GPUMEMPROF_NO_THREAD_SAFETY_ANALYSIS;
   // Changes the sink set between two deliveries: events before go to the old set.

@@ -54,13 +54,16 @@ void CachingAllocator<Backend>::deliver_events(bool wait) const GPUMEMPROF_NO_TH
 }
 
 template <DeviceBackend Backend>
-void CachingAllocator<Backend>::take_all_events() const {
+void CachingAllocator<Backend>::take_all_events(bool reserve) const {
   slow_events_.take();
   event_lanes_.clear();
   event_lanes_.push_back(&slow_events_);
   for (const auto& sh : shards_) {
     sh->events.take();
     event_lanes_.push_back(&sh->events);
+  }
+  if (reserve) {
+    for (detail::EventLane* lane : event_lanes_) lane->reserve();
   }
 }
 
@@ -84,10 +87,7 @@ decltype(auto) CachingAllocator<Backend>::change_sinks(F&& change) {
   deliver_taken(std::numeric_limits<std::uint64_t>::max());  // to the sinks they happened under
   auto set_active = [this] {
     ExclusiveLock lock(*this, typename ExclusiveLock::ReadersOnly{});
-    take_all_events();
-    if (sinks_.count() != 0) {
-      for (detail::EventLane* lane : event_lanes_) lane->reserve();  // may throw: stays inactive
-    }
+    take_all_events(/*reserve=*/sinks_.count() != 0);  // may throw: stays inactive
     sinks_.set_active(sinks_.count() != 0);
   };
   if constexpr (std::is_void_v<decltype(change())>) {

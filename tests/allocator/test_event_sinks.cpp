@@ -11,13 +11,13 @@ namespace {
 
 struct Log {
   std::vector<gmp::AllocatorEvent> events;
-  std::uint64_t next_handle = 100;
+  std::atomic<std::uint64_t> next_handle{100};  // prepare runs on several threads at once
   static void on_event(void* user, const gmp::AllocatorEvent& e) noexcept {
     static_cast<Log*>(user)->events.push_back(e);
   }
   // A handle per allocating call (its segment and its block share it).
   static std::uint64_t prepare(void* user, gmp::TraceAction call) noexcept {
-    return call == gmp::TraceAction::alloc ? static_cast<Log*>(user)->next_handle++ : 0;
+    return call == gmp::TraceAction::alloc ? static_cast<Log*>(user)->next_handle.fetch_add(1) : 0;
   }
   [[nodiscard]] gmp::AllocatorEventSink sink() { return {&Log::on_event, this, &Log::prepare}; }
 };

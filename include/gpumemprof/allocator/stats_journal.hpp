@@ -59,14 +59,15 @@ class StatJournal {
   std::uint64_t last_ = 0;
 };
 
-/// Records taken from one journal and not applied yet (a fold applies those before its cut and
-/// carries the rest to the next fold), sorted by stamp.
-struct StatRun {
-  std::vector<StatRecord> records;
+/// Records taken from one journal (or event buffer) and not applied yet (a fold applies those
+/// before its cut and carries the rest to the next fold), sorted by stamp.
+template <class Record>
+struct StampedRun {
+  std::vector<Record> records;
   std::size_t next = 0;  ///< records before it are applied
 
   /// Appends the records of `taken` (stamped after every record here) and empties it.
-  void add(std::vector<StatRecord>& taken) {
+  void add(std::vector<Record>& taken) {
     if (records.empty()) {
       records.swap(taken);
     } else {
@@ -78,15 +79,16 @@ struct StatRun {
     return next < records.size() && records[next].stamp < cut;
   }
 };
+using StatRun = StampedRun<StatRecord>;
 
 /// Calls `apply(record)` for every record stamped before `cut` in `runs` (each sorted by stamp,
 /// each with such a record) in stamp order, equal stamps (operations that overlapped in time) in
 /// run order; the runs keep only their later records, and the list is emptied.
-template <class F>
-void merge_by_stamp(std::vector<StatRun*>& runs, std::uint64_t cut, F&& apply) {
-  for (StatRun* r : runs) r->next = 0;
+template <class Run, class F>
+void merge_by_stamp(std::vector<Run*>& runs, std::uint64_t cut, F&& apply) {
+  for (Run* r : runs) r->next = 0;
   auto done = [&runs](std::size_t i) {
-    StatRun& r = *runs[i];
+    Run& r = *runs[i];
     r.records.erase(r.records.begin(), r.records.begin() + static_cast<std::ptrdiff_t>(r.next));
     r.next = 0;
     runs.erase(runs.begin() + static_cast<std::ptrdiff_t>(i));
@@ -100,12 +102,12 @@ void merge_by_stamp(std::vector<StatRun*>& runs, std::uint64_t cut, F&& apply) {
         best_stamp = s;
       }
     }
-    StatRun& r = *runs[best];
+    Run& r = *runs[best];
     apply(r.records[r.next++]);
     if (!r.has_before(cut)) done(best);
   }
   if (!runs.empty()) {  // the last run: no comparisons
-    StatRun& r = *runs[0];
+    Run& r = *runs[0];
     while (r.has_before(cut)) apply(r.records[r.next++]);
     done(0);
   }

@@ -217,6 +217,11 @@ void CachingAllocator<Backend>::remove_event_sink(std::size_t slot) {
 }
 
 template <DeviceBackend Backend>
+void CachingAllocator<Backend>::replace_event_sink(std::size_t slot, const AllocatorEventSink& sink) {
+  change_sinks([&] { sinks_.replace(slot, sink); });
+}
+
+template <DeviceBackend Backend>
 std::size_t CachingAllocator<Backend>::event_sink_count() const {
   detail::LockGuard lock(events_mutex_);
   return sinks_.count();

@@ -205,6 +205,9 @@ class CachingAllocator {
   std::size_t add_event_sink(const AllocatorEventSink& sink);
   /// Removes the sink in `slot`; once this returns, the sink is not called again.
   void remove_event_sink(std::size_t slot);
+  /// Puts `sink` in `slot` in place of the sink there: events before go to the old sink, events
+  /// after to the new one, none lost. Throws std::out_of_range for a slot that does not exist.
+  void replace_event_sink(std::size_t slot, const AllocatorEventSink& sink);
   /// Number of event sinks attached now.
   [[nodiscard]] std::size_t event_sink_count() const;
   /// Tells the event sinks every event that happened before this call (the allocator tells them

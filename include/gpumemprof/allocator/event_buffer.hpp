@@ -9,8 +9,9 @@
 // tells the sinks every event stamped before the cut in stamp order -- the allocator's serial
 // order; later events wait in the lane's run for the next delivery.
 //
-// When: a call whose event brings its lane to kDeliverAt waiting events delivers after letting
-// its locks go (unless another delivery runs); readers (flush_events, snapshots) deliver
+// When: a call whose event brings its lane to a multiple of kDeliverAt waiting events delivers
+// after letting its locks go (unless another delivery runs: then the lane tries again
+// kDeliverAt events later, not at every call); readers (flush_events, snapshots) deliver
 // everything before them. A full lane -- deliveries stalled for kCapacity events, the delivering
 // thread descheduled while others keep allocating -- doubles under its lock (an allocation on
 // the hot path, only then); if that fails, the event is dropped and counted (dropped()).
@@ -34,7 +35,7 @@ namespace detail {
 
 using EventRun = StampedRun<AllocatorEvent>;
 
-/// Set when this thread's event brought a lane to EventLane::kDeliverAt: its call delivers.
+/// Set when this thread's event brought a lane to a multiple of EventLane::kDeliverAt: its call delivers.
 inline thread_local bool thread_events_due = false;
 
 class EventLane {
@@ -53,8 +54,9 @@ class EventLane {
     taken_.reserve(kCapacity);
   }
 
-  /// Appends `e`, stamped now (never below the lane's previous stamp); returns whether the lane
-  /// should be delivered (kDeliverAt events wait). The caller holds the lane's lock.
+  /// Appends `e`, stamped now (never below the lane's previous stamp; a free_completed that is
+  /// not deferred: its free_requested's stamp); returns whether the lane
+  /// should be delivered (a multiple of kDeliverAt events wait). The caller holds the lane's lock.
   bool push(AllocatorEvent e) noexcept {
     if (GPUMEMPROF_UNLIKELY(buffer_.size() == buffer_.capacity())) {
       try {
@@ -64,10 +66,12 @@ class EventLane {
         return true;
       }
     }
-    last_ = std::max(last_, stamp_now());
+    // A free completed in the call that requested it follows the request under the same lock
+    // hold: it keeps the request's stamp (history gives both one time), one clock read less.
+    if (e.action != TraceAction::free_completed || e.deferred) last_ = std::max(last_, stamp_now());
     e.stamp = last_;
     buffer_.push_back(e);
-    return buffer_.size() >= kDeliverAt;
+    return buffer_.size() % kDeliverAt == 0;
   }
   /// Whether events wait in the buffer. The caller holds the lane's lock.
   [[nodiscard]] bool buffered() const noexcept { return !buffer_.empty(); }
@@ -107,7 +111,7 @@ void deliver_events(const Lanes& lanes, std::uint64_t cut, const EventSinks& sin
   for (EventLane* lane : lanes) {
     if (lane->run().has_before(cut)) scratch.push_back(&lane->run());  // capacity kept: no allocation once warm
   }
-  merge_by_stamp(scratch, cut, [&sinks](const AllocatorEvent& e) { sinks.emit(e); });
+  merge_spans_by_stamp(scratch, cut, [&sinks](const AllocatorEvent* first, std::size_t n) { sinks.emit({first, n}); });
 }
 
 /// At the entry of an allocator call that may cause events: with sinks, asks them to prepare (no

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -23,15 +24,17 @@
 
 GPUMEMPROF_NAMESPACE_BEGIN
 
-/// A receiver of allocator events. `on_event` runs after the event, with no allocator lock held,
-/// one call at a time per allocator and in the allocator's serial order; it must not throw and
-/// must not call back into the allocator. `prepare` (optional) runs at the entry of every
-/// allocator call that may cause events, on the calling thread, with no allocator lock held, on
-/// several threads at once; the handle it returns (0 = none) is kept with the blocks and
-/// segments the call creates (their events' `context`, BlockView::context) and is every event's
-/// `prepared`. At most one sink of an allocator should prepare (the history layer's).
+/// A receiver of allocator events. `on_events` runs after the events, with no allocator lock held,
+/// one call at a time per allocator, with a batch of events in the allocator's serial order
+/// (consecutive calls continue that order); it must not throw and must not call back into the
+/// allocator. `prepare` (optional) runs at the entry of every allocator call that may cause
+/// events, on the calling thread, with no allocator lock held, on several threads at once; the
+/// handle it returns (0 = none) is kept with the blocks and segments the call creates (their
+/// events' `context`, BlockView::context) and is every event's `prepared`. At most one sink of an
+/// allocator should prepare (the history layer's); a sink with nothing to prepare leaves it null,
+/// and the allocator's calls then skip it.
 struct AllocatorEventSink {
-  void (*on_event)(void* user, const AllocatorEvent& event) noexcept = nullptr;
+  void (*on_events)(void* user, std::span<const AllocatorEvent> events) noexcept = nullptr;
   void* user = nullptr;
   std::uint64_t (*prepare)(void* user, TraceAction call) noexcept = nullptr;
 };
@@ -46,20 +49,25 @@ class EventSinks {
 
   /// Adds `sink`; returns its slot. Throws std::length_error when all slots are taken.
   std::size_t add(const AllocatorEventSink& sink) {
-    if (sink.on_event == nullptr) throw std::invalid_argument("add_event_sink: the sink has no on_event function");
+    check(sink);
     for (std::size_t i = 0; i < capacity; ++i) {
-      if (slots_[i].on_event == nullptr) {
-        slots_[i] = sink;
-        ++count_;
-        if (sink.prepare != nullptr && preparer_.load() == nullptr) preparer_.store(&slots_[i]);
+      if (slots_[i].on_events == nullptr) {
+        put(i, sink);
         return i;
       }
     }
     throw std::length_error("add_event_sink: all " + std::to_string(capacity) + " event sink slots are taken");
   }
+  /// Puts `sink` in `slot` in place of the sink there (an empty slot: as add).
+  void replace(std::size_t slot, const AllocatorEventSink& sink) {
+    check(sink);
+    if (slot >= capacity) throw std::out_of_range("replace_event_sink: no slot " + std::to_string(slot));
+    remove(slot);
+    put(slot, sink);
+  }
   /// Removes the sink in `slot` once no prepare() call uses it; unknown or empty slots are ignored.
   void remove(std::size_t slot) noexcept {
-    if (slot >= capacity || slots_[slot].on_event == nullptr) return;
+    if (slot >= capacity || slots_[slot].on_events == nullptr) return;
     if (preparer_.load() == &slots_[slot]) {
       preparer_.store(nullptr);
       while (preparing_.load() != 0) std::this_thread::yield();  // a prepare() that saw it ends
@@ -85,14 +93,23 @@ class EventSinks {
     return handle;
   }
 
-  /// Tells every sink.
-  void emit(const AllocatorEvent& e) const noexcept {
+  /// Tells every sink a batch of events.
+  void emit(std::span<const AllocatorEvent> events) const noexcept {
     for (const AllocatorEventSink& s : slots_) {
-      if (s.on_event != nullptr) s.on_event(s.user, e);
+      if (s.on_events != nullptr) s.on_events(s.user, events);
     }
   }
 
  private:
+  static void check(const AllocatorEventSink& sink) {
+    if (sink.on_events == nullptr) throw std::invalid_argument("add_event_sink: the sink has no on_events function");
+  }
+  void put(std::size_t i, const AllocatorEventSink& sink) noexcept {
+    slots_[i] = sink;
+    ++count_;
+    if (sink.prepare != nullptr && preparer_.load() == nullptr) preparer_.store(&slots_[i]);
+  }
+
   std::array<AllocatorEventSink, capacity> slots_{};
   std::size_t count_ = 0;
   std::atomic<bool> active_{false};

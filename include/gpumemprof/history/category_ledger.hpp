@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -67,7 +68,7 @@ class CategoryLedger {
     // The sink first, then the live blocks read under the allocator's lock replace whatever the
     // sink was told of events before that lock (with_lock_then tells it those first, and later
     // ones after): no event is lost or counted twice.
-    const std::size_t slot = allocator.add_event_sink({&CategoryLedger::sink_event, this});
+    const std::size_t slot = allocator.add_event_sink({&CategoryLedger::sink_events, this});
     allocator.with_lock_then(
         [](const auto& view) {
           std::vector<std::int64_t> live;
@@ -131,38 +132,43 @@ class CategoryLedger {
   }
 
  private:
-  static void sink_event(void* user, const AllocatorEvent& e) noexcept {
-    if (e.action == TraceAction::category_change) {
-      static_cast<CategoryLedger*>(user)->move(e.previous_category, e.category, static_cast<std::int64_t>(e.size));
-      return;
-    }
-    std::int64_t delta = 0;
-    if (e.action == TraceAction::alloc) delta = static_cast<std::int64_t>(e.size);
-    if (e.action == TraceAction::free_completed) delta = -static_cast<std::int64_t>(e.size);
-    if (delta == 0) return;
+  // The event sink: one lock per batch. An event that finds no memory to count a new category
+  // in goes uncounted.
+  static void sink_events(void* user, std::span<const AllocatorEvent> events) noexcept {
     auto* self = static_cast<CategoryLedger*>(user);
     std::lock_guard lock(self->mutex_);
-    try {
-      if (e.category >= self->by_id_.size()) self->by_id_.resize(e.category + 1);
-    } catch (...) {  // out of memory: this event goes uncounted
-      return;
+    for (const AllocatorEvent& e : events) {
+      const auto bytes = static_cast<std::int64_t>(e.size);
+      switch (e.action) {
+        case TraceAction::alloc:
+          if (self->fits(e.category)) self->add(e.category, bytes);
+          break;
+        case TraceAction::free_completed:
+          if (self->fits(e.category)) self->add(e.category, -bytes);
+          break;
+        case TraceAction::category_change:  // a block changed category (CachingAllocator::set_category)
+          if (self->fits(std::max(e.previous_category, e.category))) {
+            self->add(e.previous_category, -bytes);
+            self->add(e.category, bytes);
+          }
+          break;
+        default: break;
+      }
     }
-    CategoryStat& s = self->by_id_[e.category];
-    s.current += delta;
-    s.peak = std::max(s.peak, s.current);
-    return;
   }
 
-  // A block changed category (CachingAllocator::set_category): its bytes go along.
-  void move(std::uint32_t from, std::uint32_t to, std::int64_t bytes) noexcept {
-    std::lock_guard lock(mutex_);
+  // Whether category `id` has a place (made here); false when out of memory. The caller holds mutex_.
+  bool fits(std::uint32_t id) noexcept {
     try {
-      if (std::max(from, to) >= by_id_.size()) by_id_.resize(std::max(from, to) + 1);
-    } catch (...) {  // out of memory: this event goes uncounted
-      return;
+      if (id >= by_id_.size()) by_id_.resize(std::size_t{id} + 1);
+      return true;
+    } catch (...) {
+      return false;
     }
-    by_id_[from].current -= bytes;
-    CategoryStat& s = by_id_[to];
+  }
+  // Adds `bytes` to category `id` (which fits); the caller holds mutex_.
+  void add(std::uint32_t id, std::int64_t bytes) noexcept {
+    CategoryStat& s = by_id_[id];
     s.current += bytes;
     s.peak = std::max(s.peak, s.current);
   }

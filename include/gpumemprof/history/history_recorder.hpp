@@ -31,6 +31,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <span>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -107,11 +108,16 @@ class HistoryRecorder final : private detail::AnnotationSink {
     if (allocator_ != nullptr) throw std::logic_error("HistoryRecorder::attach: already attached to another allocator");
     detail::RecorderRegistry::instance().add(&allocator, this);
     allocator_ = &allocator;
-    set_sink_ = [&allocator, this, slot = std::size_t{0}](bool on) mutable {
-      if (on) {
-        slot = allocator.add_event_sink({&HistoryRecorder::sink_event, this, &HistoryRecorder::prepare_event});
-      } else {
+    // `prepare` only while stacks are captured: without, the allocator's calls skip the sink.
+    set_sink_ = [&allocator, this, slot = std::size_t{0}](bool on, bool was_on, bool prepare) mutable {
+      const AllocatorEventSink sink{&HistoryRecorder::sink_events, this,
+                                    prepare ? &HistoryRecorder::prepare_event : nullptr};
+      if (!on) {
         allocator.remove_event_sink(slot);
+      } else if (was_on) {
+        allocator.replace_event_sink(slot, sink);
+      } else {
+        slot = allocator.add_event_sink(sink);
       }
     };
     flush_ = [&allocator] { allocator.flush_events(); };
@@ -285,11 +291,13 @@ class HistoryRecorder final : private detail::AnnotationSink {
   static constexpr std::size_t kInternalFrames = 10;  // recorder and allocator frames, trimmed later
   static constexpr std::size_t kMaxDepth = 128;
 
-  // The event sink: after the allocator's locks, one delivery at a time, in its serial order.
-  static void sink_event(void* user, const AllocatorEvent& e) noexcept {
+  // The event sink: after the allocator's locks, one delivery at a time, in its serial order;
+  // one lock per batch.
+  static void sink_events(void* user, std::span<const AllocatorEvent> events) noexcept {
     auto* self = static_cast<HistoryRecorder*>(user);
     std::lock_guard lock(self->mutex_);
-    self->record(e);
+    if (!self->recording_) return;
+    for (const AllocatorEvent& e : events) self->record(e);
   }
 
   // At the entry of an allocator call, no allocator lock held: the stack the call's events get
@@ -336,11 +344,14 @@ class HistoryRecorder final : private detail::AnnotationSink {
     copy_annotations(out);
   }
 
-  // Adds or removes the event sink; the caller holds attach_mutex_.
+  // Adds, changes or removes the event sink (it prepares while stacks are captured); the caller
+  // holds attach_mutex_.
   void set_sink_locked(bool on) {
-    if (!set_sink_ || on == sink_on_) return;
-    set_sink_(on);
+    const bool prepare = on && capture_level_.load(std::memory_order_relaxed) != 0;
+    if (!set_sink_ || (on == sink_on_ && prepare == sink_prepares_)) return;
+    set_sink_(on, sink_on_, prepare);
     sink_on_ = on;
+    sink_prepares_ = prepare;
   }
 
   // Has the attached allocator deliver what it buffered. Never called under the allocator's
@@ -447,9 +458,10 @@ class HistoryRecorder final : private detail::AnnotationSink {
   // Guarded by attach_mutex_, which is never taken under the allocator's locks.
   mutable std::mutex attach_mutex_;
   const void* allocator_ = nullptr;     // identity only, for the registry
-  std::function<void(bool)> set_sink_;  // adds/removes the sink on the attached allocator
+  std::function<void(bool, bool, bool)> set_sink_;  // (on, was on, prepare): the sink on the attached allocator
   std::function<void()> flush_;         // has the attached allocator deliver its events
   bool sink_on_ = false;
+  bool sink_prepares_ = false;
 
   mutable std::mutex annotations_mutex_;
   std::deque<detail::RawAnnotation> annotations_;

@@ -5,9 +5,13 @@
 //   valgrind --tool=callgrind --toggle-collect='run_pairs*' build-rel/bench/callgrind_pairs MODE PAIRS THREADS BYTES
 //
 // MODE: off | no_stacks | stacks (history recording `all`, C++ stacks depth 16). Each of THREADS
-// threads does PAIRS pairs of BYTES on its own stream of one simulated allocator, after one warm
-// pair; instructions per pair = callgrind's "Collected" / (PAIRS * THREADS). With history on, the
-// count includes delivering the events to the recorder and a final trace() outside run_pairs.
+// threads does PAIRS pairs of BYTES on its own stream of one simulated allocator, after PAIRS
+// uncounted warm-up pairs (the segment exists, the history ring's pages are touched).
+// Instructions per pair = callgrind's "Collected" / (PAIRS * THREADS); with history on, they
+// include delivering the events to the recorder. It also prints the wall time per pair per
+// thread (run it alone, best of several runs: a shared machine varies by 20%).
+#include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -50,11 +54,14 @@ int main(int argc, char** argv) {
     recorder->attach(a);
   }
   std::vector<std::thread> workers;
+  std::atomic<std::int64_t> ns{0};
   for (int t = 0; t < threads; ++t) {
-    workers.emplace_back([&a, pairs, bytes, t] {
+    workers.emplace_back([&a, &ns, pairs, bytes, t] {
       const gmp::Stream stream(static_cast<std::uintptr_t>(t) + 1);
-      a.deallocate(a.allocate(bytes, stream));  // the segment exists: steady state
+      for (long i = 0; i < pairs; ++i) a.deallocate(a.allocate(bytes, stream));  // steady state: segment, ring pages
+      const auto start = std::chrono::steady_clock::now();
       run_pairs(a, pairs, stream, bytes);
+      ns += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
     });
   }
   for (auto& w : workers) w.join();
@@ -63,7 +70,8 @@ int main(int argc, char** argv) {
     events = recorder->trace().size();
     recorder->detach();
   }
-  std::printf("%ld pairs x %d threads of %zu B, history %s: %zu events recorded\n", pairs, threads, bytes,
-              mode.data(), events);
+  std::printf("%ld pairs x %d threads of %zu B, history %s: %.1f ns per pair per thread, %zu events recorded\n", pairs,
+              threads, bytes, mode.data(), static_cast<double>(ns.load()) / static_cast<double>(pairs) / threads,
+              events);
   return 0;
 }

@@ -15,9 +15,10 @@
 // runs under an allocator lock: with stacks, `prepare` walks the calling thread's stack (cached,
 // unwind_cache.hpp) at the entry of an allocator call and interns it (stack_table.hpp) -- its id
 // goes back to the allocator as the context handle of the blocks the call creates; the
-// allocator buffers the call's events per stream and tells them to `on_event` afterwards, in
-// its serial order, each with its time stamp and the stack prepared for it, and the recorder
-// stores 48 bytes in the ring (trace_ring.hpp). The snapshot turns handles and ids into frames
+// allocator buffers the call's events per stream and tells them to `on_events` afterwards in
+// batches, in its serial order, each with its time stamp and the stack prepared for it, and the
+// recorder stores 48 bytes per event in the ring (trace_ring.hpp) under one lock per batch.
+// Without stacks the sink has no `prepare`, so the allocator's calls do not call it. The snapshot turns handles and ids into frames
 // later. Readers (trace(), snapshots) first have the allocator deliver what it buffered.
 // Attaching registers the recorder in the history layer's registry (recorder_registry.hpp).
 #pragma once

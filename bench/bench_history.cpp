@@ -86,6 +86,38 @@ BENCHMARK(BM_pair)->ArgName("state_stacks16")->Arg(state_stacks);
 BENCHMARK(BM_pair)->ArgName("alloc_stacks16")->Arg(alloc_stacks);
 BENCHMARK(BM_pair)->ArgName("all_stacks16")->Arg(all_stacks);
 
+// Threads on streams of their own, one allocator, history recording (no stacks / C++ stacks,
+// depth 16): what the recorder's share of the allocator's locks costs as threads are added.
+// Reports ns per pair per thread (3 events a pair).
+void BM_stream_pairs(benchmark::State& state) {
+  static Alloc* shared = nullptr;
+  static gmp::HistoryRecorder* rec = nullptr;
+  if (state.thread_index() == 0) {
+    shared = new Alloc(gmp::SimulatedBackend{}, gmp::AllocatorConfig{});
+    gmp::HistoryOptions o{.max_entries = 1 << 20, .stack_depth = 16};
+    if (state.range(0) == all_no_stacks) o.stacks = gmp::HistoryStacks::none;
+    rec = new gmp::HistoryRecorder(o);
+    rec->attach(*shared);
+  }
+  const gmp::Stream stream(static_cast<std::uintptr_t>(state.thread_index()) + 1);
+  for (auto _ : state) {
+    void* q = shared->allocate(4096, stream);
+    benchmark::DoNotOptimize(q);
+    shared->deallocate(q);
+  }
+  state.counters["pair_ns_per_thread"] =
+      benchmark::Counter(static_cast<double>(state.iterations()),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert | benchmark::Counter::kAvgThreads);
+  if (state.thread_index() == 0) {
+    delete rec;
+    delete shared;
+    rec = nullptr;
+    shared = nullptr;
+  }
+}
+BENCHMARK(BM_stream_pairs)->ArgName("all_no_stacks")->Arg(all_no_stacks)->Threads(1)->Threads(8)->UseRealTime();
+BENCHMARK(BM_stream_pairs)->ArgName("all_stacks16")->Arg(all_stacks)->Threads(1)->Threads(8)->UseRealTime();
+
 // The stack walkers alone, 24 frames (16 + the allocator's own), 20 frames below.
 enum Walker : int { cached, libgcc, glibc_backtrace };
 template <int N>

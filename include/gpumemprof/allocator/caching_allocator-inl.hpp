@@ -102,9 +102,8 @@ bool CachingAllocator<Backend>::set_category(void* ptr, std::uint32_t category, 
   if (b == nullptr || b->category == category || (only_untagged && b->category != 0)) return false;
   const std::uint32_t previous = b->category;
   b->category = category;
-  if (sinks_.count() != 0) {
-    sinks_.emit({TraceAction::category_change, b->addr, b->requested, b->stream, b->context, false, category, previous});
-  }
+  notify(slow_events_, TraceAction::category_change, b->addr, b->requested, b->stream, b->context, false, category,
+         previous);
   return true;
 }
 
@@ -182,12 +181,13 @@ void CachingAllocator<Backend>::deallocate_exclusive(void* ptr) {
   }
   b->allocated = false;
   ledger_.apply_unallocate(pool.stat_pool, static_cast<std::int64_t>(b->size));
-  notify_block(TraceAction::free_requested, *b);
-  if (!deferred) ledger_.apply_free(free_block(pool.at(b->stream), block_records_, b, /*deferred=*/false));
+  notify_block(slow_events_, TraceAction::free_requested, *b);
+  if (!deferred) ledger_.apply_free(free_block(pool.at(b->stream), block_records_, b, /*deferred=*/false, slow_events_));
 }
 
 template <DeviceBackend Backend>
 void CachingAllocator<Backend>::empty_cache() {
+  EventCall events(*this, TraceAction::segment_free);
   {
     ExclusiveLock lock(*this);
     release_cached_blocks(&lock);
@@ -208,19 +208,22 @@ void CachingAllocator<Backend>::set_memory_fraction(double fraction) {
 
 template <DeviceBackend Backend>
 std::size_t CachingAllocator<Backend>::add_event_sink(const AllocatorEventSink& sink) {
-  ExclusiveLock lock(*this);  // sinks are called under any shard lock
-  return sinks_.add(sink);
+  return change_sinks([&] { return sinks_.add(sink); });
 }
 
 template <DeviceBackend Backend>
 void CachingAllocator<Backend>::remove_event_sink(std::size_t slot) {
-  ExclusiveLock lock(*this);
-  sinks_.remove(slot);
+  change_sinks([&] { sinks_.remove(slot); });
+}
+
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::replace_event_sink(std::size_t slot, const AllocatorEventSink& sink) {
+  change_sinks([&] { sinks_.replace(slot, sink); });
 }
 
 template <DeviceBackend Backend>
 std::size_t CachingAllocator<Backend>::event_sink_count() const {
-  ExclusiveLock lock(*this);
+  detail::LockGuard lock(events_mutex_);
   return sinks_.count();
 }
 

@@ -39,10 +39,14 @@
 //           the pointer map or the journal, a cross-stream event), then changes state without
 //           throwing (tests/allocator/test_exception_safety.cpp fails each heap allocation).
 //
+// Events (event_buffer.hpp): a call asks the sinks to prepare (a stack walk) before any lock,
+// buffers events in its shard's lane (slow paths: slow_events_), delivers after every lock.
+//
 // Locks, in the order they are taken (checked by clang's -Wthread-safety where the analysis can
 // follow; ExclusiveLock and StatsLedger::lock_all say where it cannot). One exception: a reader
 // holding every shard (with_lock) takes the fold lock -- safe while the ledger is quiescent
 // (StatsLedger::unlock_all says why).
+//   0. events_mutex_     one delivery of events to the sinks at a time; sinks run holding only it.
 //   1. device_mutex_     slow paths and introspection; guards the segment list, events, record
 //                        pools, reserved bytes, the memory fraction.
 //   2. fold lock         (ledger) one fold at a time; guards the ledger's lane list.
@@ -84,6 +88,7 @@
 
 #include "gpumemprof/allocator/allocator_config.hpp"
 #include "gpumemprof/allocator/block.hpp"
+#include "gpumemprof/allocator/event_buffer.hpp"
 #include "gpumemprof/allocator/event_sinks.hpp"
 #include "gpumemprof/allocator/expandable_planner.hpp"
 #include "gpumemprof/allocator/format_size.hpp"
@@ -200,8 +205,20 @@ class CachingAllocator {
   std::size_t add_event_sink(const AllocatorEventSink& sink);
   /// Removes the sink in `slot`; once this returns, the sink is not called again.
   void remove_event_sink(std::size_t slot);
+  /// Puts `sink` in `slot` in place of the sink there: events before go to the old sink, events
+  /// after to the new one, none lost. Throws std::out_of_range for a slot that does not exist.
+  void replace_event_sink(std::size_t slot, const AllocatorEventSink& sink);
   /// Number of event sinks attached now.
   [[nodiscard]] std::size_t event_sink_count() const;
+  /// Tells the event sinks every event that happened before this call (the allocator tells them
+  /// in batches otherwise: event_buffer.hpp). Call it with no allocator lock held (not from a sink).
+  void flush_events() const { deliver_events(true); }
+  /// Runs `f(const LockedView&)` under the allocator's lock (as with_lock), lets the lock go,
+  /// tells the event sinks every event before it, and returns `then(result of f)` before any
+  /// later event reaches a sink: a reader that sees the view and the events up to the same
+  /// instant (snapshots). `f` must return a value.
+  template <class F, class G>
+  decltype(auto) with_lock_then(F&& f, G&& then) const;
   /// Called (outside the lock) before OutOfMemoryError is thrown.
   void attach_oom_observer(OomObserver observer);
 
@@ -270,6 +287,7 @@ class CachingAllocator {
     Stream stream;
     Tree trees[2];    // [0] large pool, [1] small pool
     Records records;  // block records split off and merged away
+    detail::EventLane events;  // this stream's events for the sinks (event_buffer.hpp)
   };
   // Creation order; changed under device_mutex_.
   using Shards = std::vector<std::unique_ptr<Shard>>;
@@ -425,11 +443,12 @@ class CachingAllocator {
     tree.insert(b);
   }
   // Merges a freed block with free neighbours and files it; the stat changes are returned.
-  detail::StatRecord free_block(Tree& tree, Records& records, Block* b, bool deferred);
+  // `events`: the lane of the caller's lock (the shard's; slow_events_ in the slow paths).
+  detail::StatRecord free_block(Tree& tree, Records& records, Block* b, bool deferred, detail::EventLane& events);
   // A deferred free (events complete), run exclusively.
   void free_block_exclusive(Block* b) GPUMEMPROF_EXCLUSIVE {
     Pool& pool = pool_of(b);
-    ledger_.apply_free(free_block(pool.at(b->stream), block_records_, b, /*deferred=*/true));
+    ledger_.apply_free(free_block(pool.at(b->stream), block_records_, b, /*deferred=*/true, slow_events_));
   }
   // Binds stats_ (at construction: no other thread sees the allocator yet).
   detail::StatsLedger::State& exclusive_state() GPUMEMPROF_NO_THREAD_SAFETY_ANALYSIS { return ledger_.state(); }
@@ -499,15 +518,45 @@ class CachingAllocator {
   [[noreturn]] void throw_invalid_pointer(const void* ptr, const char* what) const GPUMEMPROF_EXCLUSIVE;
   [[noreturn]] void throw_oom(Pool& pool, Stream stream, std::size_t size, std::size_t requested,
                               ExclusiveLock& lock) GPUMEMPROF_EXCLUSIVE;
-  std::uint64_t notify(TraceAction action, std::uintptr_t addr, std::size_t size, Stream stream,
-                       std::uint64_t context = 0, bool deferred = false, std::uint32_t category = 0) {
-    if (GPUMEMPROF_LIKELY(sinks_.count() == 0)) return 0;
-    return sinks_.emit({action, addr, size, stream, context, deferred, category});
+  // Buffers an event in `lane`, whose lock the caller holds (a shard's; slow_events_: the device
+  // mutex), when there are sinks. Out of line: the hot path pays the test of sinks_.active() only.
+  GPUMEMPROF_NOINLINE void buffer_event(detail::EventLane& lane, TraceAction action, std::uintptr_t addr,
+                                        std::size_t size, Stream stream, std::uint64_t context, bool deferred,
+                                        std::uint32_t category, std::uint32_t previous_category) const noexcept {
+    if (lane.push({action, addr, size, stream, context, deferred, category, previous_category, 0,
+                   detail::thread_event_context, detail::thread_user_metadata})) {
+      detail::thread_events_due = true;
+    }
+  }
+  void notify(detail::EventLane& lane, TraceAction action, std::uintptr_t addr, std::size_t size, Stream stream,
+              std::uint64_t context = 0, bool deferred = false, std::uint32_t category = 0,
+              std::uint32_t previous_category = 0) const noexcept {
+    if (GPUMEMPROF_UNLIKELY(sinks_.active())) {
+      buffer_event(lane, action, addr, size, stream, context, deferred, category, previous_category);
+    }
   }
   // A block's alloc/free events carry its context handle and category.
-  std::uint64_t notify_block(TraceAction action, const Block& b, bool deferred = false) {
-    return notify(action, b.addr, b.requested, b.stream, b.context, deferred, b.category);
+  void notify_block(detail::EventLane& lane, TraceAction action, const Block& b, bool deferred = false) const noexcept {
+    if (GPUMEMPROF_UNLIKELY(sinks_.active())) {
+      buffer_event(lane, action, b.addr, b.requested, b.stream, b.context, deferred, b.category, 0);
+    }
   }
+  // The context handle of what the current call creates: what the sinks prepared at its entry.
+  [[nodiscard]] std::uint64_t new_context() const noexcept {
+    return sinks_.active() ? detail::thread_event_context : 0;
+  }
+  using EventCall = detail::EventCall<CachingAllocator>;  // at the entry of calls that may cause events
+  friend EventCall;
+  // Delivers buffered events; unless `wait`, gives up when a lock is busy. No allocator lock held.
+  void deliver_events(bool wait) const;
+  // Moves every lane's events to its run (and, with `reserve`, makes room in every lane); the
+  // caller holds the delivery lock and every shard (not analysed: shards are known at run time).
+  void take_all_events(bool reserve = false) const GPUMEMPROF_NO_THREAD_SAFETY_ANALYSIS;
+  // Tells the sinks the taken events stamped before `cut`; the caller holds only the delivery lock.
+  void deliver_taken(std::uint64_t cut) const GPUMEMPROF_NO_THREAD_SAFETY_ANALYSIS;
+  // Changes the sink set between two deliveries: events before go to the old set.
+  template <class F>
+  decltype(auto) change_sinks(F&& change);
   void validate_locked() const GPUMEMPROF_EXCLUSIVE;
   static BlockView view_of(const Block& b);
 
@@ -530,6 +579,11 @@ class CachingAllocator {
   // Guarded by device_mutex_ (and so by ExclusiveLock): the shard list, segments, events, the
   // slow paths' record pools, reserved bytes, the memory fraction, OOM observers. sinks_ and
   // gc_active_ change only exclusively, so any shard lock suffices to read them.
+  mutable detail::Mutex events_mutex_;  // before the device mutex: one delivery at a time
+  // Every lane, for a delivery (guarded by events_mutex_), and merge scratch.
+  mutable std::vector<detail::EventLane*> event_lanes_ GPUMEMPROF_GUARDED_BY(events_mutex_);
+  mutable std::vector<Shard*> event_shards_ GPUMEMPROF_GUARDED_BY(events_mutex_);
+  mutable std::vector<detail::EventRun*> event_runs_ GPUMEMPROF_GUARDED_BY(events_mutex_);
   mutable detail::Mutex device_mutex_;  // before every lock of the ledger
   Shards shards_ GPUMEMPROF_GUARDED_BY(device_mutex_);
   static constexpr std::size_t kFastShards = 16;
@@ -552,7 +606,10 @@ class CachingAllocator {
   std::size_t total_reserved_ GPUMEMPROF_GUARDED_BY(device_mutex_) = 0;  // bytes held from the device
   std::size_t reserving_ GPUMEMPROF_GUARDED_BY(device_mutex_) = 0;       // bytes of new segments in backend mallocs now
   std::optional<std::size_t> allowed_max_ GPUMEMPROF_GUARDED_BY(device_mutex_);  // set_memory_fraction
+  // Added and removed under events_mutex_ (change_sinks), told under it; active() says whether
+  // events are buffered (set with every shard held).
   detail::EventSinks sinks_;
+  mutable detail::EventLane slow_events_;  // events of the slow paths, under device_mutex_
   std::vector<OomObserver> oom_observers_ GPUMEMPROF_GUARDED_BY(device_mutex_);
 
   // The statistics, their locks and the protocol of their writers and readers (stats_ledger.hpp).
@@ -576,3 +633,4 @@ GPUMEMPROF_NAMESPACE_END
 #endif
 #include "gpumemprof/allocator/caching_allocator_hot-inl.hpp"
 #include "gpumemprof/allocator/caching_allocator_views-inl.hpp"
+#include "gpumemprof/allocator/caching_allocator_events-inl.hpp"

@@ -13,6 +13,7 @@ GPUMEMPROF_NAMESPACE_BEGIN
 template <DeviceBackend Backend>
 void* CachingAllocator<Backend>::allocate(std::size_t bytes, Stream stream) {
   if (bytes == 0) return nullptr;
+  EventCall events(*this, TraceAction::alloc);
   const std::size_t size = round(bytes);
   Pool& pool = is_small_size(size) ? small_ : large_;
   Shard& shard = shard_for(stream);
@@ -42,6 +43,7 @@ void* CachingAllocator<Backend>::allocate(std::size_t bytes, Stream stream) {
 template <DeviceBackend Backend>
 void CachingAllocator<Backend>::deallocate(void* ptr) GPUMEMPROF_NO_THREAD_SAFETY_ANALYSIS {
   if (ptr == nullptr) return;
+  EventCall events(*this, TraceAction::free_requested);
   const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
   auto& bucket = bucket_of(addr);
   Shard* shard = nullptr;
@@ -86,9 +88,9 @@ void CachingAllocator<Backend>::deallocate(void* ptr) GPUMEMPROF_NO_THREAD_SAFET
     break;
   }
   b->allocated = false;
-  notify_block(TraceAction::free_requested, *b);
+  notify_block(shard->events, TraceAction::free_requested, *b);
   const std::size_t journal_length =
-      ledger_.record(*shard, free_block(shard->trees[b->small_pool], shard->records, b, false));
+      ledger_.record(*shard, free_block(shard->trees[b->small_pool], shard->records, b, false, shard->events));
   shard->mutex.unlock();
   ledger_.after_record(journal_length);
   debug_validate();
@@ -163,13 +165,15 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::hand_out(S
   r.inactive_bytes = inactive_bytes;
   r.inactive_blocks = static_cast<std::int32_t>(inactive_blocks);
   r.pool = sp;
-  block->context = notify_block(TraceAction::alloc, *block);
+  block->context = new_context();
+  notify_block(shard.events, TraceAction::alloc, *block);
   return block;
 }
 
 template <DeviceBackend Backend>
-detail::StatRecord CachingAllocator<Backend>::free_block(Tree& tree, Records& records, Block* b, bool deferred) {
-  notify_block(TraceAction::free_completed, *b, deferred);
+detail::StatRecord CachingAllocator<Backend>::free_block(Tree& tree, Records& records, Block* b, bool deferred,
+                                                        detail::EventLane& events) {
+  notify_block(events, TraceAction::free_completed, *b, deferred);
   Pool& pool = pool_of(b);
   detail::StatRecord c;
   c.size = static_cast<std::int64_t>(b->size);

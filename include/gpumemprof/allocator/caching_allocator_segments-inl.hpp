@@ -92,7 +92,8 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::new_segmen
   stat_add(stats_.reserved_bytes, pool.stat_pool, static_cast<std::int64_t>(segment_bytes));
   if (segment_bytes >= cfg_.max_split_size) stats_.oversize_segments.increase(1);
   ++stats_.num_device_alloc;
-  s->context = notify(TraceAction::segment_alloc, s->addr, segment_bytes, stream);
+  s->context = new_context();
+  notify(slow_events_, TraceAction::segment_alloc, s->addr, segment_bytes, stream, s->context);
   insert_free(pool, shard.trees[pool.small], b);  // free until hand_out takes it
   return b;
 }
@@ -111,7 +112,7 @@ template <DeviceBackend Backend>
 void CachingAllocator<Backend>::forget_segment(Block* whole) {
   Segment* s = whole->segment;
   Pool& pool = pool_of(whole);
-  notify(TraceAction::segment_free, s->addr, s->size, s->stream, s->context);
+  notify(slow_events_, TraceAction::segment_free, s->addr, s->size, s->stream, s->context);
   total_reserved_ -= s->size;
   stat_sub(stats_.segment, pool.stat_pool, 1);
   stat_sub(stats_.reserved_bytes, pool.stat_pool, static_cast<std::int64_t>(s->size));
@@ -322,6 +323,7 @@ void CachingAllocator<Backend>::release_stream(Stream stream) {
   if (stream == Stream{}) {
     throw std::invalid_argument("release_stream: the default stream is never destroyed; pass a stream you created");
   }
+  EventCall events(*this, TraceAction::segment_free);
   {
     ExclusiveLock lock(*this);
     // 1. Its work so far completes (an event on it, waited for): what it used is free to reuse.

@@ -1,7 +1,7 @@
 // Layer 2: how higher layers watch and inspect the allocator without the allocator knowing
-// them. The history layer registers an event sink (event_sinks.hpp) to record events (and
-// returns a context handle -- an interned stack -- that the allocator keeps with each block and
-// segment); snapshots and reports walk the segments through SegmentView/BlockView.
+// them. The history layer registers an event sink (event_sinks.hpp) to record events (its
+// `prepare` returns a context handle -- an interned stack -- that the allocator keeps with each
+// block and segment); snapshots and reports walk the segments through SegmentView/BlockView.
 #pragma once
 
 #include <cstddef>
@@ -45,7 +45,8 @@ enum class TraceAction : std::uint8_t {
   return "alloc";
 }
 
-/// One allocator event, reported to the event sinks under the allocator's lock.
+/// One allocator event, buffered under the allocator's lock and told to the event sinks after it
+/// (event_sinks.hpp), in the allocator's serial order.
 struct AllocatorEvent {
   TraceAction action = TraceAction::alloc;
   std::uintptr_t addr = 0;  ///< for oom: the device's free bytes
@@ -55,6 +56,10 @@ struct AllocatorEvent {
   bool deferred = false;      ///< free_completed only: after other streams' events, not in deallocate()
   std::uint32_t category = 0;  ///< alloc/free_*/category_change: the block's memory category id (0 = none)
   std::uint32_t previous_category = 0;  ///< category_change: the category the block leaves
+  // Filled in by the allocator when it buffers the event.
+  std::uint64_t stamp = 0;     ///< when it happened (detail::stamp_now(): TSC or steady_clock ns)
+  std::uint64_t prepared = 0;  ///< the handle a sink's `prepare` returned for the call that caused it
+  std::uint32_t metadata = 0;  ///< the causing thread's user metadata id (set_user_metadata)
 };
 
 enum class BlockState : std::uint8_t { active_allocated, active_pending_free, inactive };

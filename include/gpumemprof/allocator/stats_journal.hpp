@@ -59,14 +59,15 @@ class StatJournal {
   std::uint64_t last_ = 0;
 };
 
-/// Records taken from one journal and not applied yet (a fold applies those before its cut and
-/// carries the rest to the next fold), sorted by stamp.
-struct StatRun {
-  std::vector<StatRecord> records;
+/// Records taken from one journal (or event buffer) and not applied yet (a fold applies those
+/// before its cut and carries the rest to the next fold), sorted by stamp.
+template <class Record>
+struct StampedRun {
+  std::vector<Record> records;
   std::size_t next = 0;  ///< records before it are applied
 
   /// Appends the records of `taken` (stamped after every record here) and empties it.
-  void add(std::vector<StatRecord>& taken) {
+  void add(std::vector<Record>& taken) {
     if (records.empty()) {
       records.swap(taken);
     } else {
@@ -78,16 +79,29 @@ struct StatRun {
     return next < records.size() && records[next].stamp < cut;
   }
 };
+using StatRun = StampedRun<StatRecord>;
 
-/// Calls `apply(record)` for every record stamped before `cut` in `runs` (each sorted by stamp,
-/// each with such a record) in stamp order, equal stamps (operations that overlapped in time) in
-/// run order; the runs keep only their later records, and the list is emptied.
-template <class F>
-void merge_by_stamp(std::vector<StatRun*>& runs, std::uint64_t cut, F&& apply) {
-  for (StatRun* r : runs) r->next = 0;
-  auto done = [&runs](std::size_t i) {
-    StatRun& r = *runs[i];
-    r.records.erase(r.records.begin(), r.records.begin() + static_cast<std::ptrdiff_t>(r.next));
+/// Calls `apply(first, count)` for every record stamped before `cut` in `runs` (each sorted by
+/// stamp, each with such a record), in spans of consecutive records of one run, in stamp order,
+/// equal stamps (operations that overlapped in time) in run order; the runs keep only their later
+/// records, and the list is emptied. One run is one span: a batch, not a call per record.
+template <class Run, class F>
+void merge_spans_by_stamp(std::vector<Run*>& runs, std::uint64_t cut, F&& apply) {
+  for (Run* r : runs) r->next = 0;
+  // Applies the records of run `i` stamped before `limit` (at least its first); true when the
+  // run has none before the cut left, and it left the list.
+  auto emit = [&runs, &apply, cut](std::size_t i, std::uint64_t limit) {
+    Run& r = *runs[i];
+    const auto first = r.records.begin() + static_cast<std::ptrdiff_t>(r.next);
+    const auto end = r.records.back().stamp < limit
+                         ? r.records.end()
+                         : std::partition_point(first + 1, r.records.end(),
+                                                [limit](const auto& x) { return x.stamp < limit; });
+    const auto n = static_cast<std::size_t>(end - first);
+    apply(&*first, n);
+    r.next += n;
+    if (r.has_before(cut)) return;
+    r.records.erase(r.records.begin(), end);
     r.next = 0;
     runs.erase(runs.begin() + static_cast<std::ptrdiff_t>(i));
   };
@@ -100,15 +114,25 @@ void merge_by_stamp(std::vector<StatRun*>& runs, std::uint64_t cut, F&& apply) {
         best_stamp = s;
       }
     }
-    StatRun& r = *runs[best];
-    apply(r.records[r.next++]);
-    if (!r.has_before(cut)) done(best);
+    // The best run's records go until another run's head must come first: a stamp below an
+    // earlier run's head, or not above a later run's (heads are below the cut: no overflow).
+    std::uint64_t limit = cut;
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      if (i == best) continue;
+      const std::uint64_t s = runs[i]->records[runs[i]->next].stamp;
+      limit = std::min(limit, i < best ? s : s + 1);
+    }
+    emit(best, limit);
   }
-  if (!runs.empty()) {  // the last run: no comparisons
-    StatRun& r = *runs[0];
-    while (r.has_before(cut)) apply(r.records[r.next++]);
-    done(0);
-  }
+  if (!runs.empty()) emit(0, cut);  // the last run: one span
+}
+
+/// Calls `apply(record)` for every record stamped before `cut` in `runs`, as merge_spans_by_stamp.
+template <class Run, class F>
+void merge_by_stamp(std::vector<Run*>& runs, std::uint64_t cut, F&& apply) {
+  merge_spans_by_stamp(runs, cut, [&apply](const auto* first, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) apply(first[i]);
+  });
 }
 
 }  // namespace detail

@@ -41,10 +41,10 @@ class GPUMEMPROF_CAPABILITY("spin lock") SpinLock {
   SpinLock(const SpinLock&) = delete;
   SpinLock& operator=(const SpinLock&) = delete;
 
+  /// One atomic exchange when free (small enough to inline on the hot path); the wait is out of line.
   void lock() noexcept GPUMEMPROF_ACQUIRE() {
-    while (locked_.exchange(true, std::memory_order_acquire)) {
-      spin_while([this] { return locked_.load(std::memory_order_relaxed); });
-    }
+    if (GPUMEMPROF_LIKELY(!locked_.exchange(true, std::memory_order_acquire))) return;
+    lock_contended();
   }
   [[nodiscard]] bool try_lock() noexcept GPUMEMPROF_TRY_ACQUIRE(true) {
     return !locked_.load(std::memory_order_relaxed) && !locked_.exchange(true, std::memory_order_acquire);
@@ -52,6 +52,12 @@ class GPUMEMPROF_CAPABILITY("spin lock") SpinLock {
   void unlock() noexcept GPUMEMPROF_RELEASE() { locked_.store(false, std::memory_order_release); }
 
  private:
+  GPUMEMPROF_NOINLINE void lock_contended() noexcept GPUMEMPROF_NO_THREAD_SAFETY_ANALYSIS {
+    do {
+      spin_while([this] { return locked_.load(std::memory_order_relaxed); });
+    } while (locked_.exchange(true, std::memory_order_acquire));
+  }
+
   std::atomic<bool> locked_{false};
 };
 

@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -65,21 +66,28 @@ class CategoryLedger {
     if (allocator_ == &allocator) return;
     if (allocator_ != nullptr) throw std::logic_error("CategoryLedger::attach: already attached to another allocator");
     // The sink first, then the live blocks read under the allocator's lock replace whatever the
-    // sink counted in between: no event is lost or counted twice.
-    const std::size_t slot = allocator.add_event_sink({&CategoryLedger::sink_event, this});
-    allocator.with_lock([this](const auto& view) {
-      std::vector<std::int64_t> live;
-      view.visit_segments([&live](const SegmentView& s) {
-        for (const BlockView& b : s.blocks) {
-          if (b.state == BlockState::inactive) continue;
-          if (b.category >= live.size()) live.resize(b.category + 1, 0);
-          live[b.category] += static_cast<std::int64_t>(b.requested_size);
-        }
-      });
-      std::lock_guard state(mutex_);
-      by_id_.assign(std::max(live.size(), by_id_.size()), CategoryStat{});
-      for (std::size_t i = 0; i < live.size(); ++i) by_id_[i] = {live[i], live[i]};
-    });
+    // sink was told of events before that lock (with_lock_then tells it those first, and later
+    // ones after): no event is lost or counted twice.
+    const std::size_t slot = allocator.add_event_sink({&CategoryLedger::sink_events, this});
+    allocator.with_lock_then(
+        [](const auto& view) {
+          std::vector<std::int64_t> live;
+          view.visit_segments([&live](const SegmentView& s) {
+            for (const BlockView& b : s.blocks) {
+              if (b.state == BlockState::inactive) continue;
+              if (b.category >= live.size()) live.resize(b.category + 1, 0);
+              live[b.category] += static_cast<std::int64_t>(b.requested_size);
+            }
+          });
+          return live;
+        },
+        [this](const std::vector<std::int64_t>& live) {
+          std::lock_guard state(mutex_);
+          by_id_.assign(std::max(live.size(), by_id_.size()), CategoryStat{});
+          for (std::size_t i = 0; i < live.size(); ++i) by_id_[i] = {live[i], live[i]};
+          return 0;
+        });
+    flush_ = [&allocator] { allocator.flush_events(); };
     allocator_ = &allocator;
     remove_ = [&allocator, slot] { allocator.remove_event_sink(slot); };
   }
@@ -89,11 +97,16 @@ class CategoryLedger {
     std::lock_guard lock(attach_mutex_);
     if (remove_) remove_();
     remove_ = nullptr;
+    flush_ = nullptr;
     allocator_ = nullptr;
   }
 
   /// Bytes per category: every category seen, and "unknown" always.
   [[nodiscard]] CategoryStats stats() const {
+    {
+      std::lock_guard lock(attach_mutex_);  // every event before this call counted
+      if (flush_) flush_();
+    }
     std::vector<CategoryStat> copy;
     {
       std::lock_guard lock(mutex_);
@@ -119,38 +132,43 @@ class CategoryLedger {
   }
 
  private:
-  static std::uint64_t sink_event(void* user, const AllocatorEvent& e) noexcept {
-    if (e.action == TraceAction::category_change) {
-      static_cast<CategoryLedger*>(user)->move(e.previous_category, e.category, static_cast<std::int64_t>(e.size));
-      return 0;
-    }
-    std::int64_t delta = 0;
-    if (e.action == TraceAction::alloc) delta = static_cast<std::int64_t>(e.size);
-    if (e.action == TraceAction::free_completed) delta = -static_cast<std::int64_t>(e.size);
-    if (delta == 0) return 0;
+  // The event sink: one lock per batch. An event that finds no memory to count a new category
+  // in goes uncounted.
+  static void sink_events(void* user, std::span<const AllocatorEvent> events) noexcept {
     auto* self = static_cast<CategoryLedger*>(user);
     std::lock_guard lock(self->mutex_);
-    try {
-      if (e.category >= self->by_id_.size()) self->by_id_.resize(e.category + 1);
-    } catch (...) {  // out of memory: this event goes uncounted
-      return 0;
+    for (const AllocatorEvent& e : events) {
+      const auto bytes = static_cast<std::int64_t>(e.size);
+      switch (e.action) {
+        case TraceAction::alloc:
+          if (self->fits(e.category)) self->add(e.category, bytes);
+          break;
+        case TraceAction::free_completed:
+          if (self->fits(e.category)) self->add(e.category, -bytes);
+          break;
+        case TraceAction::category_change:  // a block changed category (CachingAllocator::set_category)
+          if (self->fits(std::max(e.previous_category, e.category))) {
+            self->add(e.previous_category, -bytes);
+            self->add(e.category, bytes);
+          }
+          break;
+        default: break;
+      }
     }
-    CategoryStat& s = self->by_id_[e.category];
-    s.current += delta;
-    s.peak = std::max(s.peak, s.current);
-    return 0;
   }
 
-  // A block changed category (CachingAllocator::set_category): its bytes go along.
-  void move(std::uint32_t from, std::uint32_t to, std::int64_t bytes) noexcept {
-    std::lock_guard lock(mutex_);
+  // Whether category `id` has a place (made here); false when out of memory. The caller holds mutex_.
+  bool fits(std::uint32_t id) noexcept {
     try {
-      if (std::max(from, to) >= by_id_.size()) by_id_.resize(std::max(from, to) + 1);
-    } catch (...) {  // out of memory: this event goes uncounted
-      return;
+      if (id >= by_id_.size()) by_id_.resize(std::size_t{id} + 1);
+      return true;
+    } catch (...) {
+      return false;
     }
-    by_id_[from].current -= bytes;
-    CategoryStat& s = by_id_[to];
+  }
+  // Adds `bytes` to category `id` (which fits); the caller holds mutex_.
+  void add(std::uint32_t id, std::int64_t bytes) noexcept {
+    CategoryStat& s = by_id_[id];
     s.current += bytes;
     s.peak = std::max(s.peak, s.current);
   }
@@ -158,9 +176,10 @@ class CategoryLedger {
   mutable std::mutex mutex_;  // taken inside the allocator's lock (the sink), never around it
   std::vector<CategoryStat> by_id_;  // index = category id (0 = unknown)
 
-  std::mutex attach_mutex_;  // never taken under the allocator's lock
+  mutable std::mutex attach_mutex_;  // never taken under the allocator's lock
   const void* allocator_ = nullptr;
   std::function<void()> remove_;
+  std::function<void()> flush_;  // has the allocator deliver its buffered events
 };
 
 namespace detail {

@@ -11,13 +11,16 @@
 //   gmp::Snapshot s = alloc.snapshot();                // history/snapshot_builder.hpp
 //
 // While recording, HistoryRecorder is one of the allocator's event sinks (event_sinks.hpp); with
-// recording off it is no sink at all, so the allocator's hot path pays nothing. Its event
-// function runs under the allocator's lock, so it stays cheap: a clock read and a 48-byte store
-// into the ring (trace_ring.hpp); with stacks, a cached stack walk and one hash probe to intern
-// the stack (stack_table.hpp). The id of the allocating stack goes back to the allocator as the
-// block's context handle; the snapshot turns handles and ids into frames later. The recorder's
-// state has its own lock, taken inside the allocator's (never the other way round); attaching
-// registers the recorder in the history layer's registry (recorder_registry.hpp).
+// recording off it is no sink at all, so the allocator's hot path pays nothing. No part of it
+// runs under an allocator lock: with stacks, `prepare` walks the calling thread's stack (cached,
+// unwind_cache.hpp) at the entry of an allocator call and interns it (stack_table.hpp) -- its id
+// goes back to the allocator as the context handle of the blocks the call creates; the
+// allocator buffers the call's events per stream and tells them to `on_events` afterwards in
+// batches, in its serial order, each with its time stamp and the stack prepared for it, and the
+// recorder stores 48 bytes per event in the ring (trace_ring.hpp) under one lock per batch.
+// Without stacks the sink has no `prepare`, so the allocator's calls do not call it. The snapshot turns handles and ids into frames
+// later. Readers (trace(), snapshots) first have the allocator deliver what it buffered.
+// Attaching registers the recorder in the history layer's registry (recorder_registry.hpp).
 #pragma once
 
 #include <algorithm>
@@ -29,6 +32,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <span>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -105,13 +109,19 @@ class HistoryRecorder final : private detail::AnnotationSink {
     if (allocator_ != nullptr) throw std::logic_error("HistoryRecorder::attach: already attached to another allocator");
     detail::RecorderRegistry::instance().add(&allocator, this);
     allocator_ = &allocator;
-    set_sink_ = [&allocator, this, slot = std::size_t{0}](bool on) mutable {
-      if (on) {
-        slot = allocator.add_event_sink({&HistoryRecorder::sink_event, this});
-      } else {
+    // `prepare` only while stacks are captured: without, the allocator's calls skip the sink.
+    set_sink_ = [&allocator, this, slot = std::size_t{0}](bool on, bool was_on, bool prepare) mutable {
+      const AllocatorEventSink sink{&HistoryRecorder::sink_events, this,
+                                    prepare ? &HistoryRecorder::prepare_event : nullptr};
+      if (!on) {
         allocator.remove_event_sink(slot);
+      } else if (was_on) {
+        allocator.replace_event_sink(slot, sink);
+      } else {
+        slot = allocator.add_event_sink(sink);
       }
     };
+    flush_ = [&allocator] { allocator.flush_events(); };
     {
       std::lock_guard state(mutex_);
       device_ = allocator.device_index();
@@ -127,6 +137,7 @@ class HistoryRecorder final : private detail::AnnotationSink {
     if (allocator_ != nullptr) detail::RecorderRegistry::instance().remove(allocator_, this);
     allocator_ = nullptr;
     set_sink_ = nullptr;
+    flush_ = nullptr;
   }
 
   /// Applies record_memory_history semantics: enabled=off stops recording and clears events,
@@ -137,6 +148,7 @@ class HistoryRecorder final : private detail::AnnotationSink {
       warn_stacks_unavailable();
     }
     std::lock_guard attach(attach_mutex_);
+    if (flush_) flush_();  // the events so far belong to the recording being changed
     {
       std::lock_guard lock(mutex_);
       configure(options);
@@ -173,6 +185,7 @@ class HistoryRecorder final : private detail::AnnotationSink {
   }
   /// Events overwritten because the ring was full, since recording (re)started.
   [[nodiscard]] std::size_t dropped_entries() const {
+    flush();
     std::lock_guard lock(mutex_);
     return ring_.dropped();
   }
@@ -220,20 +233,23 @@ class HistoryRecorder final : private detail::AnnotationSink {
 
   // --- For the snapshot builder ----------------------------------------------------------------
   /// Records PyTorch's snapshot event (size = the active bytes at that moment) and copies the
-  /// recording, when recording. Call it under the allocator's lock (with_lock), so that the
-  /// copy and the segments read there agree.
+  /// recording, when recording. Call it from the `then` of the allocator's with_lock_then, so
+  /// that the copy and the segments read under the lock agree.
   void snapshot_into(std::size_t active_bytes, detail::HistoryCopy& out) {
     std::lock_guard lock(mutex_);
     if (!recording_) return;
     AllocatorEvent e;
     e.action = TraceAction::snapshot;
     e.size = active_bytes;
+    e.stamp = TraceClock::now();
+    e.metadata = detail::thread_user_metadata;
     record(e);
     copy_locked(out);
   }
 
-  /// Copies the recording.
+  /// Copies the recording (with every event the allocator buffered before the call).
   void copy_recording(detail::HistoryCopy& out) const {
+    flush();
     std::lock_guard lock(mutex_);
     copy_locked(out);
   }
@@ -276,32 +292,45 @@ class HistoryRecorder final : private detail::AnnotationSink {
   static constexpr std::size_t kInternalFrames = 10;  // recorder and allocator frames, trimmed later
   static constexpr std::size_t kMaxDepth = 128;
 
-  // The event sink: under the allocator's lock, then the recorder's.
-  static std::uint64_t sink_event(void* user, const AllocatorEvent& e) noexcept {
+  // The event sink: after the allocator's locks, one delivery at a time, in its serial order;
+  // one lock per batch.
+  static void sink_events(void* user, std::span<const AllocatorEvent> events) noexcept {
     auto* self = static_cast<HistoryRecorder*>(user);
     std::lock_guard lock(self->mutex_);
+    if (!self->recording_) return;
+    for (const AllocatorEvent& e : events) self->record(e);
+  }
+
+  // At the entry of an allocator call, no allocator lock held: the stack the call's events get
+  // (PyTorch's RecordContext rules: allocations always, frees and releases with context=all),
+  // as a context handle. One capture serves the whole call (a segment_alloc and its alloc, a
+  // free_requested and its free_completed, the segment_frees of an empty_cache).
+  static std::uint64_t prepare_event(void* user, TraceAction call) noexcept {
+    auto* self = static_cast<HistoryRecorder*>(user);
+    const int level = self->capture_level_.load(std::memory_order_relaxed);
+    if (level == 0 || (call != TraceAction::alloc && level < 2)) return 0;
+    std::uintptr_t raw[kMaxDepth + kInternalFrames];
+    const std::size_t depth = self->capture_depth_.load(std::memory_order_relaxed);
+    const std::size_t n = capture_stack(raw, depth + kInternalFrames, /*skip=*/1);  // the walk: no lock
+    std::lock_guard lock(self->mutex_);
+    if (!self->capture_) return 0;
     try {
-      return self->record(e);
-    } catch (...) {  // out of memory while interning a stack: the event goes unrecorded
+      return self->handle_of(self->stacks_.intern(raw, n));
+    } catch (...) {  // out of memory while interning: the call's events get no stack
       return 0;
     }
   }
 
   // Records one event; the caller holds mutex_.
-  std::uint64_t record(const AllocatorEvent& e) {
-    if (GPUMEMPROF_UNLIKELY(!recording_ || e.action == TraceAction::category_change)) return 0;  // no trace action
-    std::uint64_t handle = 0;
-    std::uint32_t stack = 0;
-    if (capture_) stack = stack_for(e, handle);
+  void record(const AllocatorEvent& e) noexcept {
+    if (GPUMEMPROF_UNLIKELY(!recording_ || e.action == TraceAction::category_change)) return;  // no trace action
+    const std::uint32_t stack = capture_ ? stack_for(e) : 0;
     // A free_completed reported by deallocate() itself directly follows its free_requested:
-    // same time. Otherwise read the clock, never going back (TSCs of two cores may disagree).
+    // same time. Otherwise the event's stamp, never going back.
     if (e.action != TraceAction::free_completed || e.deferred) {
-      const TraceClock::Tick t = TraceClock::now();
-      if (GPUMEMPROF_LIKELY(t > last_tick_)) last_tick_ = t;
+      if (GPUMEMPROF_LIKELY(e.stamp > last_tick_)) last_tick_ = e.stamp;
     }
-    const TraceClock::Tick t = last_tick_;
-    ring_.push({e.addr, e.size, e.stream.id, t, stack, detail::thread_user_metadata, e.category, e.action});
-    return handle;
+    ring_.push({e.addr, e.size, e.stream.id, last_tick_, stack, e.metadata, e.category, e.action});
   }
 
   // Copies the recording; the caller holds mutex_.
@@ -316,28 +345,31 @@ class HistoryRecorder final : private detail::AnnotationSink {
     copy_annotations(out);
   }
 
-  // Adds or removes the event sink; the caller holds attach_mutex_.
+  // Adds, changes or removes the event sink (it prepares while stacks are captured); the caller
+  // holds attach_mutex_.
   void set_sink_locked(bool on) {
-    if (!set_sink_ || on == sink_on_) return;
-    set_sink_(on);
+    const bool prepare = on && capture_level_.load(std::memory_order_relaxed) != 0;
+    if (!set_sink_ || (on == sink_on_ && prepare == sink_prepares_)) return;
+    set_sink_(on, sink_on_, prepare);
     sink_on_ = on;
+    sink_prepares_ = prepare;
   }
 
-  struct Pending {  // the stack captured by the previous event, for the next one of the same call
-    TraceAction action = TraceAction::snapshot;
-    std::uintptr_t addr = 0;
-    std::uintptr_t thread = 0;
-    std::uint32_t stack = 0;
-  };
+  // Has the attached allocator deliver what it buffered. Never called under the allocator's
+  // delivery lock (sinks do not call it).
+  void flush() const {
+    std::lock_guard lock(attach_mutex_);
+    if (flush_) flush_();
+  }
 
   // Applies options; the caller holds mutex_ (or is the constructor).
   void configure(const HistoryOptions& o) {
     options_ = o;
     options_.stack_depth = std::min(o.stack_depth, kMaxDepth);
-    pending_ = {};
     if (o.enabled == HistoryEnabled::off) {
       recording_ = false;
       capture_ = false;
+      capture_level_.store(0, std::memory_order_relaxed);
       ring_.reset(1);
       stacks_.clear();
       ++generation_;  // context handles of live blocks now resolve to nothing
@@ -347,6 +379,8 @@ class HistoryRecorder final : private detail::AnnotationSink {
     recording_ = true;
     capture_ = stacks_available && o.stacks == HistoryStacks::cpp && o.context != HistoryContext::none &&
                options_.stack_depth > 0;
+    capture_depth_.store(options_.stack_depth, std::memory_order_relaxed);
+    capture_level_.store(!capture_ ? 0 : o.context == HistoryContext::all ? 2 : 1, std::memory_order_relaxed);
     const std::size_t cap = o.enabled == HistoryEnabled::all ? std::max<std::size_t>(o.max_entries, 1) : 1;
     annotation_capacity_.store(cap, std::memory_order_relaxed);  // PyTorch bounds both alike
     if (o.clear_history) {
@@ -364,59 +398,32 @@ class HistoryRecorder final : private detail::AnnotationSink {
     return detail::stack_of_handle(handle, generation_);
   }
 
-  // The stack for event `e`'s trace entry (PyTorch's RecordContext rules); sets `handle` for
-  // alloc/segment_alloc. One capture per allocator call: segment_alloc's stack serves the
-  // alloc that follows it, free_requested's the free_completed of the same deallocate().
-  GPUMEMPROF_NOINLINE std::uint32_t stack_for(const AllocatorEvent& e, std::uint64_t& handle) {
-    const auto thread = reinterpret_cast<std::uintptr_t>(&detail::thread_user_metadata);
-    const Pending prev = std::exchange(pending_, Pending{});
-    const auto follows = [&](TraceAction a) {
-      return prev.action == a && prev.addr == e.addr && prev.thread == thread && prev.stack != 0;
-    };
+  // The stack of event `e`'s trace entry (PyTorch's RecordContext rules): the one prepared for
+  // the call that caused it, or -- for frees without context=all and frees completed later --
+  // the allocation's (its context handle).
+  [[nodiscard]] std::uint32_t stack_for(const AllocatorEvent& e) const noexcept {
     const HistoryContext ctx = options_.context;
     const bool on_events = ctx >= HistoryContext::alloc;
+    const std::uint32_t prepared = stack_of(e.prepared);
     switch (e.action) {
-      case TraceAction::alloc: {
-        const std::uint32_t id = follows(TraceAction::segment_alloc) ? prev.stack : capture();
-        handle = handle_of(id);
-        return on_events ? id : 0;
-      }
+      case TraceAction::alloc:
       case TraceAction::segment_alloc:
-      case TraceAction::segment_map: {
-        const std::uint32_t id = capture();
-        handle = handle_of(id);
-        pending_ = {TraceAction::segment_alloc, e.addr, thread, id};
-        return on_events ? id : 0;
-      }
+      case TraceAction::segment_map:
+      case TraceAction::oom: return on_events ? prepared : 0;
       case TraceAction::free_requested:
-        if (ctx == HistoryContext::all) {
-          const std::uint32_t id = capture();
-          pending_ = {TraceAction::free_requested, e.addr, thread, id};
-          return id;
-        }
+      case TraceAction::segment_free:
+      case TraceAction::segment_unmap:
+        if (ctx == HistoryContext::all) return prepared;
         return on_events ? stack_of(e.context) : 0;
       case TraceAction::free_completed:
         // In deallocate() itself: the free's stack. Later (other streams were using the block):
-        // the allocation's stack, as in PyTorch.
-        if (ctx == HistoryContext::all && !e.deferred && follows(TraceAction::free_requested)) return prev.stack;
+        // the allocation's, as in PyTorch.
+        if (ctx == HistoryContext::all && !e.deferred) return prepared;
         return on_events ? stack_of(e.context) : 0;
-      case TraceAction::segment_free:
-      case TraceAction::segment_unmap:
-        if (ctx == HistoryContext::all) return capture();
-        return on_events ? stack_of(e.context) : 0;
-      case TraceAction::oom: return on_events ? capture() : 0;
       case TraceAction::snapshot:
       case TraceAction::category_change: return 0;
     }
     return 0;
-  }
-
-  // Interns the current stack. Only this frame is skipped for sure (the callers above it may
-  // have been tail-called or inlined); the snapshot drops the library's frames by name.
-  GPUMEMPROF_NOINLINE std::uint32_t capture() {
-    std::uintptr_t raw[kMaxDepth + kInternalFrames];
-    const std::size_t n = capture_stack(raw, options_.stack_depth + kInternalFrames, /*skip=*/1);
-    return stacks_.intern(raw, n);
   }
 
   void on_annotation(const detail::RawAnnotation& a) override {
@@ -440,18 +447,22 @@ class HistoryRecorder final : private detail::AnnotationSink {
   bool capture_ = false;
   std::uint32_t generation_ = 1;
   TraceClock::Tick last_tick_ = 0;
-  Pending pending_;
   detail::TraceRing ring_;
   detail::StackTable stacks_;
 
   int device_ = 0;
   mutable std::mutex mutex_;
+  // What prepare_event reads without mutex_: 0 no stacks, 1 allocations only, 2 every call.
+  std::atomic<int> capture_level_{0};
+  std::atomic<std::size_t> capture_depth_{0};
 
-  // Guarded by attach_mutex_, which is never taken under the allocator's lock.
-  std::mutex attach_mutex_;
+  // Guarded by attach_mutex_, which is never taken under the allocator's locks.
+  mutable std::mutex attach_mutex_;
   const void* allocator_ = nullptr;     // identity only, for the registry
-  std::function<void(bool)> set_sink_;  // adds/removes the sink on the attached allocator
+  std::function<void(bool, bool, bool)> set_sink_;  // (on, was on, prepare): the sink on the attached allocator
+  std::function<void()> flush_;         // has the attached allocator deliver its events
   bool sink_on_ = false;
+  bool sink_prepares_ = false;
 
   mutable std::mutex annotations_mutex_;
   std::deque<detail::RawAnnotation> annotations_;

@@ -102,17 +102,23 @@ template <DeviceBackend B>
   std::vector<SegmentView> views;
   detail::HistoryCopy history;
   HistoryRecorder* recorder = history_recorder_of(allocator);
-  allocator.with_lock([&](const typename CachingAllocator<B>::LockedView& locked) {
-    std::size_t active = 0;
-    locked.visit_segments([&](SegmentView v) {
-      for (const BlockView& b : v.blocks) {
-        if (b.state != BlockState::inactive) active += b.size;
-      }
-      views.push_back(std::move(v));
-    });
-    // Like PyTorch, a snapshot is itself an event: size = active bytes at that moment.
-    if (recorder != nullptr) recorder->snapshot_into(active, history);
-  });
+  // The segments under the lock; the history once the events before it reached the recorder.
+  allocator.with_lock_then(
+      [&](const typename CachingAllocator<B>::LockedView& locked) {
+        std::size_t active = 0;
+        locked.visit_segments([&](SegmentView v) {
+          for (const BlockView& b : v.blocks) {
+            if (b.state != BlockState::inactive) active += b.size;
+          }
+          views.push_back(std::move(v));
+        });
+        return active;
+      },
+      [&](std::size_t active) {
+        // Like PyTorch, a snapshot is itself an event: size = active bytes at that moment.
+        if (recorder != nullptr) recorder->snapshot_into(active, history);
+        return 0;
+      });
   Snapshot snap = detail::build_snapshot(allocator.device_index(), std::move(views), history, allocator.config());
   snap.device_memory.push_back(device_memory(allocator));  // read after the lock: it asks the device
   return snap;

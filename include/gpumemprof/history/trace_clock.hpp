@@ -1,5 +1,6 @@
-// Layer 3: the clock of history events. Recording reads a raw tick (the TSC on x86-64: ~7 ns,
-// versus ~16 ns for steady_clock); ticks become microseconds since the Unix epoch only when a
+// Layer 3: the clock of history events. A tick is the allocator's event stamp
+// (detail::stamp_now(): the TSC where the kernel trusts it, else steady_clock nanoseconds), so
+// events buffered by the allocator keep the time they happened; ticks become microseconds since the Unix epoch only when a
 // snapshot is taken. Like PyTorch's approximate clock, the conversion is linear between two
 // calibration points -- one taken when the clock is first used, one at conversion -- each
 // pairing a tick with steady_clock. The epoch offset is fixed once from system_clock, so
@@ -9,14 +10,8 @@
 #include <chrono>
 #include <cstdint>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <x86intrin.h>
-#define GPUMEMPROF_TRACE_CLOCK_TSC 1
-#else
-#define GPUMEMPROF_TRACE_CLOCK_TSC 0
-#endif
-
 #include "gpumemprof/config.hpp"
+#include "gpumemprof/detail/stamp_clock.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
 
@@ -25,13 +20,7 @@ class TraceClock {
   using Tick = std::uint64_t;
 
   /// The raw tick now: cheap, monotonic on one core (callers clamp across cores).
-  [[nodiscard]] static Tick now() noexcept {
-#if GPUMEMPROF_TRACE_CLOCK_TSC
-    return __rdtsc();
-#else
-    return static_cast<Tick>(std::chrono::steady_clock::now().time_since_epoch().count());
-#endif
-  }
+  [[nodiscard]] static Tick now() noexcept { return detail::stamp_now(); }
 
   /// Converts ticks to microseconds since the Unix epoch with one calibration, so a batch of
   /// converted times keeps the order of the ticks.
@@ -58,14 +47,14 @@ class TraceClock {
     Converter c;
     c.base_ = b.point;
     c.epoch_us_ = b.epoch_us;
-#if GPUMEMPROF_TRACE_CLOCK_TSC
-    const Converter::Point p = sample();
-    const auto ticks = static_cast<double>(p.tick - b.point.tick);
-    const auto ns = static_cast<double>(p.steady_ns - b.point.steady_ns);
-    // Over a short interval the ratio is noisy, but every tick converted lies inside that
-    // interval, so its error stays within the jitter of one clock read.
-    c.ns_per_tick_ = ticks > 0 && ns > 0 ? ns / ticks : 0.0;
-#endif
+    if (detail::stamps_from_tsc()) {  // else ticks are steady_clock nanoseconds
+      const Converter::Point p = sample();
+      const auto ticks = static_cast<double>(p.tick - b.point.tick);
+      const auto ns = static_cast<double>(p.steady_ns - b.point.steady_ns);
+      // Over a short interval the ratio is noisy, but every tick converted lies inside that
+      // interval, so its error stays within the jitter of one clock read.
+      c.ns_per_tick_ = ticks > 0 && ns > 0 ? ns / ticks : 0.0;
+    }
     return c;
   }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "gpumemprof/config.hpp"
+#include "gpumemprof/detail/thread_category.hpp"  // thread_user_metadata
 
 GPUMEMPROF_NAMESPACE_BEGIN
 
@@ -58,9 +59,6 @@ class MetadataStrings {
   std::deque<std::string> strings_;  // id - 1 -> string; a deque keeps references stable
   std::unordered_map<std::string, std::uint32_t> ids_;
 };
-
-/// The calling thread's metadata id (constant-initialized: no TLS wrapper on access).
-inline thread_local std::uint32_t thread_user_metadata = 0;
 
 }  // namespace detail
 

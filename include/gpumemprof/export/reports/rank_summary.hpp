@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -89,11 +90,16 @@ GPUMEMPROF_NAMESPACE_BEGIN
   return out;
 }
 
+/// Called with each snapshot read and its facts, from the reading threads (at the same time).
+using RankSnapshotVisitor = std::function<void(const CompactSnapshot&, const RankFacts&)>;
+
 /// The cross-rank report of a folder or of several snapshot files. A file without rank keys takes
 /// its rank from its name (rank-<R>.pickle), else from its place on the command line. Files are
-/// read by `jobs` threads (0: one per core, at most 4), each holding one snapshot at a time.
+/// read by `jobs` threads (0: one per core, at most 4), each holding one snapshot at a time;
+/// `visit` (when set) sees each snapshot before it is dropped (what it throws makes the file a problem).
 [[nodiscard]] inline CrossRankReport load_cross_rank(const std::vector<std::string>& positional,
-                                                     std::size_t top_sites = 20, unsigned jobs = 0) {
+                                                     std::size_t top_sites = 20, unsigned jobs = 0,
+                                                     const RankSnapshotVisitor& visit = {}) {
   std::vector<std::string> files;
   for (const std::string& p : positional) {
     if (is_directory(p)) {
@@ -112,8 +118,10 @@ GPUMEMPROF_NAMESPACE_BEGIN
     for (std::size_t i = next++; i < files.size(); i = next++) {
       const int by_name = rank_from_file_name(files[i]);
       try {
-        outcomes[i].facts =
-            rank_facts(load_compact_snapshot(files[i]), files[i], by_name >= 0 ? by_name : static_cast<int>(i));
+        const CompactSnapshot snap = load_compact_snapshot(files[i]);
+        RankFacts facts = rank_facts(snap, files[i], by_name >= 0 ? by_name : static_cast<int>(i));
+        if (visit) visit(snap, facts);
+        outcomes[i].facts = std::move(facts);
       } catch (const std::exception& e) {
         // Reader errors name the file already; others get its name here.
         const std::string what = e.what();

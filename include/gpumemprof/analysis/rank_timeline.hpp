@@ -130,7 +130,10 @@ class StepAxis {
 
   /// The x where step `k` (of the steps given) ends: at most k + 1.
   [[nodiscard]] double step_end(const std::vector<StepFacts>& steps, std::size_t k) const {
-    return std::clamp((*this)(steps[k].end_us), static_cast<double>(k), static_cast<double>(k + 1));
+    const std::int64_t length = knots_[k + 1] - knots_[k];
+    if (length <= 0) return static_cast<double>(k);
+    const double inside = static_cast<double>(steps[k].end_us - knots_[k]) / static_cast<double>(length);
+    return static_cast<double>(k) + std::clamp(inside, 0.0, 1.0);
   }
 
  private:

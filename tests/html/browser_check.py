@@ -346,22 +346,27 @@ RANKS_JS = r"""
 """
 
 
-def exercise_ranks(dt, result):
-    r = dt.call("Runtime.evaluate", expression=RANKS_JS, awaitPromise=True, returnByValue=True)
+def drive(dt, script, what):
+    """Runs an async page script returning JSON: (its value, None), or (None, the problem)."""
+    r = dt.call("Runtime.evaluate", expression=script, awaitPromise=True, returnByValue=True)
     if "exceptionDetails" in r:
-        return ["driving the cross-rank page threw: " + str(r["exceptionDetails"].get("exception", {}).get("description")
-                                                            or r["exceptionDetails"].get("text"))]
-    got = json.loads(r["result"]["value"])
+        return None, f"driving {what} threw: " + str(r["exceptionDetails"].get("exception", {}).get("description")
+                                                      or r["exceptionDetails"].get("text"))
+    return json.loads(r["result"]["value"]), None
+
+
+def exercise_ranks(dt, result):
+    got, problem = drive(dt, RANKS_JS, "the cross-rank page")
+    if problem:
+        return [problem]
     result["opened"] = got.get("opened")
     return got["problems"]
 
 
 def exercise_controls(dt, result):
-    r = dt.call("Runtime.evaluate", expression=CONTROLS_JS, awaitPromise=True, returnByValue=True)
-    if "exceptionDetails" in r:
-        return ["driving the controls threw: " + str(r["exceptionDetails"].get("exception", {}).get("description")
-                                                     or r["exceptionDetails"].get("text"))]
-    problems = json.loads(r["result"]["value"])
+    problems, problem = drive(dt, CONTROLS_JS, "the controls")
+    if problem:
+        return [problem]
     result["controls"] = "ok" if not problems else "problems"
     return problems
 

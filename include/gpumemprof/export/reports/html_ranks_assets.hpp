@@ -110,7 +110,7 @@ function showTable() {
     h += '<tr class="' + cls + '" data-rank="' + r.rank + '"><td class="n">' + r.rank + '</td><td>' + esc(r.host || '?') +
          '</td><td>' + esc(r.device || '?') + '</td><td class="n">' + fmtBytes(r.peakAllocated) + (r.peaksFromTrace ? ' *' : '') +
          '<span class="bar" style="width:' + Math.round(60 * r.peakAllocated / top) + 'px"></span></td><td class="n">' +
-         fmtBytes(r.peakReserved) + '</td><td class="n">' + (r.extFrag < 0 ? '-' : fmtPct(r.extFrag)) + '</td><td class="n">' +
+         fmtBytes(r.peakReserved) + '</td><td class="n">' + (r.extFrag === null ? '-' : fmtPct(r.extFrag)) + '</td><td class="n">' +
          r.numOoms + '</td><td class="n">' + r.steps.x0.length + '</td><td class="site">' +
          (r.topSite ? esc(r.topSite) + ' <span class="loc">' + fmtBytes(r.topSiteBytes) + '</span>' : '-') + '</td><td>' +
          (r.page ? 'embedded' : '<span class="loc">not embedded</span>') + '</td></tr>';
@@ -275,6 +275,12 @@ function drill(rank) {
 function init() {
   try {
     D = JSON.parse($('gmp-ranks-data').textContent);
+    for (const r of D.ranks) {  // the summary's names, as the page uses them
+      const f = r.facts;
+      Object.assign(r, { host: f.host, device: f.device, file: f.file, peakAllocated: f.peak_allocated_bytes,
+                         peakReserved: f.peak_reserved_bytes, peaksFromTrace: f.peaks_from_trace,
+                         extFrag: f.external_fragmentation, numOoms: f.num_ooms, topSite: f.top_site, topSiteBytes: f.top_site_bytes });
+    }
     $('title').textContent = D.title;
     $('subtitle').textContent = D.ranks.length + ' rank(s), world size ' + D.worldSize;
     $('rk-hint').textContent = D.alignNote + ' One row per rank: requested bytes held (filled) and reserved bytes (line), ' +

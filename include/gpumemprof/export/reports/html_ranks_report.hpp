@@ -21,10 +21,9 @@
 //
 // Data: {"v", "generator", "title", "align": "steps"|"time", "alignNote", "worldSize", "maxRank",
 // "minRank", "imbalance" (null: the smallest allocated nothing), "imbalanceSite", "problems",
-// "ranks": [{"rank", "host", "device", "file", "peakAllocated", "peakReserved", "peaksFromTrace",
-// "extFrag" (-1: undefined), "numOoms", "topSite", "topSiteBytes", "peakRequested", "stepsFrom",
-// "steps": {"name", "x0", "x1", "us"}, "x", "requested", "reserved", "page"}]}; each embedded view
-// is a JSON string in <script type="application/json" id="gmp-rank-page-R">.
+// "ranks": [{"rank", "facts" (the rank's entry of `summary DIR --json`, rank_summary.hpp),
+// "peakRequested", "stepsFrom", "steps": {"name", "x0", "x1", "us"}, "x", "requested", "reserved",
+// "page"}]}; each embedded view is a JSON string in <script type="application/json" id="gmp-rank-page-R">.
 #pragma once
 
 #include <algorithm>
@@ -132,19 +131,11 @@ inline void plan_html_ranks(HtmlRanksModel& m, std::size_t drill_ranks) {
 /// x rounded to what a page can show (1e-6 of a unit keeps µs in seconds and steps of a second).
 inline double page_x(double x) { return std::round(x * 1e6) / 1e6; }
 
-inline void write_html_rank_json(ValueWriter& w, const HtmlRanksModel& m, const RankFacts& r, const RankTimeline& t) {
+inline void write_html_rank_json(JsonWriter& w, const HtmlRanksModel& m, const RankFacts& r, const RankTimeline& t) {
   w.begin_dict();
   w.field("rank", r.rank);
-  w.field("host", r.host);
-  w.field("device", r.device);
-  w.field("file", r.file);
-  w.field("peakAllocated", r.peak_allocated_bytes);
-  w.field("peakReserved", r.peak_reserved_bytes);
-  w.field("peaksFromTrace", !r.peaks_recorded);
-  w.field("extFrag", r.external_fragmentation.value_or(-1.0));
-  w.field("numOoms", r.num_ooms);
-  w.field("topSite", r.top_site);
-  w.field("topSiteBytes", r.top_site_bytes);
+  w.key("facts");
+  write_rank_facts_json(w, r);  // the rank's entry of `summary DIR --json`
   w.field("peakRequested", t.peaks.allocated);
   w.field("stepsFrom", to_string(t.steps_from));
   const StepAxis axis(t.steps);
@@ -170,7 +161,7 @@ inline void write_html_rank_json(ValueWriter& w, const HtmlRanksModel& m, const 
   w.end_dict();
 }
 
-inline void write_html_ranks_json(ValueWriter& w, const HtmlRanksModel& m, const HtmlRanksOptions& opt) {
+inline void write_html_ranks_json(JsonWriter& w, const HtmlRanksModel& m, const HtmlRanksOptions& opt) {
   const CrossRankReport& rep = m.report;
   w.begin_dict();
   w.field("v", 1);

@@ -199,6 +199,29 @@ using RankSnapshotVisitor = std::function<void(const CompactSnapshot&, const Ran
   return out;
 }
 
+/// One rank's entry of the JSON report (see the file comment); also the cross-rank page's table.
+inline void write_rank_facts_json(JsonWriter& w, const RankFacts& r) {
+  w.begin_dict();
+  w.field("rank", r.rank);
+  w.field("host", r.host);
+  w.field("device", r.device);
+  w.field("file", r.file);
+  w.field("peak_allocated_bytes", r.peak_allocated_bytes);
+  w.field("peak_reserved_bytes", r.peak_reserved_bytes);
+  w.field("peaks_from_trace", !r.peaks_recorded);
+  w.key("external_fragmentation");
+  if (r.external_fragmentation) {
+    w.value(*r.external_fragmentation);
+  } else {
+    w.value(nullptr);
+  }
+  w.field("num_ooms", r.num_ooms);
+  w.field("top_site", r.top_site);
+  w.field("top_site_bytes", r.top_site_bytes);
+  write_rank_device_memory(w, r);
+  w.end_dict();
+}
+
 /// The report as one JSON object (see the file comment).
 [[nodiscard]] inline std::string cross_rank_json(const CrossRankReport& report) {
   std::ostringstream os;
@@ -206,27 +229,7 @@ using RankSnapshotVisitor = std::function<void(const CompactSnapshot&, const Ran
   w.begin_dict();
   w.key("ranks");
   w.begin_list();
-  for (const RankFacts& r : report.ranks()) {
-    w.begin_dict();
-    w.field("rank", r.rank);
-    w.field("host", r.host);
-    w.field("device", r.device);
-    w.field("file", r.file);
-    w.field("peak_allocated_bytes", r.peak_allocated_bytes);
-    w.field("peak_reserved_bytes", r.peak_reserved_bytes);
-    w.field("peaks_from_trace", !r.peaks_recorded);
-    w.key("external_fragmentation");
-    if (r.external_fragmentation) {
-      w.value(*r.external_fragmentation);
-    } else {
-      w.value(nullptr);
-    }
-    w.field("num_ooms", r.num_ooms);
-    w.field("top_site", r.top_site);
-    w.field("top_site_bytes", r.top_site_bytes);
-    write_rank_device_memory(w, r);
-    w.end_dict();
-  }
+  for (const RankFacts& r : report.ranks()) write_rank_facts_json(w, r);
   w.end_list();
   w.field("world_size", report.world_size());
   w.field("max_peak_rank", report.max_peak_rank());

@@ -29,13 +29,11 @@ inline int print_cross_rank(const std::vector<std::string>& positional, bool jso
   return report.problems().empty() ? 0 : 2;
 }
 
-/// `path` itself, or for a folder of rank files the file of its rank with the largest peak
-/// allocated bytes (what `tune`, `diff` and `html` answer for), saying which on stdout. The
-/// folder's problems (a corrupt or duplicate rank file, a world size that disagrees, a missing
-/// rank) go to stderr, one line each, named by `command`: the answer covers the readable ranks.
-inline std::string worst_rank_file(const std::string& path, const char* command) {
-  if (!is_directory(path)) return path;
-  const CrossRankReport report = load_cross_rank({path});
+/// Says which rank of `report` (read from `path`) has the largest peak allocated bytes, on stdout,
+/// and returns it. The problems (a corrupt or duplicate rank file, a world size that disagrees, a
+/// missing rank) go to stderr, one line each, named by `command`: the answer covers the readable
+/// ranks. A UsageError when no rank file was readable.
+inline const RankFacts& announce_worst_rank(const std::string& path, const CrossRankReport& report, const char* command) {
   for (const std::string& p : report.problems()) {
     std::fprintf(stderr, "gpumemprof %s: %s (left out: the other ranks are compared)\n", command, p.c_str());
   }
@@ -47,7 +45,14 @@ inline std::string worst_rank_file(const std::string& path, const char* command)
   std::printf("%s: rank %d of %zu has the largest peak allocated (%s): %s\n", path.c_str(), worst.rank,
               report.ranks().size(), format_size(static_cast<std::uint64_t>(worst.peak_allocated_bytes)).c_str(),
               worst.file.c_str());
-  return worst.file;
+  return worst;
+}
+
+/// `path` itself, or for a folder of rank files the file of its rank with the largest peak
+/// allocated bytes (what `tune` and `diff` answer for), saying which as announce_worst_rank() does.
+inline std::string worst_rank_file(const std::string& path, const char* command) {
+  if (!is_directory(path)) return path;
+  return announce_worst_rank(path, load_cross_rank({path}), command).file;
 }
 
 }  // namespace gpumemprof::tools

@@ -1,5 +1,5 @@
-// `gpumemprof summary SNAPSHOT` and `gpumemprof html SNAPSHOT -o report.html`: read a snapshot
-// (ours or PyTorch's pickle, or our JSON) and explain it as text or as an offline HTML page.
+// `gpumemprof summary SNAPSHOT` and `gpumemprof perfetto SNAPSHOT -o trace.json`: read a snapshot
+// (ours or PyTorch's pickle, or our JSON) and explain it as text or as counter tracks.
 #pragma once
 
 #include <cstdio>
@@ -14,7 +14,6 @@
 #include "gpumemprof/analysis/timeline.hpp"
 #include "gpumemprof/export/formats/json_writer.hpp"
 #include "gpumemprof/export/formats/snapshot_reader.hpp"
-#include "gpumemprof/export/reports/html_report.hpp"
 #include "gpumemprof/export/reports/perfetto.hpp"
 #include "gpumemprof/export/reports/snapshot_summary.hpp"
 #include "gpumemprof/export/reports/step_summary.hpp"
@@ -97,39 +96,6 @@ inline int cmd_summary(int argc, char** argv) {
               format_replayed_peaks(snap).c_str(), format_timeline_peaks(snap).c_str());
   for (const StepReport& r : snapshot_steps(snap)) std::fputs(format_steps(r, top).c_str(), stdout);
   for (const DeviceMemory& m : snap.device_memory) std::fputs(format_device_memory(m).c_str(), stdout);
-  return 0;
-}
-
-inline int cmd_html(int argc, char** argv) {
-  const Args args(argc, argv, 2, {"--help"},
-                  {"--output", "--title", "--max-entries", "--page-states", "--page-allocations"},
-                  {{"-o", "--output"}});
-  if (args.has("--help")) {
-    std::fputs(
-        "usage: gpumemprof html SNAPSHOT|RANK_DIR -o REPORT.html [--title T] [--max-entries N]\n"
-        "                       [--page-states N] [--page-allocations N]\n"
-        "  Writes one self-contained HTML page (no network needed): memory timeline, peak,\n"
-        "  segments and fragmentation, top allocation sites. --max-entries keeps the newest N\n"
-        "  trace entries per device. Level of detail, so long traces open fast: past\n"
-        "  --page-states (default 262144) the timeline shows the most active state of each run\n"
-        "  of events, past --page-allocations (default 200000) the others are summed; peaks and\n"
-        "  per-site figures stay exact (0 = no limit). A folder of rank files: the page of its rank with\n"
-        "  the largest peak allocated bytes.\n",
-        stdout);
-    return 0;
-  }
-  args.expect_positional(1, "one SNAPSHOT file or rank folder");
-  if (!args.has("--output")) throw UsageError("name the report file with -o REPORT.html");
-  const std::string input = worst_rank_file(args.positional()[0], "html");  // a folder: its worst rank
-  const std::string out = args.output_file("--output", {args.positional()[0], input});
-  const CompactSnapshot snap = load_cli_snapshot(input);
-  HtmlReportOptions opt;
-  opt.title = args.get("--title", opt.title);
-  opt.max_trace_entries = args.count("--max-entries", 0);
-  opt.max_page_states = args.count("--page-states", opt.max_page_states);
-  opt.max_page_allocations = args.count("--page-allocations", opt.max_page_allocations);
-  write_html_report(snap, out, opt);
-  std::printf("wrote %s\n", out.c_str());
   return 0;
 }
 

@@ -8,6 +8,7 @@
 
 #include "cli_args.hpp"
 #include "cmd_diff.hpp"
+#include "cmd_html.hpp"
 #include "cmd_replay.hpp"
 #include "cmd_slice.hpp"
 #include "cmd_snapshot.hpp"
@@ -56,6 +57,7 @@ const char* usage() {
          "  summary SNAPSHOT segments, fragmentation and top allocation sites of a snapshot\n"
          "  summary DIR      one report across ranks (a folder of rank-<R>.pickle files)\n"
          "  html SNAPSHOT -o REPORT.html   an offline HTML report of a snapshot\n"
+         "  html DIR -o REPORT.html        every rank on one axis; a click opens a rank's report\n"
          "  perfetto SNAPSHOT -o TRACE.json  counter tracks for ui.perfetto.dev\n"
          "  timeline SNAPSHOT -o OUT.json|OUT.html  memory by category over time (torch.profiler's layout)\n"
          "  slice SNAPSHOT (--time T0:T1 | --steps A:B | --max-entries N) -o OUT.pickle  a window for the viewer\n"

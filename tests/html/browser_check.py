@@ -303,12 +303,70 @@ CONTROLS_JS = r"""
 """
 
 
-def exercise_controls(dt, result):
-    r = dt.call("Runtime.evaluate", expression=CONTROLS_JS, awaitPromise=True, returnByValue=True)
+# The cross-rank page (`gpumemprof html DIR`): rows drawn, hover names a rank, a click in the table
+# and one on a row open that rank's full view (its own report, in an iframe) and it becomes ready.
+RANKS_JS = r"""
+(async function () {
+  const $ = (id) => document.getElementById(id), out = [], P = window.gpumemprofRanks;
+  const frame = () => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+  if (!P || P.stats.ranks < 2 || P.stats.points < 100) return JSON.stringify({problems: ['overview drew too little: ' + JSON.stringify(P && P.stats)]});
+  const c = $('rk'), b = c.getBoundingClientRect(), rowH = b.height / P.stats.ranks;
+  c.dispatchEvent(new MouseEvent('mousemove', { clientX: b.left + b.width * 0.6, clientY: b.top + rowH * 1.5, bubbles: true }));
+  if (!/rank 1\b/.test($('tip').innerText) || !/requested/.test($('tip').innerText)) out.push('hovering row 1 showed ' + JSON.stringify($('tip').innerText));
+  c.dispatchEvent(new MouseEvent('mouseleave'));
+  async function opened(rank) {  // the iframe shows rank's report (titled "rank R ..."), ready
+    let title = '';
+    for (let i = 0; i < 400; i++) {
+      const d = $('drill').contentDocument, st = d && d.getElementById('gmp-status');
+      title = d ? d.title : '';
+      if (st && st.dataset.state === 'error') { out.push('the full view of rank ' + rank + ' failed'); return title; }
+      if (st && st.dataset.state === 'ready' && title.startsWith('rank ' + rank + ' ')) {
+        const tl = ($('drill').contentWindow.gpumemprofReport.stats || {}).timeline || {};
+        if (!(tl.drawnColumns > 0)) out.push('the full view of rank ' + rank + ' drew no timeline: ' + JSON.stringify(tl));
+        return title;
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    out.push('the full view of rank ' + rank + ' was not shown within 20 s (the frame shows ' + JSON.stringify(title) + ')');
+    return title;
+  }
+  const D = JSON.parse($('gmp-ranks-data').textContent);
+  document.querySelector('#rank-table tr.row[data-rank="' + D.maxRank + '"]').click();
+  await frame();
+  const first = await opened(D.maxRank);
+  c.scrollIntoView({ block: 'start' });  // opening a rank scrolled its view into sight
+  await frame();
+  const b2 = c.getBoundingClientRect();
+  c.dispatchEvent(new MouseEvent('click', { clientX: b2.left + b2.width * 0.5, clientY: b2.top + rowH * 0.5, bubbles: true }));
+  await frame();
+  const second = await opened(D.ranks[0].rank);
+  if (P.drilled !== D.ranks[0].rank) out.push('clicking row 0 left rank ' + P.drilled + ' open');
+  return JSON.stringify({problems: out, opened: [first, second]});
+})()
+"""
+
+
+def drive(dt, script, what):
+    """Runs an async page script returning JSON: (its value, None), or (None, the problem)."""
+    r = dt.call("Runtime.evaluate", expression=script, awaitPromise=True, returnByValue=True)
     if "exceptionDetails" in r:
-        return ["driving the controls threw: " + str(r["exceptionDetails"].get("exception", {}).get("description")
-                                                     or r["exceptionDetails"].get("text"))]
-    problems = json.loads(r["result"]["value"])
+        return None, f"driving {what} threw: " + str(r["exceptionDetails"].get("exception", {}).get("description")
+                                                      or r["exceptionDetails"].get("text"))
+    return json.loads(r["result"]["value"]), None
+
+
+def exercise_ranks(dt, result):
+    got, problem = drive(dt, RANKS_JS, "the cross-rank page")
+    if problem:
+        return [problem]
+    result["opened"] = got.get("opened")
+    return got["problems"]
+
+
+def exercise_controls(dt, result):
+    problems, problem = drive(dt, CONTROLS_JS, "the controls")
+    if problem:
+        return [problem]
     result["controls"] = "ok" if not problems else "problems"
     return problems
 
@@ -331,8 +389,10 @@ def check_category_view(dt, required):
     return got, problems
 
 
-def check_report(chromium, path, shot_path, timeout, expect_timeline, expect_axis=None, static_page=False):
-    """static_page: a page without script (the memory timeline): ready once loaded, no report controls."""
+def check_report(chromium, path, shot_path, timeout, expect_timeline, expect_axis=None, static_page=False,
+                 ranks_page=False):
+    """static_page: a page without script (the memory timeline): ready once loaded, no report controls.
+    ranks_page: the cross-rank page (its own controls, and a rank's report inside it)."""
     problems = []
     profile = tempfile.mkdtemp(prefix="gmp-chromium-")
     args = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -381,7 +441,7 @@ def check_report(chromium, path, shot_path, timeout, expect_timeline, expect_axi
         result["launch_to_ready_s"] = round(ready - launched, 3)
         if state != "ready":
             problems.append(f"page state is {state!r}, not 'ready' after {timeout} s")
-        info = dt.evaluate("JSON.stringify(window.gpumemprofReport || null)")
+        info = dt.evaluate("JSON.stringify(window.%s || null)" % ("gpumemprofRanks" if ranks_page else "gpumemprofReport"))
         info = json.loads(info) if info else None
         result["page"] = info
         if info is None and not static_page:
@@ -389,7 +449,7 @@ def check_report(chromium, path, shot_path, timeout, expect_timeline, expect_axi
         result["categories"], found = check_category_view(dt, static_page)
         problems += found
         # The timeline opens on the axis the model chose: events when wall-clock time is mostly idle.
-        result["axis"] = None if static_page else dt.evaluate(
+        result["axis"] = None if static_page or ranks_page else dt.evaluate(
             "document.getElementById('mode-event').className === 'on' ? 'event' : "
             "document.getElementById('mode-time').className === 'on' ? 'time' : ''")
         if expect_axis and result["axis"] != expect_axis and not static_page:
@@ -422,7 +482,13 @@ def check_report(chromium, path, shot_path, timeout, expect_timeline, expect_axi
                 problems.append(f"timeline looks empty: {tfrac:.1%} colored, {tcolors} colors, stats {tl}")
         if expect_timeline and state == "ready":
             problems += exercise_timeline(dt, os.path.splitext(shot_path)[0] + "_zoomed.png", result)
-        if state == "ready" and not static_page:
+        if state == "ready" and ranks_page:
+            problems += exercise_ranks(dt, result)
+            shot = dt.call("Page.captureScreenshot", format="png")
+            result["drilled_screenshot"] = os.path.splitext(shot_path)[0] + "_drilled.png"
+            with open(result["drilled_screenshot"], "wb") as f:
+                f.write(base64.b64decode(shot["data"]))
+        elif state == "ready" and not static_page:
             problems += exercise_controls(dt, result)
         for ev in dt.events:
             m, p = ev["method"], ev.get("params", {})
@@ -504,6 +570,15 @@ def main():
             return 1
         print(r.stdout.strip())
         jobs.append((path, False, None, None, True))
+        # The cross-rank page of 4 synthetic ranks (`gpumemprof html DIR`).
+        path = os.path.join(out, "ranks.html")
+        r = subprocess.run([a.maker, path, "--ranks", "4"], capture_output=True, text=True)
+        if r.returncode not in (0, SKIP):
+            print(f"FAIL ranks: the maker failed: {r.stderr.strip()}")
+            return 1
+        print(r.stdout.strip() or r.stderr.strip())
+        if r.returncode == 0:
+            jobs.append((path, False, None, None, "ranks"))
     jobs += [(p, None, None, None, False) for p in a.report]
     if not jobs:
         ap.error("nothing to check: give --maker or --report")
@@ -514,7 +589,7 @@ def main():
         if timeline is None:  # a report of a snapshot file: expect a timeline if it has a trace
             timeline = '"nEvents":0' not in open(path, encoding="utf-8", errors="replace").read(4 << 20)
         shot = os.path.splitext(path)[0] + ".png"
-        r = check_report(chromium, path, shot, a.timeout, timeline, axis, static_page)
+        r = check_report(chromium, path, shot, a.timeout, timeline, axis, static_page is True, static_page == "ranks")
         page = r.get("page") or {}
         if limit is not None and r.get("launch_to_ready_s", 1e9) > limit:
             r["problems"].append(f"took {r.get('launch_to_ready_s')} s to be ready (limit {limit} s)")
@@ -529,6 +604,8 @@ def main():
         if r.get("hover_tooltip") is not None:
             print(f"     interaction: hover -> {r['hover_tooltip'].splitlines()[0] if r['hover_tooltip'] else 'no tooltip'!r}; "
                   f"4 wheel zooms {r.get('zoom_4_wheels_s')} s; click -> {r.get('click')}; zoomed screenshot {r.get('zoomed_screenshot')}")
+        if r.get("opened") is not None:
+            print(f"     full views opened: {r['opened']}; screenshot {r.get('drilled_screenshot')}")
         for p in r["problems"]:
             print("     - " + p)
     print(f"{len(jobs) - failed} passed, {failed} failed")

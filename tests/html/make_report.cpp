@@ -1,6 +1,7 @@
 // Writes an HTML report of a synthetic snapshot (or of a snapshot file) for the browser check.
 //   html_make_report OUT.html [--events N] [--no-trace] [--no-frames] [--two-devices] [--idle] [--title TEXT]
 //   html_make_report OUT.html --snapshot FILE.pickle     (when the snapshot reader is built in)
+//   html_make_report OUT.html --ranks N   (N synthetic rank files in OUT.ranks/, their cross-rank page)
 // Prints one line: bytes written, entries, seconds spent rendering.
 #include <chrono>
 #include <cstdio>
@@ -13,7 +14,11 @@
 #include "synthetic_snapshot.hpp"
 
 #if __has_include("gpumemprof/export/formats/snapshot_reader.hpp")
+#include <filesystem>
+
 #include "gpumemprof/export/formats/snapshot_reader.hpp"
+#include "gpumemprof/export/formats/snapshot_writer.hpp"
+#include "gpumemprof/export/reports/html_ranks_report.hpp"
 #define HTML_TEST_HAS_READER 1
 #else
 #define HTML_TEST_HAS_READER 0
@@ -23,7 +28,7 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(
         stderr,
-        "usage: %s OUT.html [--events N] [--no-trace] [--no-frames] [--two-devices] [--title TEXT] [--snapshot FILE]\n",
+        "usage: %s OUT.html [--events N] [--no-trace] [--no-frames] [--two-devices] [--title TEXT] [--snapshot FILE] [--ranks N]\n",
         argv[0]);
     return 2;
   }
@@ -34,6 +39,7 @@ int main(int argc, char** argv) {
   bool two_devices = false;
   bool idle = false;  // the last entry an hour after the rest: wall-clock time mostly idle
   bool timeline = false;  // write the memory timeline page by category instead of the report
+  int ranks = 0;          // write rank files and their cross-rank page instead
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--events" && i + 1 < argc)
@@ -52,12 +58,44 @@ int main(int argc, char** argv) {
       ropt.title = argv[++i];
     else if (a == "--snapshot" && i + 1 < argc)
       snapshot_path = argv[++i];
+    else if (a == "--ranks" && i + 1 < argc)
+      ranks = std::atoi(argv[++i]);
     else {
       std::fprintf(stderr, "unknown argument: %s\n", a.c_str());
       return 2;
     }
   }
   try {
+    if (ranks > 0) {
+#if HTML_TEST_HAS_READER
+      // Rank r: r layers more than rank 0 (another seed), so ranks differ in peak and step length.
+      const std::string dir = out + ".ranks";
+      std::filesystem::create_directories(dir);
+      for (int r = 0; r < ranks; ++r) {
+        html_test::SyntheticOptions o = opt;
+        o.layers += r;
+        o.seed += static_cast<std::uint64_t>(r);
+        gpumemprof::Snapshot snap = html_test::make_synthetic_snapshot(o);
+        snap.rank_info.rank = r;
+        snap.rank_info.world_size = ranks;
+        snap.rank_info.host = "node0";
+        snap.rank_info.device = "cuda:" + std::to_string(r);
+        gpumemprof::write_snapshot_file(snap, dir + "/rank-" + std::to_string(r) + ".pickle");
+      }
+      gpumemprof::HtmlRanksOptions ro;
+      ro.title = ropt.title;
+      const auto t0 = std::chrono::steady_clock::now();
+      const gpumemprof::HtmlRanksModel model = gpumemprof::build_html_ranks_model({dir}, ro);
+      gpumemprof::write_html_ranks_report(model, out, ro);
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::printf("wrote %s: %d ranks aligned by %s, rendered in %.3f s\n", out.c_str(), ranks,
+                  model.by_steps ? "steps" : "time", secs);
+      return 0;
+#else
+      std::fprintf(stderr, "this build has no snapshot reader; cannot write rank files\n");
+      return 77;
+#endif
+    }
     gpumemprof::Snapshot snap;
     if (!snapshot_path.empty()) {
 #if HTML_TEST_HAS_READER

@@ -2,18 +2,21 @@
 Python's pickle (as PyTorch writes snapshots): with rank keys, without them (rank from the file
 name), and bad input -- a corrupt file, a duplicate rank, a world size that disagrees, a folder
 without rank files. Each problem is one stderr line naming the file (exit 2); the rest is reported.
+And `html DIR`: every rank on one axis (aligned by annotated steps, else by time), the table's
+numbers those of `summary DIR --json`, and each rank's full view embedded.
 
     test_cli_ranks.py GPUMEMPROF
 """
 import json
 import os
 import pickle
+import re
 import shutil
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cli_checks import check, finish, run  # noqa: E402
+from cli_checks import check, check_one_error_line, finish, run  # noqa: E402
 
 MIB = 1 << 20
 
@@ -50,6 +53,102 @@ def snapshot(rank=None, world=None, weights=16 * MIB, activations=32 * MIB):
 def write(path, snap):
     with open(path, "wb") as f:
         pickle.dump(snap, f, protocol=4)
+
+
+def stepped_snapshot(rank, world, steps=True):
+    """Rank `rank` runs 3 annotated steps of 1000 * (rank + 1) us each (the ranks run at different
+    speeds); each step holds (rank + 1) * 8 MiB of activations from 1/4 to 1/2 of it. Without
+    `steps` the ranges are named "phase k" (not steps)."""
+    base, t0, unit = 0x7F0000000000, 1_700_000_000_000_000, 1000 * (rank + 1)
+    weights, act = 4 * MIB, (rank + 1) * 8 * MIB
+    total = 64 * MIB
+    blocks = [{"address": base, "size": weights, "requested_size": weights, "state": "active_allocated",
+               "frames": frames("load_weights", 10)},
+              {"address": base + weights, "size": total - weights, "requested_size": 0, "state": "inactive",
+               "frames": []}]
+    seg = {"device": 0, "address": base, "total_size": total, "allocated_size": weights, "active_size": weights,
+           "requested_size": weights, "stream": 0, "segment_type": "large", "segment_pool_id": (0, 0),
+           "is_expandable": False, "frames": [], "blocks": blocks}
+
+    def entry(action, addr, size, t, fr=()):
+        return {"action": action, "addr": addr, "size": size, "stream": 0, "time_us": t, "compile_context": "N/A",
+                "user_metadata": "", "frames": list(fr)}
+    trace = [entry("segment_alloc", base, total, t0), entry("alloc", base, weights, t0 + 1, frames("load_weights", 10))]
+    notes = []
+    for k in range(3):
+        start = t0 + 500 + k * unit
+        name = ("step %d" if steps else "phase %d") % k
+        notes.append({"name": name, "stage": "START", "device": 0, "time_us": start})
+        trace += [entry("alloc", base + weights, act, start + unit // 4, frames("forward", 20)),
+                  entry("free_requested", base + weights, act, start + unit // 2, frames("forward", 20)),
+                  entry("free_completed", base + weights, act, start + unit // 2, frames("forward", 20))]
+        notes.append({"name": name, "stage": "END", "device": 0, "time_us": start + unit * 9 // 10})
+    return {"segments": [seg], "device_traces": [trace], "allocator_settings": {}, "external_annotations": notes,
+            "rank": rank, "world_size": world, "host": "node0", "device": "cuda:%d" % rank}
+
+
+def page_data(path):
+    """The cross-rank page's data and its embedded full views (rank -> HTML)."""
+    text = open(path, encoding="utf-8").read()
+    data = json.loads(re.search(r'<script type="application/json" id="gmp-ranks-data">(.*?)</script>', text, re.S).group(1))
+    views = {int(r): json.loads(v) for r, v in
+             re.findall(r'<script type="application/json" id="gmp-rank-page-(\d+)">(.*?)</script>', text, re.S)}
+    return data, views
+
+
+def check_html_across_ranks(gmp, tmp):
+    ranks = os.path.join(tmp, "stepped")
+    os.makedirs(ranks)
+    for r in range(4):
+        write(os.path.join(ranks, "rank-%d.pickle" % r), stepped_snapshot(r, 4))
+    page = os.path.join(tmp, "ranks.html")
+    p = run(gmp, "html", ranks, "-o", page)
+    check("rank 3 of 4 has the largest peak allocated" in p.stdout and "aligned by steps" in p.stdout and
+          "full views embedded for rank(s) 0, 1, 2, 3" in p.stdout, f"html DIR: {p.stdout}")
+    data, views = page_data(page)
+    check(data["align"] == "steps" and data["maxRank"] == 3 and data["minRank"] == 0, f"page: {data['alignNote']}")
+    # Step k starts at x = k on every rank, though rank r's steps take (r + 1) ms.
+    for r in data["ranks"]:
+        check(r["stepsFrom"] == "annotations" and r["steps"]["name"] == ["step 0", "step 1", "step 2"] and
+              r["steps"]["x0"] == [0, 1, 2] and r["steps"]["x1"] == [0.9, 1.9, 3], f"rank {r['rank']} steps {r['steps']}")
+        check(r["steps"]["us"] == [900 * (r["rank"] + 1)] * 3, f"rank {r['rank']} step lengths {r['steps']['us']}")
+        act = (r["rank"] + 1) * 8 * MIB
+        held = [x for x, b in zip(r["x"], r["requested"]) if b == 4 * MIB + act]
+        # A step runs to the next one's start; the last one to its end (0.9 of the others).
+        check(held == [0.25, 1.25, 2.277778], f"rank {r['rank']}: activations held at x {held} (steps aligned)")
+        check(r["peakRequested"] == 4 * MIB + act and max(r["reserved"]) == 64 * MIB, f"rank {r['rank']} levels")
+    # The table: the numbers of summary DIR --json.
+    rep = json.loads(run(gmp, "summary", ranks, "--json").stdout)
+    check(rep["ranks"] == [r["facts"] for r in data["ranks"]], f"table differs from summary: {data['ranks'][0]['facts']}")
+    check(rep["imbalance"] == data["imbalance"] and rep["imbalance_site"] == data["imbalanceSite"], "imbalance differs")
+    # Each rank's full view: the single-rank report of its file.
+    check(sorted(views) == [0, 1, 2, 3] and all(r["page"] for r in data["ranks"]), f"views of ranks {sorted(views)}")
+    for r, html in views.items():
+        check(html.startswith("<!DOCTYPE html>") and "<title>rank %d on node0 (cuda:%d): " % (r, r) in html and
+              'id="gmp-data"' in html, f"rank {r}'s view: {html[:300]}")
+
+    # One rank without steps: the axis is time (seconds from the first event of any rank).
+    write(os.path.join(ranks, "rank-2.pickle"), stepped_snapshot(2, 4, steps=False))
+    p = run(gmp, "html", ranks, "-o", page, "--drill-ranks", "2")
+    data, views = page_data(page)
+    check(data["align"] == "time" and "no steps found on rank(s) 2" in data["alignNote"], data["alignNote"])
+    r1 = data["ranks"][1]
+    check(r1["steps"]["x0"] == [0.0005, 0.0025, 0.0045], f"steps in seconds: {r1['steps']}")
+    # --drill-ranks 2: the largest peak and the smallest.
+    check(sorted(views) == [0, 3] and [r["page"] for r in data["ranks"]] == [True, False, False, True],
+          f"--drill-ranks 2 embeds {sorted(views)}")
+
+    # A corrupt rank: named on stderr, in the page's problems; the other ranks are still drawn.
+    with open(os.path.join(ranks, "rank-1.pickle"), "wb") as f:
+        f.write(b"\x80\x04garbage")
+    p = run(gmp, "html", ranks, "-o", page)
+    check(p.stderr.count("\n") == 2 and "rank-1.pickle" in p.stderr and "missing rank(s) 1" in p.stderr,
+          f"corrupt rank: {p.stderr}")
+    data, views = page_data(page)
+    check([r["rank"] for r in data["ranks"]] == [0, 2, 3] and len(data["problems"]) == 2 and sorted(views) == [0, 2, 3],
+          f"the rest: {[r['rank'] for r in data['ranks']]}, {data['problems']}")
+    p = run(gmp, "html", ranks, "-o", page, "--points", "x", expect_rc=2)
+    check_one_error_line(p, "--points")
 
 
 def main():
@@ -135,6 +234,7 @@ def main():
         check(p.stderr.count("\n") == 1 and "no rank-<R>.pickle files in this folder" in p.stderr, p.stderr)
         p = run(gmp, "summary", plain_a, "--json")  # one snapshot: its own peaks and steps
         check(set(json.loads(p.stdout)) == {"snapshot", "devices", "steps"}, p.stdout)
+        check_html_across_ranks(gmp, tmp)
     finally:
         shutil.rmtree(tmp)
     finish("cross-rank CLI checks")

@@ -159,14 +159,17 @@ footer{color:var(--muted);font-size:12px;text-align:center;padding:4px 0 24px}
 
 inline constexpr std::string_view kScriptOpen = "</script>\n<script>\n";
 
-// Formatting, data decoding, colors and the stack helpers.
+// The page's state; then formatting (kJsFormat), data decoding, colors and the stack helpers (kJsData).
 inline constexpr std::string_view kJsCore = R"GMPJS('use strict';
 (function () {
 const T_START = performance.now();
 const $ = (id) => document.getElementById(id);
 const report = (window.gpumemprofReport = { state: 'loading', timings: {}, stats: {} });
 function setState(s) { $('gmp-status').setAttribute('data-state', s); report.state = s; }
+)GMPJS";
 
+// Formatting and small helpers, shared with the cross-rank page (html_ranks_assets.hpp).
+inline constexpr std::string_view kJsFormat = R"GMPJS(
 /* ---------- formatting ---------- */
 const UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
 function fmtBytes(n, trim) {
@@ -204,7 +207,9 @@ function niceStep(raw) {
   const p = Math.pow(10, Math.floor(Math.log10(raw))), f = raw / p;
   return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * p;
 }
+)GMPJS";
 
+inline constexpr std::string_view kJsData = R"GMPJS(
 /* ---------- data ---------- */
 let D = null;          // the parsed JSON
 let siteFrame = null;  // per grouping mode ('op', 'user'), per stack: the frame that names its site
@@ -1210,12 +1215,13 @@ requestAnimationFrame(() => setTimeout(() => { try { main(); } catch (e) { fail(
 })();
 )GMPJS";
 
-inline constexpr std::array<std::string_view, 4> kScript = {kJsCore, kJsTimeline, kJsTables, kJsMain};
+inline constexpr std::array<std::string_view, 6> kScript = {kJsCore, kJsFormat, kJsData, kJsTimeline, kJsTables, kJsMain};
 
 inline constexpr std::string_view kTail = "\n</script>\n</body>\n</html>\n";
 
-static_assert(kStyleAndBody.size() < 65000 && kJsCore.size() < 65000 && kJsTimeline.size() < 65000 &&
-                  kJsTables.size() < 65000 && kJsMain.size() < 65000,
+static_assert(kStyleAndBody.size() < 65000 && kJsCore.size() < 65000 && kJsFormat.size() < 65000 &&
+                  kJsData.size() < 65000 && kJsTimeline.size() < 65000 && kJsTables.size() < 65000 &&
+                  kJsMain.size() < 65000,
               "keep each literal under 64 KB");
 
 }  // namespace detail::html_assets

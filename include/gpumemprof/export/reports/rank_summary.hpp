@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -89,11 +90,16 @@ GPUMEMPROF_NAMESPACE_BEGIN
   return out;
 }
 
+/// Called with each snapshot read and its facts, from the reading threads (at the same time).
+using RankSnapshotVisitor = std::function<void(const CompactSnapshot&, const RankFacts&)>;
+
 /// The cross-rank report of a folder or of several snapshot files. A file without rank keys takes
 /// its rank from its name (rank-<R>.pickle), else from its place on the command line. Files are
-/// read by `jobs` threads (0: one per core, at most 4), each holding one snapshot at a time.
+/// read by `jobs` threads (0: one per core, at most 4), each holding one snapshot at a time;
+/// `visit` (when set) sees each snapshot before it is dropped (what it throws makes the file a problem).
 [[nodiscard]] inline CrossRankReport load_cross_rank(const std::vector<std::string>& positional,
-                                                     std::size_t top_sites = 20, unsigned jobs = 0) {
+                                                     std::size_t top_sites = 20, unsigned jobs = 0,
+                                                     const RankSnapshotVisitor& visit = {}) {
   std::vector<std::string> files;
   for (const std::string& p : positional) {
     if (is_directory(p)) {
@@ -112,8 +118,10 @@ GPUMEMPROF_NAMESPACE_BEGIN
     for (std::size_t i = next++; i < files.size(); i = next++) {
       const int by_name = rank_from_file_name(files[i]);
       try {
-        outcomes[i].facts =
-            rank_facts(load_compact_snapshot(files[i]), files[i], by_name >= 0 ? by_name : static_cast<int>(i));
+        const CompactSnapshot snap = load_compact_snapshot(files[i]);
+        RankFacts facts = rank_facts(snap, files[i], by_name >= 0 ? by_name : static_cast<int>(i));
+        if (visit) visit(snap, facts);
+        outcomes[i].facts = std::move(facts);
       } catch (const std::exception& e) {
         // Reader errors name the file already; others get its name here.
         const std::string what = e.what();
@@ -191,6 +199,29 @@ GPUMEMPROF_NAMESPACE_BEGIN
   return out;
 }
 
+/// One rank's entry of the JSON report (see the file comment); also the cross-rank page's table.
+inline void write_rank_facts_json(JsonWriter& w, const RankFacts& r) {
+  w.begin_dict();
+  w.field("rank", r.rank);
+  w.field("host", r.host);
+  w.field("device", r.device);
+  w.field("file", r.file);
+  w.field("peak_allocated_bytes", r.peak_allocated_bytes);
+  w.field("peak_reserved_bytes", r.peak_reserved_bytes);
+  w.field("peaks_from_trace", !r.peaks_recorded);
+  w.key("external_fragmentation");
+  if (r.external_fragmentation) {
+    w.value(*r.external_fragmentation);
+  } else {
+    w.value(nullptr);
+  }
+  w.field("num_ooms", r.num_ooms);
+  w.field("top_site", r.top_site);
+  w.field("top_site_bytes", r.top_site_bytes);
+  write_rank_device_memory(w, r);
+  w.end_dict();
+}
+
 /// The report as one JSON object (see the file comment).
 [[nodiscard]] inline std::string cross_rank_json(const CrossRankReport& report) {
   std::ostringstream os;
@@ -198,27 +229,7 @@ GPUMEMPROF_NAMESPACE_BEGIN
   w.begin_dict();
   w.key("ranks");
   w.begin_list();
-  for (const RankFacts& r : report.ranks()) {
-    w.begin_dict();
-    w.field("rank", r.rank);
-    w.field("host", r.host);
-    w.field("device", r.device);
-    w.field("file", r.file);
-    w.field("peak_allocated_bytes", r.peak_allocated_bytes);
-    w.field("peak_reserved_bytes", r.peak_reserved_bytes);
-    w.field("peaks_from_trace", !r.peaks_recorded);
-    w.key("external_fragmentation");
-    if (r.external_fragmentation) {
-      w.value(*r.external_fragmentation);
-    } else {
-      w.value(nullptr);
-    }
-    w.field("num_ooms", r.num_ooms);
-    w.field("top_site", r.top_site);
-    w.field("top_site_bytes", r.top_site_bytes);
-    write_rank_device_memory(w, r);
-    w.end_dict();
-  }
+  for (const RankFacts& r : report.ranks()) write_rank_facts_json(w, r);
   w.end_list();
   w.field("world_size", report.world_size());
   w.field("max_peak_rank", report.max_peak_rank());

@@ -10,8 +10,7 @@
 #include <cstdint>
 
 #if defined(__x86_64__) || defined(__i386__)
-#include <x86intrin.h>
-#define GPUMEMPROF_TRACE_CLOCK_TSC 1
+#define GPUMEMPROF_TRACE_CLOCK_TSC 1  // the compiler's builtin, not <x86intrin.h> (50k lines)
 #else
 #define GPUMEMPROF_TRACE_CLOCK_TSC 0
 #endif
@@ -27,7 +26,7 @@ class TraceClock {
   /// The raw tick now: cheap, monotonic on one core (callers clamp across cores).
   [[nodiscard]] static Tick now() noexcept {
 #if GPUMEMPROF_TRACE_CLOCK_TSC
-    return __rdtsc();
+    return __builtin_ia32_rdtsc();
 #else
     return static_cast<Tick>(std::chrono::steady_clock::now().time_since_epoch().count());
 #endif

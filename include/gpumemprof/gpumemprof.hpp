@@ -8,8 +8,11 @@
 // 1 devices
 #include "gpumemprof/device/any_backend.hpp"
 #include "gpumemprof/device/backend.hpp"
+#ifndef GPUMEMPROF_COMPILED_LIB  // compiled library: its backends are in libgpumemprof, and a
+                                  // program naming CudaBackend includes gpumemprof/device/cuda.hpp
 #include "gpumemprof/device/cuda.hpp"
 #include "gpumemprof/device/cupti.hpp"
+#endif
 #include "gpumemprof/device/device.hpp"
 #include "gpumemprof/device/external_memory.hpp"
 #include "gpumemprof/device/host.hpp"

@@ -10,8 +10,14 @@
 #include <string_view>
 
 #include "gpumemprof/allocator/default_allocator.hpp"
+#include "gpumemprof/device/cupti.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
+
+GPUMEMPROF_FUNC bool track_external_memory(ExternalTrackingOptions options) {
+  if (options.stacks) detail::external_stacks.store(true, std::memory_order_relaxed);
+  return detail::start_external_capture();
+}
 
 namespace detail {
 GPUMEMPROF_FUNC DefaultAllocatorSlots& default_allocator_slots() {

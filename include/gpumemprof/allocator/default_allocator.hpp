@@ -15,7 +15,6 @@
 #include "gpumemprof/allocator/memory_stats.hpp"
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/device/any_backend.hpp"
-#include "gpumemprof/device/cupti.hpp"
 #include "gpumemprof/device/device.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
@@ -83,10 +82,7 @@ struct ExternalTrackingOptions {
 /// another profiler subscribed, no GPU) it says why in one line on stderr, and everything else
 /// works as before. Off, it costs nothing. Stacks, once asked for, stay on; they apply to
 /// simulated devices too (sim_external_malloc), which need no tracking.
-inline bool track_external_memory(ExternalTrackingOptions options = {}) {
-  if (options.stacks) detail::external_stacks.store(true, std::memory_order_relaxed);
-  return detail::start_external_capture();
-}
+bool track_external_memory(ExternalTrackingOptions options = {});
 
 /// The process-wide allocator of `device`, created on first use with $GPUMEMPROF_ALLOC_CONF
 /// (and, for CUDA devices, tracking of memory outside it with $GPUMEMPROF_TRACK_EXTERNAL=1).

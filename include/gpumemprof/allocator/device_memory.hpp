@@ -21,7 +21,6 @@
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/device/device.hpp"
 #include "gpumemprof/device/external_memory.hpp"
-#include "gpumemprof/device/simulated.hpp"
 #include "gpumemprof/error.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
@@ -76,33 +75,16 @@ template <DeviceBackend B>
   return device_memory(default_allocator(device));
 }
 
-namespace detail {
-inline SimulatedBackend& simulated_backend(const Device& device, const char* what) {
-  SimulatedBackend* sim =
-      device.kind() == DeviceKind::sim ? default_allocator(device).backend().target<SimulatedBackend>() : nullptr;
-  if (sim == nullptr) {
-    throw DeviceError(std::string(what) + ": " + device.str() +
-                      " is not a simulated device; name one of sim:0 ... sim:" +
-                      std::to_string(Device::simulated_device_count - 1));
-  }
-  return *sim;
-}
-}  // namespace detail
-
 /// On simulated device `device`: stands for a library's own cudaMalloc of `bytes` by `owner`
 /// ("libnccl.so") from `site`. The device's free memory shrinks by whole granules (2 MiB), so the
 /// default allocator can run out of memory because of it; device_memory() lists it under `owner`.
 /// nullptr when the device has no room.
 /// With stacks on (track_external_memory({.stacks = true})) the ledger keeps the caller's stack.
-[[nodiscard]] GPUMEMPROF_NOINLINE inline void* sim_external_malloc(const Device& device, std::size_t bytes,
-                                                                   std::string_view owner, std::string_view site = {}) {
-  return detail::simulated_backend(device, "sim_external_malloc").external_malloc(bytes, owner, site);
-}
+[[nodiscard]] void* sim_external_malloc(const Device& device, std::size_t bytes, std::string_view owner,
+                                        std::string_view site = {});
 
 /// Frees what sim_external_malloc returned on `device`.
-inline void sim_external_free(const Device& device, void* ptr) {
-  detail::simulated_backend(device, "sim_external_free").external_free(ptr);
-}
+void sim_external_free(const Device& device, void* ptr);
 
 namespace detail {
 inline std::string signed_size(std::int64_t v) {
@@ -186,3 +168,9 @@ namespace detail {
 }
 
 GPUMEMPROF_NAMESPACE_END
+
+// The simulated device's side (sim_external_malloc, sim_external_free): in the compiled library
+// under GPUMEMPROF_COMPILED_LIB (lib/device.cpp).
+#ifndef GPUMEMPROF_COMPILED_LIB
+#include "gpumemprof/allocator/device_memory-inl.hpp"
+#endif

@@ -6,13 +6,16 @@
 #pragma once
 
 #include <atomic>
-#include <thread>
 
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/detail/thread_annotations.hpp"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
+// sched_yield and the compiler's pause builtin, not <thread> and <immintrin.h>: this header is in
+// every user's build, and those two add ~60k lines.
+#if defined(__unix__)
+#include <sched.h>
+#else
+#include <thread>
 #endif
 
 GPUMEMPROF_NAMESPACE_BEGIN
@@ -25,12 +28,16 @@ void spin_while(Busy&& busy) noexcept {
   for (int spins = 0; busy(); ++spins) {
     if (spins < 64) {
 #if defined(__x86_64__) || defined(__i386__)
-      _mm_pause();
+      __builtin_ia32_pause();
 #elif defined(__aarch64__)
       asm volatile("yield");
 #endif
     } else {
+#if defined(__unix__)
+      sched_yield();
+#else
       std::this_thread::yield();
+#endif
     }
   }
 }

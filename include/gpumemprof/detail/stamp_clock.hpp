@@ -11,14 +11,13 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <fstream>
-#include <string>
+#include <cstdio>
+#include <cstring>
 
 #include "gpumemprof/config.hpp"
 
 #if defined(__x86_64__)
-#include <cpuid.h>
-#include <x86intrin.h>
+#include <cpuid.h>  // not <x86intrin.h>: 50k lines of intrinsics in every user's build
 #endif
 
 GPUMEMPROF_NAMESPACE_BEGIN
@@ -30,9 +29,12 @@ inline bool stamps_from_tsc() noexcept {
 #if defined(__x86_64__) && defined(__linux__)
     unsigned a = 0, b = 0, c = 0, d = 0;
     if (__get_cpuid(0x80000007u, &a, &b, &c, &d) == 0 || (d & (1u << 8)) == 0) return false;  // invariant TSC
-    std::ifstream f("/sys/devices/system/clocksource/clocksource0/current_clocksource");
-    std::string source;
-    return static_cast<bool>(f >> source) && source == "tsc";
+    std::FILE* f = std::fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r");
+    if (f == nullptr) return false;
+    char source[16] = {};
+    const bool read = std::fgets(source, sizeof source, f) != nullptr;
+    std::fclose(f);
+    return read && (std::strcmp(source, "tsc\n") == 0 || std::strcmp(source, "tsc") == 0);
 #else
     return false;
 #endif
@@ -44,8 +46,8 @@ inline bool stamps_from_tsc() noexcept {
 inline std::uint64_t stamp_now() noexcept {
 #if defined(__x86_64__)
   if (GPUMEMPROF_LIKELY(stamps_from_tsc())) {
-    _mm_lfence();
-    return __rdtsc();
+    __builtin_ia32_lfence();
+    return __builtin_ia32_rdtsc();
   }
 #endif
   std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -56,7 +58,7 @@ inline std::uint64_t stamp_now() noexcept {
 inline std::uint64_t stamp_fenced() noexcept {
   const std::uint64_t t = stamp_now();
 #if defined(__x86_64__)
-  _mm_lfence();
+  __builtin_ia32_lfence();
 #endif
   std::atomic_thread_fence(std::memory_order_seq_cst);
   return t;

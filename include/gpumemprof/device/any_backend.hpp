@@ -4,7 +4,6 @@
 #pragma once
 
 #include <charconv>
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -12,11 +11,8 @@
 
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/device/backend.hpp"
-#include "gpumemprof/device/cuda.hpp"
 #include "gpumemprof/device/device.hpp"
 #include "gpumemprof/device/external_memory.hpp"
-#include "gpumemprof/device/host.hpp"
-#include "gpumemprof/device/simulated.hpp"
 #include "gpumemprof/error.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
@@ -56,31 +52,7 @@ class AnyBackend {
   /// The backend of `device`. Simulated devices take their capacity from
   /// $GPUMEMPROF_SIM_CAPACITY (e.g. "16GiB"; default 80 GiB) and the size of their CUDA context
   /// from $GPUMEMPROF_SIM_CONTEXT (e.g. "512MiB"; default 0).
-  static AnyBackend for_device(const Device& device) {
-    switch (device.kind()) {
-      case DeviceKind::host: return AnyBackend(HostBackend{});
-      case DeviceKind::sim: {
-        SimulatedOptions opt;
-        opt.index = device.index();
-        env_bytes("GPUMEMPROF_SIM_CAPACITY", "a simulated device's capacity", opt.capacity);
-        env_bytes("GPUMEMPROF_SIM_CONTEXT", "a simulated device's context size", opt.context_bytes);
-        if (opt.context_bytes > opt.capacity) {
-          throw ConfigError(environment_error("GPUMEMPROF_SIM_CONTEXT", std::getenv("GPUMEMPROF_SIM_CONTEXT"),
-                                              "the context is larger than the device (" +
-                                                  std::to_string(opt.capacity) +
-                                                  " bytes); give a smaller size or raise GPUMEMPROF_SIM_CAPACITY"));
-        }
-        return AnyBackend(SimulatedBackend(opt));
-      }
-      case DeviceKind::cuda:
-#if GPUMEMPROF_WITH_CUDA
-        return AnyBackend(CudaBackend(device.index()));
-#else
-        break;
-#endif
-    }
-    throw DeviceError("device " + device.str() + " needs the CUDA backend; " + cuda_unavailable_reason());
-  }
+  static AnyBackend for_device(const Device& device);
 
   [[nodiscard]] void* malloc(std::size_t n) { return impl_->malloc(n); }
   void free(void* p) { impl_->free(p); }
@@ -110,6 +82,9 @@ class AnyBackend {
   [[nodiscard]] Stream create_stream() { return impl_->create_stream(); }
   void destroy_stream(Stream s) { impl_->destroy_stream(s); }
 
+  /// Whether the wrapped backend is a CUDA device's (CudaBackend).
+  [[nodiscard]] bool is_cuda() const noexcept;
+
   /// The wrapped backend when it is a `B`, else nullptr (like std::function::target).
   template <class B>
   [[nodiscard]] B* target() noexcept {
@@ -118,15 +93,7 @@ class AnyBackend {
   }
 
  private:
-  static void env_bytes(const char* name, std::string_view what, std::size_t& out) {
-    const char* text = std::getenv(name);
-    if (text == nullptr || *text == '\0') return;
-    try {
-      out = detail::parse_bytes(text, what);
-    } catch (const std::invalid_argument& e) {
-      throw ConfigError(environment_error(name, text, e.what()));
-    }
-  }
+  static void env_bytes(const char* name, std::string_view what, std::size_t& out);
 
   struct Concept {
     virtual ~Concept() = default;
@@ -229,3 +196,9 @@ static_assert(DeviceBackend<AnyBackend>);
 static_assert(VirtualMemoryBackend<AnyBackend>);
 
 GPUMEMPROF_NAMESPACE_END
+
+// The bodies of for_device() and is_cuda(), which know every concrete backend (CUDA, simulated,
+// host): in the compiled library under GPUMEMPROF_COMPILED_LIB (lib/device.cpp).
+#ifndef GPUMEMPROF_COMPILED_LIB
+#include "gpumemprof/device/any_backend-inl.hpp"
+#endif

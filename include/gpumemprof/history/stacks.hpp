@@ -30,10 +30,7 @@
 #error \
     "GPUMEMPROF_WITH_STACKTRACE=1 needs Boost.Stacktrace with file/line support: define BOOST_STACKTRACE_LINK and link -lboost_stacktrace_backtrace -ldl, or define BOOST_STACKTRACE_USE_BACKTRACE and link GCC's libbacktrace.a -ldl (the Meson, pkg-config and CMake dependencies do this)"
 #endif
-#include <dlfcn.h>
 #include <unwind.h>
-
-#include <boost/stacktrace/frame.hpp>
 #endif
 
 #include "gpumemprof/history/unwind_cache.hpp"
@@ -118,67 +115,20 @@ GPUMEMPROF_NOINLINE inline std::size_t capture_stack(std::uintptr_t* out, std::s
 /// Turns return addresses into frames, caching each address's frame forever. Thread-safe.
 class Symbolizer {
  public:
-  static Symbolizer& instance() {
-    static auto* s = new Symbolizer();  // never destroyed: snapshots may be built during exit
-    return *s;
-  }
+  static Symbolizer& instance();
 
   /// The frame of a return address: function, source file and line of the call. The reference
   /// stays valid for the life of the process.
-  const Frame& frame(std::uintptr_t return_address) {
-    std::lock_guard lock(mutex_);
-    auto it = cache_.find(return_address);
-    if (it != cache_.end()) return it->second;
-    return cache_.emplace(return_address, resolve(return_address)).first->second;
-  }
+  const Frame& frame(std::uintptr_t return_address);
 
   /// True for frames of gpumemprof itself (the allocator, the recorder): snapshots start at the
   /// first frame outside the library, like PyTorch's stacks start in user code.
-  static bool is_internal(const Frame& f) {
-    std::string_view name = f.name;
-    // A function template's demangled name starts with its return type: skip to the function.
-    int depth = 0;
-    std::size_t start = 0;
-    for (std::size_t i = 0; i < name.size(); ++i) {
-      const char c = name[i];
-      if (c == '<')
-        ++depth;
-      else if (c == '>')
-        --depth;
-      else if (c == '(' && depth == 0)
-        break;
-      else if (c == ' ' && depth == 0)
-        start = i + 1;
-    }
-    return name.substr(start).starts_with("gpumemprof::");
-  }
+  static bool is_internal(const Frame& f);
 
  private:
   Symbolizer() = default;
 
-  static Frame resolve(std::uintptr_t return_address) {
-    Frame f;
-#if GPUMEMPROF_WITH_STACKTRACE
-    // A return address points after the call; the call itself is one byte earlier.
-    const boost::stacktrace::frame bf(reinterpret_cast<const void*>(return_address - 1));
-    f.name = bf.name();
-    f.filename = bf.source_file();
-    f.line = static_cast<std::int64_t>(bf.source_line());
-    if (f.filename.empty()) {  // no debug info: name the binary, like PyTorch's "??" frames
-      Dl_info info{};
-      if (dladdr(reinterpret_cast<const void*>(return_address - 1), &info) != 0 && info.dli_fname != nullptr) {
-        f.filename = info.dli_fname;
-      }
-    }
-#endif
-    if (f.filename.empty()) f.filename = "??";
-    if (f.name.empty()) {
-      char hex[2 + 16 + 1];
-      std::snprintf(hex, sizeof hex, "0x%zx", static_cast<std::size_t>(return_address));
-      f.name = hex;
-    }
-    return f;
-  }
+  static Frame resolve(std::uintptr_t return_address);
 
   std::mutex mutex_;
   std::unordered_map<std::uintptr_t, Frame> cache_;
@@ -189,23 +139,14 @@ namespace detail {
 /// The stack of an allocation outside the allocator as "function at file:line" frames (without
 /// line tables, "function in binary"), from the first frame outside gpumemprof up to main
 /// (device/external_memory.hpp calls it through its hook).
-inline std::vector<std::string> symbolize_external_frames(const std::uintptr_t* frames, std::size_t count) {
-  std::vector<std::string> out;
-  for (std::size_t i = 0; i < count; ++i) {
-    const Frame& f = Symbolizer::instance().frame(frames[i]);
-    if (out.empty() && Symbolizer::is_internal(f)) continue;
-    out.push_back(frame_label(f));
-    if (f.name == "main") break;  // the C library's frames below main say nothing
-  }
-  return out;
-}
-
-/// Installs the symbolizer above in every program that includes this header (with stacks built in).
-inline const bool external_frames_symbolized = [] {
-  if constexpr (stacks_available) external_stack_symbolizer.store(&symbolize_external_frames, std::memory_order_release);
-  return stacks_available;
-}();
+std::vector<std::string> symbolize_external_frames(const std::uintptr_t* frames, std::size_t count);
 
 }  // namespace detail
 
 GPUMEMPROF_NAMESPACE_END
+
+// Symbolization (Boost.Stacktrace): in the compiled library under GPUMEMPROF_COMPILED_LIB
+// (lib/stacks.cpp).
+#ifndef GPUMEMPROF_COMPILED_LIB
+#include "gpumemprof/history/stacks-inl.hpp"
+#endif

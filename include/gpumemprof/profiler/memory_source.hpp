@@ -21,13 +21,16 @@
 #include "gpumemprof/allocator/default_allocator.hpp"
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/device/any_backend.hpp"
-#include "gpumemprof/device/cuda.hpp"
 #include "gpumemprof/device/device.hpp"
 #include "gpumemprof/history/history_recorder.hpp"
 #include "gpumemprof/profiler/memory_snapshot.hpp"
 #include "gpumemprof/profiler/process_memory.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
+
+#if GPUMEMPROF_WITH_CUDA
+class CudaBackend;  // device/cuda.hpp
+#endif
 
 /// Allocator level: exact allocator gauges, per-interval peaks, live blocks. Device level:
 /// only the device's used memory (cudaMemGetInfo); allocator fields are unavailable.
@@ -86,10 +89,14 @@ template <class B>
 [[nodiscard]] bool is_cuda_backend([[maybe_unused]] B& backend) {
 #if GPUMEMPROF_WITH_CUDA
   if constexpr (std::is_same_v<B, CudaBackend>) return true;
-  if constexpr (std::is_same_v<B, AnyBackend>) return backend.template target<CudaBackend>() != nullptr;
+  if constexpr (std::is_same_v<B, AnyBackend>) return backend.is_cuda();
 #endif
   return false;
 }
+
+/// Waits for the work queued on CUDA device `device` (cuda_synchronize), out of line: the
+/// profiler's sources need no CUDA header.
+void synchronize_cuda_device(int device);
 
 template <DeviceBackend B>
 class AllocatorSource final : public MemorySource {
@@ -116,7 +123,7 @@ class AllocatorSource final : public MemorySource {
   }
   void synchronize() const override {
 #if GPUMEMPROF_WITH_CUDA
-    if (can_synchronize()) cuda_synchronize(device_id());
+    if (can_synchronize()) synchronize_cuda_device(device_id());
 #endif
   }
   [[nodiscard]] Frames frames_of(std::uint64_t context) const override {
@@ -190,3 +197,9 @@ inline void fill_reading(MemorySnapshot& s, const MemorySource& source, const Al
 }
 
 GPUMEMPROF_NAMESPACE_END
+
+// The CUDA side of the sources: in the compiled library under GPUMEMPROF_COMPILED_LIB
+// (lib/profiler.cpp).
+#ifndef GPUMEMPROF_COMPILED_LIB
+#include "gpumemprof/profiler/memory_source-inl.hpp"
+#endif

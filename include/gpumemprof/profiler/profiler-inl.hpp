@@ -12,6 +12,9 @@ GPUMEMPROF_FUNC GPUMemoryProfiler::~GPUMemoryProfiler() {
   close_window(baseline_window_);
 }
 
+GPUMEMPROF_FUNC GPUMemoryProfiler::GPUMemoryProfiler(ProfilerOptions options)
+    : GPUMemoryProfiler(make_memory_source(resolve(options), options.level), options) {}
+
 GPUMEMPROF_FUNC GPUMemoryProfiler::GPUMemoryProfiler(std::shared_ptr<MemorySource> source, const ProfilerOptions& options)
     : options_(options), source_(std::move(source)), results_(options_.max_results), samples_(options_.max_snapshots) {
   if (source_ == nullptr) throw std::invalid_argument("GPUMemoryProfiler: null memory source");

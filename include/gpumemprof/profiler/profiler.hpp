@@ -131,8 +131,7 @@ class GPUMemoryProfiler {
  public:
   /// A profiler of `options.device` (default: the current device) through its default
   /// allocator. Throws DeviceError naming the available devices when the device does not exist.
-  explicit GPUMemoryProfiler(ProfilerOptions options = {})
-      : GPUMemoryProfiler(make_memory_source(resolve(options), options.level), options) {}
+  explicit GPUMemoryProfiler(ProfilerOptions options = {});
 
   /// A profiler of `device`: "cuda:0", "sim:1", 0, or a Device.
   template <std::convertible_to<Device> D>

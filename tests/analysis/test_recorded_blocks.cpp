@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "catch.hpp"
 #include "../units.hpp"
 #include "allocator/sim_allocator.hpp"
+#include "catch.hpp"
 #include "gpumemprof/analysis/recorded_blocks.hpp"
 #include "gpumemprof/analysis/snapshot_replay.hpp"
 #include "gpumemprof/export/formats/snapshot_reader.hpp"
@@ -40,7 +40,7 @@ std::int64_t recorded_peak(const gmp::Snapshot& s) {
   return static_cast<std::int64_t>(*p);
 }
 
-gmp::TraceEntry entry(gmp::TraceAction a, std::uint64_t addr, std::uint64_t size) {
+gmp::TraceEntry recorded_entry(gmp::TraceAction a, std::uint64_t addr, std::uint64_t size) {
   gmp::TraceEntry e;
   e.action = a;
   e.addr = addr;
@@ -87,12 +87,12 @@ TEST_CASE("recorded block bytes drop when the free is requested, as allocated_by
 TEST_CASE("an unsplit remainder stays in the block; a mid-run trace starts from the end state") {
   constexpr std::uint64_t S = 0x7f0000000000;
   gmp::Snapshot s;
-  s.device_traces.push_back({entry(gmp::TraceAction::segment_alloc, S, 20 * MiB),
-                             entry(gmp::TraceAction::alloc, S, 19 * MiB + 512 * KiB),  // 512 KiB left: kept
-                             entry(gmp::TraceAction::free_requested, S, 19 * MiB + 512 * KiB),
-                             entry(gmp::TraceAction::free_completed, S, 19 * MiB + 512 * KiB),
-                             entry(gmp::TraceAction::alloc, S, 12 * MiB),  // 8 MiB left: split off
-                             entry(gmp::TraceAction::alloc, S + 12 * MiB, 7 * MiB)});
+  s.device_traces.push_back({recorded_entry(gmp::TraceAction::segment_alloc, S, 20 * MiB),
+                             recorded_entry(gmp::TraceAction::alloc, S, 19 * MiB + 512 * KiB),  // 512 KiB left: kept
+                             recorded_entry(gmp::TraceAction::free_requested, S, 19 * MiB + 512 * KiB),
+                             recorded_entry(gmp::TraceAction::free_completed, S, 19 * MiB + 512 * KiB),
+                             recorded_entry(gmp::TraceAction::alloc, S, 12 * MiB),  // 8 MiB left: split off
+                             recorded_entry(gmp::TraceAction::alloc, S + 12 * MiB, 7 * MiB)});
   gmp::RecordedBlocks blocks(s, 0);
   std::vector<std::int64_t> levels;
   for (const gmp::TraceEntry& e : s.device_traces[0]) {

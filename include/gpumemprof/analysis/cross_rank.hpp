@@ -89,8 +89,8 @@ template <SnapshotLike S>
     // bytes, summed over its devices (a rank's file has one); never below the end state.
     f.peak_allocated_bytes = std::max(static_cast<std::int64_t>(end.allocated),
                                       static_cast<std::int64_t>(usage.total.peak_allocated_bytes.value_or(0)));
-    f.peak_reserved_bytes = std::max(static_cast<std::int64_t>(end.reserved),
-                                     static_cast<std::int64_t>(usage.total.peak_reserved_bytes));
+    f.peak_reserved_bytes =
+        std::max(static_cast<std::int64_t>(end.reserved), static_cast<std::int64_t>(usage.total.peak_reserved_bytes));
   }
   for (const DeviceMemory& m : snap.device_memory) {  // the rank's device; else the first listed
     if (!f.device_memory || m.device == f.device) f.device_memory = m;

@@ -137,8 +137,8 @@ class RecordedBlocks {
 
   // Mapped pages extend the expandable segment they follow, else start one.
   void map(std::uint64_t addr, std::uint64_t size) {
-    if (const auto seg = segment_of(addr - 1); addr != 0 && seg != segments_.end() && seg->second.expandable &&
-                                               seg->first + seg->second.size == addr) {
+    if (const auto seg = segment_of(addr - 1);
+        addr != 0 && seg != segments_.end() && seg->second.expandable && seg->first + seg->second.size == addr) {
       seg->second.size += size;
       return;
     }

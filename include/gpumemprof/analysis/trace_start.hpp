@@ -55,9 +55,9 @@ inline std::uint64_t round_block(std::uint64_t requested) noexcept {
 /// pages mapped at the end that the trace did not map, pages it unmapped without mapping them, or
 /// blocks in expandable segments that the trace did not allocate.
 template <SnapshotLike S>
-void refuse_older_expandable(const S& snap, int device, std::uint64_t mapped_by_trace,
-                                    bool unmapped_older, const std::unordered_map<std::uint64_t, std::uint64_t>& live,
-                                    const std::unordered_set<std::uint64_t>& freed_once) {
+void refuse_older_expandable(const S& snap, int device, std::uint64_t mapped_by_trace, bool unmapped_older,
+                             const std::unordered_map<std::uint64_t, std::uint64_t>& live,
+                             const std::unordered_set<std::uint64_t>& freed_once) {
   std::uint64_t mapped_at_end = 0;
   std::size_t segments = 0;
   bool older_blocks = false;

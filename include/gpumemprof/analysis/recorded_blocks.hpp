@@ -168,9 +168,9 @@ class RecordedBlocks {
 
 /// A snapshot's peak allocated bytes on `device` -- block bytes, PyTorch's allocated_bytes.all.peak
 /// (max_memory_allocated) -- the one definition behind summary, the HTML report, diff and the
-/// cross-rank report. With a trace: the block bytes the recorded run held (RecordedBlocks; for a
-/// run on PyTorch's default policy the figure the trace replayed on that policy gives too, without
-/// the replay's cost); without one: the bytes of the blocks allocated in the segments. nullopt,
+/// cross-rank report. With a trace: the block bytes the recorded run held (RecordedBlocks: for
+/// PyTorch's reference snapshot PyTorch's own figure, which a replay on the default policy only
+/// approximates); without one: the bytes of the blocks allocated in the segments. nullopt,
 /// with the reason in `why`, when the trace's start cannot be rebuilt.
 template <SnapshotLike S>
 [[nodiscard]] std::optional<std::uint64_t> snapshot_peak_allocated(const S& snap, int device,

@@ -43,7 +43,7 @@ inline void print_summary_json(const std::string& path, const CompactSnapshot& s
     const TimelineLevels p = TraceTimeline<CompactSnapshot>(snap, d).peaks();
     w.begin_dict();
     w.field("device", static_cast<std::int64_t>(d));
-    w.key("peak_allocated_bytes");  // block bytes: the trace replayed on the default policy
+    w.key("peak_allocated_bytes");  // block bytes, as the trace recorded them
     if (const std::optional<std::uint64_t> a = snapshot_peak_allocated(snap, d)) {
       w.value(*a);
     } else {
@@ -93,7 +93,7 @@ inline int cmd_summary(int argc, char** argv) {
   }
   const std::size_t top = args.count("--top", 10);
   std::printf("snapshot %s\n%s%s%s", path.c_str(), format_summary(summarize(snap), top).c_str(),
-              format_replayed_peaks(snap).c_str(), format_timeline_peaks(snap).c_str());
+              format_peak_allocated(snap).c_str(), format_timeline_peaks(snap).c_str());
   for (const StepReport& r : snapshot_steps(snap)) std::fputs(format_steps(r, top).c_str(), stdout);
   for (const DeviceMemory& m : snap.device_memory) std::fputs(format_device_memory(m).c_str(), stdout);
   return 0;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "gpumemprof/analysis/recorded_blocks.hpp"
 #include "gpumemprof/analysis/snapshot_replay.hpp"
 #include "gpumemprof/history/history_recorder.hpp"
 #include "gpumemprof/history/snapshot_builder.hpp"
@@ -69,8 +70,8 @@ TEST_CASE("summary: nested scopes count once in the totals; one peak for profile
   CHECK(tracker.get_statistics().peak_memory == 8 * iMiB);  // no sample saw it: the allocator did
   const gmp::SnapshotReplayResult replayed = gmp::replay_snapshot(d.allocator.snapshot(), 0);
   CHECK(replayed.peak_allocated == 8 * iMiB);
-  CHECK(gmp::format_replayed_peaks(d.allocator.snapshot()) ==
-        "peak allocated, device 0: 8.00 MiB = 8388608 bytes (the trace replayed on the default policy)\n");
+  CHECK(gmp::format_peak_allocated(d.allocator.snapshot()) ==
+        "peak allocated, device 0: 8.00 MiB = 8388608 bytes (the blocks its trace recorded)\n");
 
   const std::string table = gmp::format_summary(s);
   INFO(table);

@@ -78,7 +78,7 @@ for name, mib in PYTORCH_RESERVED_MIB.items():
     s = run("summary", snap)
     check("segments:" in s.stdout and "fragmentation:" in s.stdout, f"summary of {name} lacks its sections")
     # One peak: the summary of the replay's snapshot states the replay's own peak allocated bytes.
-    check(f"= {r['peak_allocated_bytes']} bytes (the trace replayed" in s.stdout,
+    check(f"= {r['peak_allocated_bytes']} bytes (the blocks its trace recorded" in s.stdout,
           f"{name}: summary's peak differs from replay's {r['peak_allocated_bytes']}: {s.stdout[-300:]!r}")
     # The whole device: our snapshots carry it, the summary ends with it (a replay holds nothing else).
     check("\ndevice sim:0: " in s.stdout and "\n  external allocations    0 bytes\n" in s.stdout

@@ -167,7 +167,7 @@ def main():
             check([(r["rank"], r["host"], r["device"]) for r in rep["ranks"]] ==
                   [(0, "node0", "cuda:0"), (1, "node0", "cuda:1"), (2, "node1", "cuda:0")], f"ranks: {rep['ranks']}")
             check([r["peak_allocated_bytes"] for r in rep["ranks"]] == [32 * MIB, 48 * MIB, 112 * MIB],
-                  f"peaks (replayed from the trace): {rep['ranks']}")
+                  f"peaks (the blocks the trace recorded): {rep['ranks']}")
             check([r["peak_reserved_bytes"] for r in rep["ranks"]] == [34 * MIB, 50 * MIB, 114 * MIB],
                   f"reserved (the trace's segments): {rep['ranks']}")
             check(all(r["peaks_from_trace"] for r in rep["ranks"]), "peaks come from the trace")

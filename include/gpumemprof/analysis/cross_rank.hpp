@@ -8,8 +8,8 @@
 //   report.finish();   // ranks in order, imbalance, sites that differ, missing ranks
 //
 // Per rank: peak allocated and reserved bytes (the allocator's own peaks when the rank file
-// carries them, else the trace: allocated replayed on the default policy, reserved as recorded
-// by its segment events), fragmentation at the end, OOMs, and the allocation site (the user's
+// carries them, else what its trace recorded, in one pass: the block bytes its allocations took
+// and the bytes of its segment events), fragmentation at the end, OOMs, and the allocation site (the user's
 // frame, analysis/user_frame.hpp) with the highest peak of requested bytes; and the device's
 // memory at the dump when the file carries its ledger (external bytes by owner: NCCL's share).
 #pragma once
@@ -31,15 +31,14 @@
 #include "gpumemprof/analysis/memory_diff.hpp"
 #include "gpumemprof/analysis/memory_facts.hpp"
 #include "gpumemprof/analysis/rank_budget.hpp"
-#include "gpumemprof/analysis/snapshot_replay.hpp"
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/history/compact_snapshot.hpp"
 #include "gpumemprof/history/snapshot.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
 
-/// What one rank's snapshot says (bytes unless noted). Without recorded peaks and with a trace the
-/// replay refuses, the peaks are the bytes at the end (a lower bound).
+/// What one rank's snapshot says (bytes unless noted). Without recorded peaks and with a trace whose
+/// start cannot be rebuilt, the peak allocated is the bytes at the end (a lower bound).
 struct RankFacts {
   int rank = -1;
   std::int64_t world_size = 0;  ///< 0: the file does not say
@@ -86,17 +85,12 @@ template <SnapshotLike S>
     f.peak_allocated_bytes = info.peak_allocated_bytes;
     f.peak_reserved_bytes = info.peak_reserved_bytes;
   } else {
-    f.peak_reserved_bytes = static_cast<std::int64_t>(end.reserved);
-    f.peak_allocated_bytes = static_cast<std::int64_t>(end.allocated);
-    for (const int d : traced_devices(snap)) {  // a dump per rank: one device, as a rule
-      try {
-        const SnapshotReplayResult r = replay_snapshot(snap, d);
-        f.peak_allocated_bytes = std::max(f.peak_allocated_bytes, r.peak_allocated);
-        f.peak_reserved_bytes = std::max(f.peak_reserved_bytes, static_cast<std::int64_t>(r.recorded_peak_reserved));
-      } catch (const std::exception&) {
-        // A trace the replay refuses (see snapshot_replay.hpp): the end state's bytes stand.
-      }
-    }
+    // What the trace says happened (no replay): the block bytes it recorded and its segment
+    // bytes, summed over its devices (a rank's file has one); never below the end state.
+    f.peak_allocated_bytes = std::max(static_cast<std::int64_t>(end.allocated),
+                                      static_cast<std::int64_t>(usage.total.peak_allocated_bytes.value_or(0)));
+    f.peak_reserved_bytes =
+        std::max(static_cast<std::int64_t>(end.reserved), static_cast<std::int64_t>(usage.total.peak_reserved_bytes));
   }
   for (const DeviceMemory& m : snap.device_memory) {  // the rank's device; else the first listed
     if (!f.device_memory || m.device == f.device) f.device_memory = m;

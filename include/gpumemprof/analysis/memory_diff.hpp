@@ -2,8 +2,8 @@
 // profiled scope. Every figure is named for what it is, in PyTorch's words: allocated = block
 // bytes (allocated_bytes), requested = the bytes asked for (requested_bytes).
 //
-// From a snapshot: the run's peak allocated bytes by the one definition (peak_allocated_bytes:
-// the trace replayed on the default policy); from the trace, the peak of requested bytes live at
+// From a snapshot: the run's peak allocated bytes by the one definition (snapshot_peak_allocated:
+// the block bytes the trace recorded); from the trace, the peaks of reserved bytes and of requested bytes live at
 // once -- for the run the timeline's requested level (analysis/timeline.hpp, memory allocated
 // before a late trace included), for each site the same rule from the trace alone -- and the
 // allocation counts; from the segments, the
@@ -42,6 +42,7 @@ struct UsageCounts {
   /// rows, a trace that cannot be replayed).
   std::optional<std::uint64_t> peak_allocated_bytes;
   std::uint64_t peak_requested_bytes = 0;   ///< snapshots: most requested bytes live at once
+  std::uint64_t peak_reserved_bytes = 0;    ///< snapshots (the run): most segment bytes at once, by the trace
   std::int64_t live_requested_bytes = 0;    ///< snapshots: requested bytes live at the end
   std::int64_t allocated_at_end_bytes = 0;  ///< profiles (the run): allocated bytes when written
   std::int64_t net_change_bytes = 0;        ///< profile scopes: memory_diff() summed over the calls
@@ -83,8 +84,10 @@ template <SnapshotLike S>
     std::unordered_map<std::uint64_t, Live> live;
     std::unordered_map<UsageCounts*, std::uint64_t> site_live;
     std::int64_t peak = timeline.start().active;
+    std::int64_t peak_reserved = timeline.start().reserved;
     timeline.walk([&](std::size_t, const auto& e, const TimelineLevels& level, const auto&) {
       peak = std::max(peak, level.active);
+      peak_reserved = std::max(peak_reserved, level.reserved);
       if (e.action == TraceAction::alloc) {
         any_trace = true;
         UsageCounts& site = site_for(e.frames);
@@ -104,7 +107,10 @@ template <SnapshotLike S>
         live.erase(it);
       }
     });
-    if (!timeline.trace().empty()) u.total.peak_requested_bytes += static_cast<std::uint64_t>(peak);
+    if (!timeline.trace().empty()) {
+      u.total.peak_requested_bytes += static_cast<std::uint64_t>(peak);
+      u.total.peak_reserved_bytes += static_cast<std::uint64_t>(peak_reserved);
+    }
   }
   for (const SnapshotSegment& seg : snap.segments) {
     for (const SnapshotBlock& b : seg.blocks) {

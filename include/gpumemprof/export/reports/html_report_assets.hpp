@@ -841,7 +841,7 @@ function renderSummary(dev) {
   const cards = [
     ['Peak requested', fmtBytes(s.peakActive), (E ? instantLabel(dev, s.peakActiveState) + ' \u00b7 ' : 'live blocks in the snapshot \u00b7 ') + 'requested bytes until the free completes, as PyTorch\'s requested_bytes, summary, diff and Perfetto'],
     ['Peak reserved', fmtBytes(s.peakReserved), 'reserved at the snapshot: ' + fmtBytes(s.reserved)],
-    ['Peak allocated', s.peakAllocated >= 0 ? fmtBytes(s.peakAllocated) : 'n/a', (s.peakAllocated >= 0 ? fmtInt(s.peakAllocated) + ' bytes: ' : '') + 'block bytes, as max_memory_allocated (the trace replayed on the default policy)'],
+    ['Peak allocated', s.peakAllocated >= 0 ? fmtBytes(s.peakAllocated) : 'n/a', (s.peakAllocated >= 0 ? fmtInt(s.peakAllocated) + ' bytes: ' : '') + 'block bytes, as max_memory_allocated (the blocks the trace recorded)'],
     ['Peak requested, pending frees left out', fmtBytes(s.peakRequested), 'requested bytes until the free is requested, as torch.profiler\'s memory timeline and gpumemprof timeline'],
     ['Allocations', fmtInt(E ? s.numAllocs : s.numLiveBlocks), E ? fmtInt(s.numFrees) + ' frees \u00b7 ' + fmtInt(liveEnd) + ' live at the end' : 'live blocks (no trace recorded)'],
     ['Segments', fmtInt(s.numSegments), fmtInt(s.numBlocks) + ' blocks \u00b7 ' + fmtInt(s.numLiveBlocks) + ' allocated'],

@@ -172,7 +172,7 @@ using RankSnapshotVisitor = std::function<void(const CompactSnapshot&, const Ran
     out += buf;
   }
   if (any_from_trace)
-    out += "* peaks from the trace (allocated replayed on the default policy, reserved as recorded)\n";
+    out += "* peaks from the trace (allocated: the blocks it recorded; reserved: its segment events)\n";
   if (report.max_peak_rank() >= 0) {
     const RankFacts& hi = report.rank(report.max_peak_rank());
     const RankFacts& lo = report.rank(report.min_peak_rank());

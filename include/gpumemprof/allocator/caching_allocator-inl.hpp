@@ -103,7 +103,8 @@ bool CachingAllocator<Backend>::set_category(void* ptr, std::uint32_t category, 
   const std::uint32_t previous = b->category;
   b->category = category;
   if (sinks_.count() != 0) {
-    sinks_.emit({TraceAction::category_change, b->addr, b->requested, b->stream, b->context, false, category, previous});
+    sinks_.emit(
+        {TraceAction::category_change, b->addr, b->requested, b->stream, b->context, false, category, previous, b->size});
   }
   return true;
 }

@@ -500,13 +500,14 @@ class CachingAllocator {
   [[noreturn]] void throw_oom(Pool& pool, Stream stream, std::size_t size, std::size_t requested,
                               ExclusiveLock& lock) GPUMEMPROF_EXCLUSIVE;
   std::uint64_t notify(TraceAction action, std::uintptr_t addr, std::size_t size, Stream stream,
-                       std::uint64_t context = 0, bool deferred = false, std::uint32_t category = 0) {
+                       std::uint64_t context = 0, bool deferred = false, std::uint32_t category = 0,
+                       std::size_t block_size = 0) {
     if (GPUMEMPROF_LIKELY(sinks_.count() == 0)) return 0;
-    return sinks_.emit({action, addr, size, stream, context, deferred, category});
+    return sinks_.emit({action, addr, size, stream, context, deferred, category, 0, block_size});
   }
-  // A block's alloc/free events carry its context handle and category.
+  // A block's alloc/free events carry its context handle, category and block bytes.
   std::uint64_t notify_block(TraceAction action, const Block& b, bool deferred = false) {
-    return notify(action, b.addr, b.requested, b.stream, b.context, deferred, b.category);
+    return notify(action, b.addr, b.requested, b.stream, b.context, deferred, b.category, b.size);
   }
   void validate_locked() const GPUMEMPROF_EXCLUSIVE;
   static BlockView view_of(const Block& b);

@@ -55,6 +55,7 @@ struct AllocatorEvent {
   bool deferred = false;      ///< free_completed only: after other streams' events, not in deallocate()
   std::uint32_t category = 0;  ///< alloc/free_*/category_change: the block's memory category id (0 = none)
   std::uint32_t previous_category = 0;  ///< category_change: the category the block leaves
+  std::size_t block_size = 0;  ///< alloc/free_*/category_change: the block's bytes (allocated_bytes counts these)
 };
 
 enum class BlockState : std::uint8_t { active_allocated, active_pending_free, inactive };

@@ -258,7 +258,7 @@ void write_html_report(const S& snapshot, std::ostream& os, const HtmlReportOpti
     if (d >= snapshot.device_traces.size() || snapshot.device_traces[d].empty()) continue;
     head += "<section class=\"card\" id=\"cat-card-" + std::to_string(dev.device) +
             "\"><div class=\"card-head\"><h2>Memory by category, device " + std::to_string(dev.device) +
-            "</h2></div><p class=\"hint\">Allocated memory (requested bytes, from alloc to free requested) by "
+            "</h2></div><p class=\"hint\">Requested bytes in use (from alloc to free requested) by "
             "category; below it the annotated ranges and, on their own row, the steps.</p>";
     head += memory_timeline_svg(snapshot, dev.device);
     head += "</section>";

@@ -34,6 +34,13 @@ if [ -x "$B/tests/gpu/test_torch_bridge" ]; then
 else
   echo "gpu_categories: no $B/tests/gpu/test_torch_bridge (skipped)"
 fi
+# The category ledger's cost per allocate+free pair (CPU only; mode:2 - mode:0 = counting requested
+# and allocated bytes; not a check): the RESULTS section "Memory categories: cost on the allocation path".
+if [ -x "$B/bench/bench_allocator" ]; then
+  GPUMEMPROF_SOURCE_DIR="$SRC" timeout 60 "$B/bench/bench_allocator" --benchmark_filter='BM_FixedPair/512$|BM_CategoryPair' \
+    --benchmark_min_time=0.3 --benchmark_repetitions=5 --benchmark_report_aggregates_only=true > "$OUT/bench_category_cost.log" 2>&1
+  echo "gpu_categories: bench_allocator (category cost): exit $?"; grep -E "median|min" "$OUT/bench_category_cost.log" | head -8
+fi
 timeout 120 python3 "$SRC/tests/tools/check_torch_package.py" "$GPUMEMPROF_TORCH_LIB" > "$OUT/check_torch_package.log" 2>&1
 r=$?; echo "gpu_categories: check_torch_package.py: exit $r"; grep -v "^ok" "$OUT/check_torch_package.log" | tail -20
 [ "$r" = 0 ] || fail=1

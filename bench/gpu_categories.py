@@ -8,20 +8,23 @@ Workloads (random data and weights; nothing is downloaded):
 Each workload runs twice, each in its own process and with the same seeds: on PyTorch's allocator
 under torch.profiler (profile_memory, record_shapes, with_stack), whose export_memory_timeline JSON
 gives per-category peaks, and on gpumemprof's allocator through the bridge with categorize(model,
-optimizer) and category("input"), whose category_stats() give ours. Both count requested bytes
-over the same steps (the model is built first: its parameters exist before the steps).
-Checked: our parameter, gradient and optimizer_state peaks equal the bytes of those tensors at the
-end (parameters with floating-point buffers, .grad, optimizer.state) and torch.profiler's peaks to
-the byte, or differ from them only by torch sizing the same tensors by their allocator blocks;
-activation within 5% of torch's. The other categories are printed, not checked.
+optimizer) and category("input"), whose category_stats() give ours, over the same steps (the model
+is built first: its parameters exist before the steps).
+Like with like: torch.profiler sizes a tensor it saw allocated by the caching allocator's block
+(allocated bytes: rounded to 512 bytes, or a whole unsplit block) and a pre-existing one (the
+parameters) by sizes x strides. So torch's parameter peak is compared with our requested-bytes
+peak, its gradient and optimizer_state peaks (tensors made during the steps) with our
+allocated-bytes peak, exactly; activation within 5% of our allocated-bytes peak. Also checked: our
+requested-bytes peaks of those three equal the tensors' own bytes at the end (parameters with
+floating-point buffers, .grad, optimizer.state). The other categories are printed, not checked.
 
 Then, per category, torch.profiler's peak broken down by tensor: its own analysis
 (profile._memory_profile()) replayed to the first row of the peak, the keys live in the category
 there named (parameters and buffers by qualified name, "grad of NAME", "state KEY of NAME") or
 grouped by the op (and module) that allocated them; the bytes torch gives each against the
 tensor's own bytes (torch sizes a tensor it saw allocated by the block the caching allocator
-reported; pre-existing tensors by sizes x strides); and the final gradients' and optimizer
-state's block bytes from torch.cuda.memory_snapshot().
+reported; pre-existing tensors by sizes x strides); and, tensor by tensor, where torch's bytes
+differ from the final gradients' and optimizer state's block bytes (torch.cuda.memory_snapshot()).
 
 usage: bench/gpu_categories.py [--out DIR] [--steps N] [--workloads resnet50,gpt2]
 Needs a CUDA GPU, torch, torchvision, transformers and libgpumemprof_torch.so (under build*/python/
@@ -41,6 +44,8 @@ TORCH_CATEGORIES = ("parameter", "optimizer_state", "input", "temporary", "activ
                     "autograd_detail", "unknown")
 EXACT = ("parameter", "gradient", "optimizer_state")
 WITHIN_5_PERCENT = ("activation",)
+# Which of our two measures torch.profiler's figure is made of (see the docstring).
+TORCH_MEASURE = {"parameter": "requested"}  # pre-existing: sizes x strides; every other: blocks
 
 
 def make_resnet50(torch, gmp):
@@ -116,8 +121,18 @@ def final_block_bytes(torch, model, opt):
         if any(v is None for v in seen.values()):
             return None  # a storage that does not start a block: no block size to give
         return sum(seen.values())
+
+    # Per tensor, named as _tensor_names names them: "grad of NAME", "state KEY of NAME".
+    by_name = {}
+    for name, p in model.named_parameters():
+        tensors = [("grad of %s" % name, p.grad)]
+        tensors += [("state %s of %s" % (k, name), v) for k, v in opt.state.get(p, {}).items() if torch.is_tensor(v)]
+        for label, t in tensors:
+            if t is not None and t.is_cuda:
+                by_name[label] = [blocks.get(t.untyped_storage().data_ptr()), t.untyped_storage().nbytes()]
     return {"gradient": total(p.grad for p in model.parameters()),
-            "optimizer_state": total(v for st in opt.state.values() for v in st.values() if torch.is_tensor(v))}
+            "optimizer_state": total(v for st in opt.state.values() for v in st.values() if torch.is_tensor(v)),
+            "by_name": by_name}
 
 
 def own_bytes(torch, model, opt):
@@ -194,22 +209,65 @@ def _tensor_names(mp, torch_profiler_types, ptr_names):
     return names, meta_bytes
 
 
+def _op_name(event):
+    """"op (in module)" of a profiler event."""
+    parent = event.parent
+    while parent is not None:
+        if parent.name.startswith("nn.Module:"):
+            return event.name + " in " + parent.name[len("nn.Module: "):]
+        parent = parent.parent
+    return event.name
+
+
 def _allocating_ops(mp):
     """{TensorKey: "op (in module)"} for the keys the profiler saw allocated by an op."""
     ops = {}
     for node in mp._data_flow_graph.flow_nodes:
-        event = node._event
-        module = ""
-        parent = event.parent
-        while parent is not None:
-            if parent.name.startswith("nn.Module:"):
-                module = " in " + parent.name[len("nn.Module: "):]
-                break
-            parent = parent.parent
         for key, edge in node._edges.items():
             if edge.is_allocation:
-                ops.setdefault(key, event.name + module)
+                ops.setdefault(key, _op_name(node._event))
     return ops
+
+
+def activation_flood(mp, limit=30):
+    """How torch.profiler's activation rule (_set_activations) meets the first forward ops: a
+    forward op's outputs are ACTIVATION when its inputs include an INPUT or ACTIVATION and all are
+    INPUT, ACTIVATION, PARAMETER or TEMPORARY. Lines "op: inputs [CATEGORY#id ...] -> outputs [...]"
+    of the first `limit` ops outside backward that have inputs; and the bytes torch's forward ops
+    produced per output category (each key once)."""
+    from torch.profiler import _memory_profiler as m
+    cats = mp._categories
+
+    def label(key, version):
+        c = cats.get(key, version) if isinstance(key, m.TensorKey) else None
+        return "%s#%s" % ("unknown" if c is None else c.name, getattr(key, "id", "?"))
+
+    lines, stopped, produced, seen = [], [], {}, set()
+    for node in mp._data_flow_graph.flow_nodes:
+        if m.RecordScope.BACKWARD_FUNCTION in m.get_scopes(node._event):
+            continue
+        ins = [label(k, v) for k, (_, v) in node.inputs.items()]
+        outs = [label(k, v) for k, v in node.outputs.items()]
+        activation = False
+        for k, v in node.outputs.items():
+            if not isinstance(k, m.TensorKey):
+                continue
+            activation = activation or cats.get(k, v) == m.Category.ACTIVATION
+            if (k, v) in seen:
+                continue
+            seen.add((k, v))
+            c = cats.get(k, v)
+            name = "unknown" if c is None else c.name.lower()
+            produced[name] = produced.get(name, 0) + int(mp._size_map[k])
+        op = _op_name(node._event)
+        line = "%s: inputs [%s] -> outputs [%s]" % (op, " ".join(ins), " ".join(outs))
+        if ins and len(lines) < limit:
+            lines.append(line)
+        # Inside a model's module (not the optimizer), with inputs, and no ACTIVATION made.
+        if ins and outs and not activation and " in " in op and len(stopped) < limit // 2:
+            stopped.append(line)
+    return {"first_forward_ops": lines, "first_module_ops_without_activation": stopped,
+            "forward_output_bytes": produced}
 
 
 def torch_peak_breakdown(mp, timeline, device, categories, ptr_names, ptr_bytes, limit=12):
@@ -313,7 +371,7 @@ def torch_peak_breakdown(mp, timeline, device, categories, ptr_names, ptr_bytes,
             "named_tensor_bytes": (None if any(g["tensor_bytes"] is None for g in named)
                                    else sum(g["tensor_bytes"] for g in named)),
             "named_names": sorted({g["name"] for g in named}),
-            "named_rounded": [g for g in named if g["tensor_bytes"] is not None and g["bytes"] != g["tensor_bytes"]][:limit],
+            "named_all": named,
             "unnamed_bytes": sum(g["bytes"] for g in unnamed),
             "unnamed": unnamed[:limit], "unnamed_count": len(unnamed),
         }
@@ -376,6 +434,11 @@ def child(workload, mode, steps, result_path, out_dir):
                 import traceback
                 result["breakdown_error"] = "breakdown: %s" % traceback.format_exc(limit=4)
             result["breakdown_seconds"] = time.perf_counter() - t0
+            try:
+                result["flood"] = activation_flood(mp)
+            except Exception:
+                import traceback
+                result["flood_error"] = traceback.format_exc(limit=4)
         with open(timeline_path) as f:
             times, sizes = json.load(f)
         if not sizes or any(len(row) != 1 + len(TORCH_CATEGORIES) for row in sizes):
@@ -389,8 +452,9 @@ def child(workload, mode, steps, result_path, out_dir):
         gmp.reset_category_peaks()  # the steps' peaks, as the profiler sees them
         run_steps()
         stats = gmp.category_stats()
-        result["peaks"] = {name: s["peak"] for name, s in stats.items()}
+        result["peaks"] = {name: s["peak"] for name, s in stats.items()}  # requested bytes
         result["current"] = {name: s["current"] for name, s in stats.items()}
+        result["allocated_peaks"] = {name: s["allocated_peak"] for name, s in stats.items()}  # block bytes
         result["max_memory_allocated"] = gmp.memory_stats()["allocated_bytes.all.peak"]
         tags.remove()
     result["own_bytes"] = own_bytes(torch, model, opt)
@@ -408,13 +472,33 @@ def tail(path, n=25):
         return "(no log: %s)" % e
 
 
+def ours_for(name, ours):
+    """Our peak of `name` in the measure torch.profiler uses for it, and that measure's name."""
+    measure = TORCH_MEASURE.get(name, "allocated")
+    peaks = ours["peaks"] if measure == "requested" else ours.get("allocated_peaks", {})
+    return peaks.get(name, 0), measure
+
+
+def exact_verdict(name, t, o, theirs):
+    """(ok, text) for an exactly compared category: equal; or torch's peak holds exactly our bytes
+    in the tensors named there (parameters, .grad, optimizer state) plus other tensors that torch's
+    data-flow guess adds to the category (listed in the breakdown); else FAIL."""
+    if t == o:
+        return True, "exact: ok"
+    b = (theirs.get("breakdown") or {}).get(name)
+    if b and b["peak"] == t and b["named_bytes"] == o and b["unnamed_bytes"] == t - o:
+        return True, "named tensors exact: ok; torch adds %d bytes of other tensors (below)" % (t - o)
+    return False, "exact: FAIL (see below)"
+
+
 def print_table(workloads, results):
     """The markdown table of both runs of each workload; True when a check failed."""
     failed = False
     print("\nOwn bytes: the tensors' storages at the end (parameters with floating-point buffers, gradients,")
-    print("optimizer state). Checked: ours equal to them; torch.profiler's equal to ours (exact) or within 5%.")
-    print("\n| workload | category | own bytes | torch.profiler peak (bytes) | gpumemprof peak (bytes) | ours - torch | check |")
-    print("|---|---|---:|---:|---:|---:|---|")
+    print("optimizer state). Ours: requested bytes (the tensors') and allocated bytes (their blocks). torch is")
+    print("compared with the measure it uses: requested for parameters (pre-existing), allocated for the rest.")
+    print("\n| workload | category | own bytes | torch.profiler peak | ours requested | ours allocated | ours - torch | check |")
+    print("|---|---|---:|---:|---:|---:|---:|---|")
     for w in workloads:
         theirs = results.get((w, "torch"))
         ours = results.get((w, "gpumemprof"))
@@ -423,32 +507,36 @@ def print_table(workloads, results):
         names = list(TORCH_CATEGORIES) + sorted(set(ours["peaks"]) - set(TORCH_CATEGORIES))
         for name in names:
             t = theirs["peaks"].get(name)
-            o = ours["peaks"].get(name, 0)
+            requested = ours["peaks"].get(name, 0)
+            allocated = ours.get("allocated_peaks", {}).get(name, 0)
+            o, measure = ours_for(name, ours)
             own = ours.get("own_bytes", {}).get(name)
-            diff = "" if t is None else "%+d (%+.2f%%)" % (o - t, 100.0 * (o - t) / t if t else 0.0)
+            diff = "" if t is None else "%+d (%+.2f%%, %s)" % (o - t, 100.0 * (o - t) / t if t else 0.0, measure)
             if name in EXACT:
-                own_ok = own == o and o > 0
-                torch_ok, torch_text = exact_verdict(name, theirs, ours)
+                own_ok = own == requested and requested > 0
+                torch_ok, torch_text = exact_verdict(name, t, o, theirs)
                 ok = own_ok and torch_ok
-                check = "ours = own: %s; %s" % ("ok" if own_ok else "FAIL", torch_text)
+                check = "ours = own: %s; torch (%s): %s" % ("ok" if own_ok else "FAIL", measure, torch_text)
             elif name in WITHIN_5_PERCENT:
                 ok = t is not None and t > 0 and abs(o - t) <= 0.05 * t
-                check = "within 5%%: %s" % ("ok" if ok else "FAIL")
+                check = "within 5%% (%s): %s" % (measure, "ok" if ok else "FAIL (see below)")
             else:
                 ok, check = True, "(not compared)"
             failed = failed or not ok
-            print("| %s | %s | %s | %s | %d | %s | %s |" % (w, name, "" if own is None else "%d" % own,
-                                                          "-" if t is None else "%d" % t, o, diff, check))
-        print("| %s | (peak allocated, whole run) | | %d | %d | | |" % (
+            print("| %s | %s | %s | %s | %d | %d | %s | %s |" % (w, name, "" if own is None else "%d" % own,
+                                                             "-" if t is None else "%d" % t, requested, allocated,
+                                                             diff, check))
+        print("| %s | (peak allocated, whole run) | | %d | | %d | | |" % (
             w, theirs["max_memory_allocated"], ours["max_memory_allocated"]))
         if theirs.get("own_bytes") != ours.get("own_bytes"):
-            print("| %s | (own bytes differ between the runs: torch %s) | | | | | FAIL |" % (w, theirs.get("own_bytes")))
+            print("| %s | (own bytes differ between the runs: torch %s) | | | | | | FAIL |" % (w, theirs.get("own_bytes")))
             failed = True
     return failed
 
 
 def print_breakdown(workloads, results):
-    """Which tensors make torch.profiler's peak of each checked category, against ours."""
+    """Which tensors make torch.profiler's peak of each category, against ours: per tensor, torch's
+    bytes against the tensor's own bytes and (gradients, optimizer state) its final block bytes."""
     for w in workloads:
         theirs, ours = results.get((w, "torch")), results.get((w, "gpumemprof"))
         if theirs is None or ours is None:
@@ -459,29 +547,35 @@ def print_breakdown(workloads, results):
         if breakdown:
             print("\n%s: torch.profiler's peaks by tensor (its analysis replayed in %.1f s; at the first row of each peak)"
                   % (w, theirs.get("breakdown_seconds", 0.0)))
+        final_blocks = (theirs.get("block_bytes") or {}).get("by_name") or {}
         for name in TORCH_CATEGORIES:  # all: where torch puts what we count elsewhere
             b = breakdown.get(name)
             if b is None:
                 continue
-            t, o = theirs["peaks"].get(name), ours["peaks"].get(name, 0)
-            print("- %s %s: torch %d (replay: %d%s), ours %d, torch - ours %+d" % (
-                w, name, t, b["peak"], "" if b["peak"] == t else " MISMATCH", o, t - o))
-            ntb = b["named_tensor_bytes"]
-            if b["named_keys"] == 0:
-                ntb = None
-            else:
+            t = theirs["peaks"].get(name)
+            o, measure = ours_for(name, ours)
+            print("- %s %s: torch %d (replay: %d%s), ours %d (%s bytes), torch - ours %+d" % (
+                w, name, t, b["peak"], "" if b["peak"] == t else " MISMATCH", o, measure, t - o))
+            ntb = b["named_tensor_bytes"] if b["named_keys"] else None
+            if b["named_keys"]:
                 print("  named tensors (parameters, buffers, .grad, optimizer state): %d keys, %d bytes as torch sizes "
-                      "them, %s bytes of the tensors themselves" % (b["named_keys"], b["named_bytes"],
-                                                                  "?" if ntb is None else ntb))
-            if ntb is not None:
-                print("    torch's sizes - tensor bytes: %+d (tensors the profiler saw allocated count at the block size "
-                      "the caching allocator reported)" % (b["named_bytes"] - ntb))
-                print("    tensor bytes - ours: %+d" % (ntb - o))
-            if name in theirs.get("block_bytes", {}) and theirs["block_bytes"][name] is not None:
-                print("    the final %s's block bytes (torch.cuda.memory_snapshot at the end): %d; their tensor bytes: %s" % (
-                    name, theirs["block_bytes"][name], theirs.get("own_bytes", {}).get(name)))
-            for g in b["named_rounded"]:
-                print("    %s: torch %d, tensor %d (%d keys)" % (g["name"], g["bytes"], g["tensor_bytes"], g["keys"]))
+                      "them, %s bytes of the tensors themselves%s" % (
+                          b["named_keys"], b["named_bytes"], "?" if ntb is None else ntb,
+                          "" if ntb is None else " (torch - tensors %+d)" % (b["named_bytes"] - ntb)))
+            named_blocks = [final_blocks.get(n, [None])[0] for n in b["named_names"]]
+            if b["named_keys"] and named_blocks and all(v is not None for v in named_blocks):
+                print("    their final block bytes (torch.cuda.memory_snapshot at the end): %d (torch - blocks %+d)" % (
+                    sum(named_blocks), b["named_bytes"] - sum(named_blocks)))
+            # Tensors whose torch bytes are neither their final block's nor (no block known) their own.
+            odd = [g for g in b["named_all"]
+                   if g["bytes"] != final_blocks.get(g["name"], [None])[0] and
+                   (g["name"] in final_blocks or g["bytes"] != g["tensor_bytes"])]
+            if odd:
+                print("    %d named tensors where torch's bytes are not the tensor's final block%s:" % (
+                    len(odd), " (the first 12)" if len(odd) > 12 else ""))
+            for g in odd[:12]:
+                print("    %s: torch %d, tensor %s, final block %s (%d keys)" % (
+                    g["name"], g["bytes"], g["tensor_bytes"], final_blocks.get(g["name"], [None])[0], g["keys"]))
             print("  other tensors in torch's %s: %d bytes in %d groups%s" % (
                 name, b["unnamed_bytes"], b["unnamed_count"], "" if b["unnamed_count"] <= len(b["unnamed"]) else
                 " (the %d largest below)" % len(b["unnamed"])))
@@ -489,16 +583,28 @@ def print_breakdown(workloads, results):
                 print("    %s: %d bytes, %d keys" % (g["name"], g["bytes"], g["keys"]))
 
 
-def exact_verdict(name, theirs, ours):
-    """(ok, text) for an exactly compared category: equal, or every byte of the difference is
-    torch sizing the same tensors by their allocator blocks."""
-    t, o = theirs["peaks"].get(name), ours["peaks"].get(name, 0)
-    if t == o:
-        return True, "torch exact: ok"
-    b = (theirs.get("breakdown") or {}).get(name)
-    if b and b["peak"] == t and b["unnamed_bytes"] == 0 and b["named_tensor_bytes"] == o:
-        return True, "torch %+d: block sizes of the same tensors (see below)" % (t - o)
-    return False, "torch exact: FAIL (see the breakdown below)"
+def print_flood(workloads, results):
+    """Where torch.profiler's activation rule starts and stops (see activation_flood)."""
+    for w in workloads:
+        theirs = results.get((w, "torch"))
+        if theirs is None:
+            continue
+        if theirs.get("flood_error"):
+            print("\n%s: no trace of torch's activation rule: %s" % (w, theirs["flood_error"]))
+            continue
+        flood = theirs.get("flood")
+        if not flood:
+            continue
+        print("\n%s: torch.profiler's activation rule on the forward ops (outputs become ACTIVATION when an input is "
+              "INPUT or ACTIVATION and none is outside INPUT, ACTIVATION, PARAMETER, TEMPORARY)" % w)
+        print("  bytes made by forward ops, by torch's category: %s" % ", ".join(
+            "%s %d" % kv for kv in sorted(flood["forward_output_bytes"].items(), key=lambda kv: -kv[1])))
+        print("  the first forward ops with inputs:")
+        for line in flood["first_forward_ops"]:
+            print("    " + line)
+        print("  the first ops in the model's modules whose outputs are not ACTIVATION:")
+        for line in flood.get("first_module_ops_without_activation", []):
+            print("    " + line)
 
 
 def main():
@@ -544,6 +650,7 @@ def main():
 
     failed = print_table(workloads, results) or failed
     print_breakdown(workloads, results)
+    print_flood(workloads, results)
     print("\ngpu_categories: %s" % ("FAIL" if failed else "all checks passed"))
     return 1 if failed else 0
 

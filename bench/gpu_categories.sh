@@ -2,13 +2,16 @@
 # Memory by category on one GPU (< 3 minutes): bench/gpu_categories.py runs ResNet-50 and GPT-2
 # small, each on PyTorch's allocator under torch.profiler and on gpumemprof's through the bridge
 # with gpumemprof_torch.categorize(), and prints a markdown table of per-category peaks.
-# Look for, on parameter, gradient and optimizer_state: "ours = own: ok" (our peak is the bytes of
-# the tensors themselves) and "torch exact: ok", or "torch +N: block sizes of the same tensors"
-# (torch.profiler sizes the tensors it saw allocated by their caching-allocator blocks), or
-# "torch exact: FAIL"; then, below the table, torch's peaks by tensor: "other tensors in torch's
-# CATEGORY" lists what torch counts there beyond ours (grouped by the op and module that made it).
-# "within 5%: ok" on activation; the last line "gpu_categories: all checks passed". A failed run
-# prints its log's end.
+# Look for, on parameter, gradient and optimizer_state: "ours = own: ok" (our requested-bytes peak
+# is the bytes of the tensors themselves) and "torch (MEASURE): exact: ok" -- torch.profiler's peak
+# against ours in the measure it uses (requested bytes for the pre-existing parameters, allocated =
+# block bytes for gradients and optimizer state) -- or "named tensors exact: ok; torch adds N bytes
+# of other tensors" (its data-flow guess puts more tensors there: listed below the table), or FAIL.
+# "within 5% (allocated): ok" on activation. Below the table, torch's peaks by tensor (named
+# tensors whose torch bytes are not their final block; "other tensors in torch's CATEGORY" grouped
+# by the op and module that made them), then how torch's activation rule met the first forward
+# ops (why a tensor is or is not ACTIVATION there). The last line "gpu_categories: all checks
+# passed". A failed run prints its log's end.
 # usage: bench/gpu_categories.sh BUILD_DIR   (a CUDA build: python/libgpumemprof_torch.so);
 #        logs, results and torch's timelines go to $OUT.
 set -u
@@ -30,6 +33,13 @@ if [ -x "$B/tests/gpu/test_torch_bridge" ]; then
   [ "$r" = 0 ] || fail=1
 else
   echo "gpu_categories: no $B/tests/gpu/test_torch_bridge (skipped)"
+fi
+# The category ledger's cost per allocate+free pair (CPU only; mode:2 - mode:0 = counting requested
+# and allocated bytes; not a check): the RESULTS section "Memory categories: cost on the allocation path".
+if [ -x "$B/bench/bench_allocator" ]; then
+  GPUMEMPROF_SOURCE_DIR="$SRC" timeout 60 "$B/bench/bench_allocator" --benchmark_filter='BM_FixedPair/512$|BM_CategoryPair' \
+    --benchmark_min_time=0.3 --benchmark_repetitions=5 --benchmark_report_aggregates_only=true > "$OUT/bench_category_cost.log" 2>&1
+  echo "gpu_categories: bench_allocator (category cost): exit $?"; grep -E "median|min" "$OUT/bench_category_cost.log" | head -8
 fi
 timeout 120 python3 "$SRC/tests/tools/check_torch_package.py" "$GPUMEMPROF_TORCH_LIB" > "$OUT/check_torch_package.log" 2>&1
 r=$?; echo "gpu_categories: check_torch_package.py: exit $r"; grep -v "^ok" "$OUT/check_torch_package.log" | tail -20

@@ -263,6 +263,8 @@ ssize_t gpumemprof_category_stats_json(int device, char* buf, size_t capacity) {
                         json.begin_dict();
                         json.field("current", stat.current);
                         json.field("peak", stat.peak);
+                        json.field("allocated_current", stat.allocated_current);
+                        json.field("allocated_peak", stat.allocated_peak);
                         json.end_dict();
                       }
                       json.end_dict();

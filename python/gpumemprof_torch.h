@@ -78,9 +78,11 @@ GPUMEMPROF_TORCH_API int gpumemprof_set_category(void* ptr, int device, const ch
  * nest, at most 64 deep; the innermost wins). 0 or -1. */
 GPUMEMPROF_TORCH_API int gpumemprof_push_category(const char* category);
 GPUMEMPROF_TORCH_API int gpumemprof_pop_category(void);
-/* Requested bytes per category of `device` as JSON {"name": {"current": N, "peak": N}, ...}
- * (untagged memory is "unknown"), written to buf like gpumemprof_memory_stats_json. Peaks count
- * from the first category call of the process or the last gpumemprof_reset_category_peaks. */
+/* Bytes per category of `device` as JSON {"name": {"current": N, "peak": N, "allocated_current": N,
+ * "allocated_peak": N}, ...}: current/peak are requested bytes (requested_bytes), allocated_* the
+ * blocks' bytes (allocated_bytes); untagged memory is "unknown". Written to buf like
+ * gpumemprof_memory_stats_json. Peaks count from the first category call of the process or the
+ * last gpumemprof_reset_category_peaks. */
 GPUMEMPROF_TORCH_API ssize_t gpumemprof_category_stats_json(int device, char* buf, size_t capacity);
 /* Sets every category's peak on `device` to its current bytes; 0 or -1. */
 GPUMEMPROF_TORCH_API int gpumemprof_reset_category_peaks(int device);

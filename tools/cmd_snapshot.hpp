@@ -25,8 +25,8 @@ inline std::string format_timeline_peaks(const CompactSnapshot& snap) {
   std::string out;
   for (const int d : traced_devices(snap)) {
     const TimelineLevels p = TraceTimeline<CompactSnapshot>(snap, d).peaks();
-    out += "peak requested, device " + std::to_string(d) + ": " + format_size(static_cast<std::uint64_t>(p.active)) +
-           " = " + std::to_string(p.active) + " bytes; peak reserved: " +
+    out += "peak requested, device " + std::to_string(d) + ": " + format_size(static_cast<std::uint64_t>(p.requested)) +
+           " = " + std::to_string(p.requested) + " bytes; peak reserved: " +
            format_size(static_cast<std::uint64_t>(p.reserved)) + " = " + std::to_string(p.reserved) + " bytes\n";
   }
   return out;
@@ -49,7 +49,7 @@ inline void print_summary_json(const std::string& path, const CompactSnapshot& s
     } else {
       w.value(nullptr);
     }
-    w.field("peak_requested_bytes", p.active);
+    w.field("peak_requested_bytes", p.requested);
     w.field("peak_reserved_bytes", p.reserved);
     w.end_dict();
   }

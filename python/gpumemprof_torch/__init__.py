@@ -17,7 +17,7 @@ input, temporary, activation, gradient, autograd_detail; untagged memory is "unk
     gpumemprof_torch.categorize(model, optimizer)   # parameters, gradients, optimizer state, activations
     with gpumemprof_torch.category("input"):
         x = batch.to("cuda")
-    print(gpumemprof_torch.category_stats())        # {"parameter": {"current": N, "peak": N}, ...}
+    print(gpumemprof_torch.category_stats())        # {"parameter": {"current": N, "peak": N, ...}, ...}
 
 Without a code change: `python -m gpumemprof_torch.run [--out DIR] [--history] SCRIPT [ARGS]`, also
 as `torchrun --nproc_per_node N -m gpumemprof_torch.run ... SCRIPT` (see gpumemprof_torch/run.py).
@@ -448,8 +448,11 @@ def categorize(model, optimizer=None):
 
 
 def category_stats(device=None):
-    """Requested bytes per category on the device: {"parameter": {"current": N, "peak": N}, ...};
-    untagged memory is "unknown". Peaks count from the first category call or reset_category_peaks()."""
+    """Bytes per category on the device: {"parameter": {"current": N, "peak": N, "allocated_current": N,
+    "allocated_peak": N}, ...}. current/peak are requested bytes (the tensors' own), allocated_* the
+    caching allocator's blocks (rounded to 512 bytes or more; torch.profiler sizes the tensors it saw
+    allocated so). Untagged memory is "unknown". Peaks count from the first category call or
+    reset_category_peaks()."""
     lib = _load()
     return _json_call(lib.gpumemprof_category_stats_json, "category_stats", _device_index(device))
 

@@ -127,11 +127,11 @@ TEST_CASE("timeline: Perfetto's, the HTML report's and diff's levels are the tim
       counters[e.find("name")->as_string()].push_back(e.find("args")->find("bytes")->as_int());
     }
   }
-  std::vector<std::int64_t> requested{t.start().active};
+  std::vector<std::int64_t> requested{t.start().requested};
   std::vector<std::int64_t> reserved{t.start().reserved};
   t.walk([&](std::size_t i, const auto& e, const TimelineLevels& l, const auto&) {
     if (i + 1 < trace.size() && trace[i + 1].time_us <= e.time_us) return;  // one sample per timestamp
-    if (l.active != requested.back()) requested.push_back(l.active);
+    if (l.requested != requested.back()) requested.push_back(l.requested);
     if (l.reserved != reserved.back()) reserved.push_back(l.reserved);
   });
   CHECK(counters["requested"] == requested);
@@ -148,7 +148,7 @@ TEST_CASE("timeline: Perfetto's, the HTML report's and diff's levels are the tim
     html_active[al.end] -= static_cast<std::int64_t>(al.size);
   }
   std::int64_t active = html_active[0];
-  CHECK(active == t.start().active);
+  CHECK(active == t.start().requested);
   std::int64_t html_reserved = static_cast<std::int64_t>(d.summary.reserved_start_bytes);
   CHECK(html_reserved == t.start().reserved);
   std::size_t change = 0;
@@ -158,22 +158,22 @@ TEST_CASE("timeline: Perfetto's, the HTML report's and diff's levels are the tim
     while (change < d.reserved_changes.size() && d.reserved_changes[change].first == i + 1) {
       html_reserved += d.reserved_changes[change++].second;
     }
-    same = same && active == l.active && html_reserved == l.reserved;
+    same = same && active == l.requested && html_reserved == l.reserved;
   });
   CHECK(same);
   const TimelineLevels peaks = t.peaks();
-  CHECK(d.summary.peak_requested_bytes == static_cast<std::uint64_t>(peaks.allocated));
-  CHECK(d.summary.peak_active_bytes == static_cast<std::uint64_t>(peaks.active));
+  CHECK(d.summary.peak_requested_in_use_bytes == static_cast<std::uint64_t>(peaks.requested_in_use));
+  CHECK(d.summary.peak_requested_bytes == static_cast<std::uint64_t>(peaks.requested));
   CHECK(d.summary.peak_reserved_bytes == static_cast<std::uint64_t>(peaks.reserved));
-  CHECK(*std::max_element(counters["requested"].begin(), counters["requested"].end()) == peaks.active);
+  CHECK(*std::max_element(counters["requested"].begin(), counters["requested"].end()) == peaks.requested);
   CHECK(*std::max_element(counters["reserved"].begin(), counters["reserved"].end()) == peaks.reserved);
   // diff: its run's peak requested is the same level, its peak allocated the HTML report's.
   const gmp::MemoryUsage usage = gmp::usage_from_snapshot(snap);
-  CHECK(usage.total.peak_requested_bytes == static_cast<std::uint64_t>(peaks.active));
+  CHECK(usage.total.peak_requested_bytes == static_cast<std::uint64_t>(peaks.requested));
   REQUIRE(usage.total.peak_allocated_bytes.has_value());
   CHECK(usage.total.peak_allocated_bytes == d.summary.peak_allocated_bytes);
   bool pending = false;  // the workload did keep frees pending: the two curves part somewhere
-  t.walk([&](std::size_t, const auto&, const TimelineLevels& l, const auto&) { pending |= l.allocated < l.active; });
+  t.walk([&](std::size_t, const auto&, const TimelineLevels& l, const auto&) { pending |= l.requested_in_use < l.requested; });
   CHECK(pending);
 
   for (void* p : live) a.deallocate(p);

@@ -113,7 +113,9 @@ TEST_CASE("the bridge tags allocations with categories by pointer and by thread 
   CHECK(gpumemprof_set_category(static_cast<char*>(w) + 512, 0, "bridge_gradient", 0) == 0);  // not a block start
   const std::string json = category_json();
   CHECK(json.find("\"bridge_parameter\":{\"current\":" + std::to_string(3 * MiB + 100)) != std::string::npos);
-  CHECK(json.find("\"bridge_input\":{\"current\":5000,\"peak\":5000}") != std::string::npos);
+  // A small-pool allocation's block is its size rounded up to 512 bytes (allocated_*).
+  CHECK(json.find("\"bridge_input\":{\"current\":5000,\"peak\":5000,\"allocated_current\":5120,"
+                  "\"allocated_peak\":5120}") != std::string::npos);
   CHECK(json.find("bridge_activation") == std::string::npos);
   CHECK(json.find("bridge_gradient") == std::string::npos);
   gpumemprof_free(x, 5000, 0, nullptr);

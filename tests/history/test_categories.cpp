@@ -202,6 +202,64 @@ TEST_CASE("A block pending free stays in its category until the free completes")
   a.validate();
 }
 
+TEST_CASE("Categories count allocated (block) bytes beside requested bytes") {
+  Categorized r;
+  auto& a = r.a();
+  const gmp::Stream other(9);
+  void* bn = nullptr;
+  void* conv = nullptr;
+  void* big = nullptr;
+  {
+    auto tag = gmp::memory_category(cat::gradient);
+    bn = a.allocate(256);      // a BatchNorm weight's gradient: a 512-byte block
+    conv = a.allocate(37632);  // conv1's: rounded to 37888
+  }
+  {
+    auto tag = gmp::memory_category(cat::optimizer_state);
+    big = a.allocate(19 * MiB);  // a 20 MiB segment; the 1 MiB remainder stays in the block
+  }
+  a.validate();
+  CHECK(r.stat("gradient").current == 256 + 37632);
+  CHECK(r.stat("gradient").allocated_current == 512 + 37888);
+  CHECK(r.stat("optimizer_state").current == 19 * MiB);
+  CHECK(r.stat("optimizer_state").allocated_current == 20 * MiB);
+  const auto sums = [&] {
+    std::int64_t requested = 0;
+    std::int64_t allocated = 0;
+    for (const auto& [name, s] : r.ledger.stats()) {
+      requested += s.current;
+      allocated += s.allocated_current;
+    }
+    const auto stats = a.memory_stats();
+    CHECK(requested == stats.requested_bytes.all().current);
+    CHECK(allocated == stats.allocated_bytes.all().current);
+  };
+  sums();
+  // allocated drops when the free is requested, requested when it completes (memory_stats' rule).
+  a.record_stream(conv, other);
+  a.deallocate(conv);
+  CHECK(r.stat("gradient").current == 256 + 37632);
+  CHECK(r.stat("gradient").allocated_current == 512);
+  sums();
+  r.sim.sim().complete_all_events();
+  void* q = a.allocate(100);  // processes the completed event; unknown: 100 requested, 512 allocated
+  CHECK(r.stat("gradient").current == 256);
+  CHECK(r.stat("unknown").current == 100);
+  CHECK(r.stat("unknown").allocated_current == 512);
+  sums();
+  a.deallocate(q);
+  a.deallocate(bn);
+  a.deallocate(big);
+  a.validate();
+  CHECK(r.stat("gradient").allocated_current == 0);
+  CHECK(r.stat("gradient").allocated_peak == 512 + 37888);
+  CHECK(r.stat("gradient").peak == 256 + 37632);
+  CHECK(r.stat("optimizer_state").allocated_peak == 20 * MiB);
+  r.ledger.reset_peaks();
+  CHECK(r.stat("optimizer_state").allocated_peak == 0);
+  CHECK(r.stat("optimizer_state").peak == 0);
+}
+
 TEST_CASE("set_category moves a live allocation and its bytes to another category") {
   Categorized r;
   auto& a = r.a();
@@ -215,7 +273,11 @@ TEST_CASE("set_category moves a live allocation and its bytes to another categor
   CHECK(a.set_category(w, id(cat::parameter)));
   CHECK(r.stat("parameter").current == 3000);
   CHECK(r.stat("parameter").peak == 3000);
+  CHECK(r.stat("parameter").allocated_current == 3072);
+  CHECK(r.stat("parameter").allocated_peak == 3072);
   CHECK(r.stat("unknown").current == 0);
+  CHECK(r.stat("unknown").allocated_current == 0);
+  CHECK(r.stat("unknown").allocated_peak == 3072);
   // only_untagged: a tagged block keeps its category (saved-tensor hooks meet inputs and weights).
   CHECK_FALSE(a.set_category(s, id(cat::activation), true));
   CHECK_FALSE(a.set_category(w, id(cat::parameter)));  // already there
@@ -255,7 +317,10 @@ TEST_CASE("A ledger attached late starts from the live blocks' categories") {
   auto stats = ledger.stats();
   CHECK(stats["parameter"].current == 9000);
   CHECK(stats["parameter"].peak == 9000);
+  CHECK(stats["parameter"].allocated_current == 9216);
+  CHECK(stats["parameter"].allocated_peak == 9216);
   CHECK(stats["unknown"].current == 700);
+  CHECK(stats["unknown"].allocated_current == 1024);
   a.deallocate(p);
   a.deallocate(u);
   stats = ledger.stats();

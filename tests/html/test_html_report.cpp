@@ -168,14 +168,14 @@ TEST_CASE("html model: allocation intervals, flags and stacks from a trace", "[h
   CHECK(s.num_frees == 3);
   CHECK(s.num_ooms == 1);
   // active: 1120 at state 0, +A 1220, +B 1420, -A 1320, -C 1270, -D 1200, +E 1500
-  CHECK(s.peak_active_bytes == 1500);
-  CHECK(s.peak_active_state == 9);
-  // allocated (to free_requested): C and G before the trace: 1050, +A, +B = 1350, ..., +E = 1500
   CHECK(s.peak_requested_bytes == 1500);
+  CHECK(s.peak_requested_state == 9);
+  // allocated (to free_requested): C and G before the trace: 1050, +A, +B = 1350, ..., +E = 1500
+  CHECK(s.peak_requested_in_use_bytes == 1500);
   // Peak allocated: block bytes by the one definition (the summary's and diff's figure).
   REQUIRE(s.peak_allocated_bytes.has_value());
   CHECK(s.peak_allocated_bytes == gmp::snapshot_peak_allocated(hand_made_snapshot(), 0));
-  CHECK(*s.peak_allocated_bytes >= s.peak_requested_bytes);
+  CHECK(*s.peak_allocated_bytes >= s.peak_requested_in_use_bytes);
   CHECK(s.reserved_start_bytes == 0);
   CHECK(s.peak_reserved_bytes == 20 * kMiB);
   CHECK(s.usage.reserved == 20 * kMiB);
@@ -305,8 +305,8 @@ TEST_CASE("html report: the embedded JSON decodes back to the model", "[html]") 
   CHECK(ints(at(a, "flags")) ==
         std::vector<std::int64_t>{0, 1, 1, 1, 2, 3, 4, 2, 5, 6});  // (index, flags) of C, D, G, B, E
   const gmp::DataValue& sum = at(dev, "summary");
-  CHECK(at(sum, "peakActive").as_int() == 1500);
-  CHECK(at(sum, "peakActiveState").as_int() == 9);
+  CHECK(at(sum, "peakRequested").as_int() == 1500);
+  CHECK(at(sum, "peakRequestedState").as_int() == 9);
   CHECK(ints(at(at(dev, "blocks"), "state")) == std::vector<std::int64_t>{0, 1, 0, 2});
   CHECK(ints(at(at(dev, "segments"), "nblocks")) == std::vector<std::int64_t>{4});
 }
@@ -411,8 +411,8 @@ TEST_CASE("html level of detail: the most active state of each run, the largest 
   CHECK(lod.live_at_end == 3);
   CHECK(d.reserved_changes == std::vector<std::pair<std::uint64_t, std::int64_t>>{{1, 20 * kMiB}});
   CHECK(d.ooms == std::vector<std::uint64_t>{3});
-  CHECK(d.summary.peak_active_state == 3);
-  CHECK(d.summary.peak_active_bytes == 1500);
+  CHECK(d.summary.peak_requested_state == 3);
+  CHECK(d.summary.peak_requested_bytes == 1500);
   // Sites over all six allocations: no stack (C, D), G's, and A/B/E's.
   REQUIRE(lod.sites.size() == 3);
   const auto site = [&](std::size_t i) {  // count, total, live at the end, at the peak, largest

@@ -141,14 +141,15 @@ opt.step()
 s = g.category_stats()
 params = sum(p.numel() * 4 for p in m.parameters())
 steps = sum(4 for st in opt.state.values() for v in st.values() if torch.is_tensor(v) and v.is_cuda and v.dim() == 0)
-print(s["parameter"]["current"] - params, s["gradient"]["current"] - params,
+blocks = sum((p.numel() * 4 + 511) // 512 * 512 for p in m.parameters())  # small-pool blocks: 512-byte multiples
+print(s["parameter"]["current"] - params, s["parameter"]["allocated_current"] - blocks, s["gradient"]["current"] - params,
       s["optimizer_state"]["current"] - 2 * params - steps, s["input"]["peak"] - 64 * 256 * 4,
       s["activation"]["peak"] - 64 * 512 * 4, s["activation"]["current"])
 h.remove()
 """
     rc, out = child(packaged, {}, categories)
-    check(rc == 0 and out.splitlines()[-1:] in (["NO-GPU"], ["0 0 0 0 0 0"]),
-          "categorize(): parameters, gradients, optimizer state, input and the ReLU's saved output exact "
+    check(rc == 0 and out.splitlines()[-1:] in (["NO-GPU"], ["0 0 0 0 0 0 0"]),
+          "categorize(): parameters (requested and block bytes), gradients, optimizer state, input and the ReLU's saved output exact "
           "(differences printed; activations freed by backward): " + out)
 
     print("%d checks failed" % len(failures) if failures else "all checks passed")

@@ -253,7 +253,7 @@ def page_number(name):
     return int(m.group(1)) if m else None
 
 
-PEAK_REQUESTED = page_number("peakActive")
+PEAK_REQUESTED = page_number("peakRequested")
 check(PEAK_REQUESTED == 3061272480, f"the HTML report's peak requested: {PEAK_REQUESTED}")
 check(f"{PEAK_REQUESTED / 2**30:.2f} GiB" == "2.85 GiB", "diff's peak requested is the HTML report's")
 perfetto_path = os.path.join(TMP, "ref-perfetto.json")
@@ -265,8 +265,8 @@ timeline_path = os.path.join(TMP, "ref-timeline.json")
 run("timeline", REF, "-o", timeline_path)
 with open(timeline_path) as f:
     _, rows = json.load(f)
-check(max(sum(r[1:]) for r in rows) == page_number("peakRequested"),
-      f"timeline's top {max(sum(r[1:]) for r in rows)} against the HTML report's {page_number('peakRequested')}")
+check(max(sum(r[1:]) for r in rows) == page_number("peakRequestedInUse"),
+      f"timeline's top {max(sum(r[1:]) for r in rows)} against the HTML report's {page_number('peakRequestedInUse')}")
 
 # A gzipped snapshot is read by every command (summary, html, perfetto, diff), not called
 # "neither a pickle nor JSON".

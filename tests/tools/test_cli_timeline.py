@@ -213,7 +213,7 @@ with open(none, "wb") as f:
 check("steps, device 0: none (" in run("summary", none).stdout, "two repetitions are not called steps")
 
 # One reading (issue 17, item 7): summary, diff, the HTML report and Perfetto state the same peaks
-# of one snapshot -- here with a free that waits on another stream, so "allocated" (down at
+# of one snapshot -- here with a free that waits on another stream, so "requested in use" (down at
 # free_requested) and "requested" (down at free_completed, PyTorch's requested_bytes) part.
 def entry(action, addr, size, t):
     return {"action": action, "addr": addr, "size": size, "stream": 0, "time_us": 2_000_000 + t,
@@ -245,7 +245,7 @@ for name, want in (("requested", 12 * MIB), ("reserved", 20 * MIB)):
 run("html", pending_path, "-o", page_path)
 with open(page_path) as f:
     page = f.read()
-for field, want in (("peakActive", 12 * MIB), ("peakAllocated", 8 * MIB), ("peakReserved", 20 * MIB)):
+for field, want in (("peakRequested", 12 * MIB), ("peakAllocated", 8 * MIB), ("peakReserved", 20 * MIB)):
     check(f'"{field}":{want}' in page, f"the HTML report's {field} is not the summary's {want}")
 diff_text = run("diff", pending_path, pending_path).stdout
 check(any(line.split()[:6] == ["peak", "requested", "12.00", "MiB", "12.00", "MiB"] for line in diff_text.splitlines()) and

@@ -103,7 +103,7 @@ bool CachingAllocator<Backend>::set_category(void* ptr, std::uint32_t category, 
   const std::uint32_t previous = b->category;
   b->category = category;
   notify(slow_events_, TraceAction::category_change, b->addr, b->requested, b->stream, b->context, false, category,
-         previous);
+         previous, b->size);
   return true;
 }
 

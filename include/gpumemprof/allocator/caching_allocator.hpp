@@ -522,23 +522,24 @@ class CachingAllocator {
   // mutex), when there are sinks. Out of line: the hot path pays the test of sinks_.active() only.
   GPUMEMPROF_NOINLINE void buffer_event(detail::EventLane& lane, TraceAction action, std::uintptr_t addr,
                                         std::size_t size, Stream stream, std::uint64_t context, bool deferred,
-                                        std::uint32_t category, std::uint32_t previous_category) const noexcept {
+                                        std::uint32_t category, std::uint32_t previous_category,
+                                        std::size_t block_size) const noexcept {
     if (lane.push({action, addr, size, stream, context, deferred, category, previous_category, 0,
-                   detail::thread_event_context, detail::thread_user_metadata})) {
+                   detail::thread_event_context, detail::thread_user_metadata, block_size})) {
       detail::thread_events_due = true;
     }
   }
   void notify(detail::EventLane& lane, TraceAction action, std::uintptr_t addr, std::size_t size, Stream stream,
               std::uint64_t context = 0, bool deferred = false, std::uint32_t category = 0,
-              std::uint32_t previous_category = 0) const noexcept {
+              std::uint32_t previous_category = 0, std::size_t block_size = 0) const noexcept {
     if (GPUMEMPROF_UNLIKELY(sinks_.active())) {
-      buffer_event(lane, action, addr, size, stream, context, deferred, category, previous_category);
+      buffer_event(lane, action, addr, size, stream, context, deferred, category, previous_category, block_size);
     }
   }
-  // A block's alloc/free events carry its context handle and category.
+  // A block's alloc/free events carry its context handle, category and block bytes.
   void notify_block(detail::EventLane& lane, TraceAction action, const Block& b, bool deferred = false) const noexcept {
     if (GPUMEMPROF_UNLIKELY(sinks_.active())) {
-      buffer_event(lane, action, b.addr, b.requested, b.stream, b.context, deferred, b.category, 0);
+      buffer_event(lane, action, b.addr, b.requested, b.stream, b.context, deferred, b.category, 0, b.size);
     }
   }
   // The context handle of what the current call creates: what the sinks prepared at its entry.

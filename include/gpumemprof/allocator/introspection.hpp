@@ -60,6 +60,7 @@ struct AllocatorEvent {
   std::uint64_t stamp = 0;     ///< when it happened (detail::stamp_now(): TSC or steady_clock ns)
   std::uint64_t prepared = 0;  ///< the handle a sink's `prepare` returned for the call that caused it
   std::uint32_t metadata = 0;  ///< the causing thread's user metadata id (set_user_metadata)
+  std::size_t block_size = 0;  ///< alloc/free_*/category_change: the block's bytes (allocated_bytes counts these)
 };
 
 enum class BlockState : std::uint8_t { active_allocated, active_pending_free, inactive };

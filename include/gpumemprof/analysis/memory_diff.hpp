@@ -83,10 +83,10 @@ template <SnapshotLike S>
     };
     std::unordered_map<std::uint64_t, Live> live;
     std::unordered_map<UsageCounts*, std::uint64_t> site_live;
-    std::int64_t peak = timeline.start().active;
+    std::int64_t peak = timeline.start().requested;
     std::int64_t peak_reserved = timeline.start().reserved;
     timeline.walk([&](std::size_t, const auto& e, const TimelineLevels& level, const auto&) {
-      peak = std::max(peak, level.active);
+      peak = std::max(peak, level.requested);
       peak_reserved = std::max(peak_reserved, level.reserved);
       if (e.action == TraceAction::alloc) {
         any_trace = true;

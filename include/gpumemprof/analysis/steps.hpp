@@ -240,7 +240,7 @@ template <SnapshotLike S>
   const void* last_stack = nullptr;
   std::size_t last_site = 0;
   std::vector<bool> seen(r.steps.size(), false);
-  std::int64_t before = timeline.start().allocated;
+  std::int64_t before = timeline.start().requested_in_use;
   timeline.walk([&](std::size_t i, const auto& e, const TimelineLevels& after, const std::vector<std::int64_t>&) {
     const std::int32_t k = step_of[i];
     if (k >= 0) {
@@ -251,11 +251,11 @@ template <SnapshotLike S>
         if (r.source == StepSource::detected) s.start_us = e.time_us;
       }
       ++s.entries;
-      s.peak_bytes = std::max(s.peak_bytes, after.allocated);
-      s.end_bytes = after.allocated;
+      s.peak_bytes = std::max(s.peak_bytes, after.requested_in_use);
+      s.end_bytes = after.requested_in_use;
       if (r.source == StepSource::detected || ranges[static_cast<std::size_t>(k)].open()) s.end_us = e.time_us;
     }
-    before = after.allocated;
+    before = after.requested_in_use;
     std::size_t site = 0;
     if (e.action == TraceAction::alloc) {
       const Frames& f = e.frames;
@@ -283,7 +283,7 @@ template <SnapshotLike S>
     site_steps[site][static_cast<std::size_t>(k)] += e.action == TraceAction::alloc ? n : -n;
   });
   // Steps without entries hold what the one before ended with.
-  std::int64_t held = timeline.start().allocated;
+  std::int64_t held = timeline.start().requested_in_use;
   for (std::size_t k = 0; k < r.steps.size(); ++k) {
     StepFacts& s = r.steps[k];
     if (!seen[k]) s.start_bytes = s.peak_bytes = s.end_bytes = held;

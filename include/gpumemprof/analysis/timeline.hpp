@@ -2,17 +2,20 @@
 // that draws memory over time (Perfetto counters, the HTML report, the category timeline) walks
 // a TraceTimeline, so they agree on every curve.
 //
-// The levels, in requested bytes (trace entries carry the requested size), follow PyTorch's
-// memory_stats (PYTORCH-COMPAT.md, the stats table):
-//   allocated -- the program holds the block: up at `alloc`, down at `free_requested` (as
-//                allocated_bytes drops when the free is requested);
-//   active    -- up at `alloc`, down at `free_completed` (as active_bytes/requested_bytes: a block
-//                pending free on other streams' events is still active);
-//   reserved  -- segment bytes: up at segment_alloc/segment_map, down at segment_free/unmap.
+// The levels, named as PyTorch names its numbers (allocated = block bytes, requested = the bytes
+// asked for, reserved = segments; PYTORCH-COMPAT.md, the stats table). A trace entry carries the
+// requested size only, so a trace gives no allocated (block) level:
+//   requested        -- up at `alloc`, down at `free_completed`: PyTorch's requested_bytes (a
+//                       block pending free on other streams' events still counts);
+//   requested_in_use -- the same bytes, down at `free_requested` already: what the program holds
+//                       (torch.profiler's memory timeline counts a tensor until it is freed);
+//   reserved         -- segment bytes: up at segment_alloc/segment_map, down at segment_free/unmap.
+// Every report takes these names and meanings from here (the HTML report's peakRequested,
+// peakRequestedInUse and peakReserved; Perfetto's "requested" counter; `summary`'s peak requested).
 // A trace may start late (a full ring drops the oldest events): the levels before its first entry
 // are what the snapshot's segments hold at the end minus the trace's net change (never below 0).
 //
-// Categories (history/memory_category.hpp) split the allocated level: an allocation's category is
+// Categories (history/memory_category.hpp) split the requested_in_use level: an allocation's category is
 // the one its `alloc` entry carries (or, failing that, what CategoryRules say of its frames and
 // scopes: analysis/category_rules.hpp); its
 // `free_requested` takes the bytes out of that same category. Allocations made before the trace
@@ -40,9 +43,9 @@ GPUMEMPROF_NAMESPACE_BEGIN
 
 /// Memory levels at one moment (bytes; see the header comment).
 struct TimelineLevels {
-  std::int64_t allocated = 0;
-  std::int64_t active = 0;
-  std::int64_t reserved = 0;
+  std::int64_t requested_in_use = 0;  ///< requested bytes, alloc -> free_requested
+  std::int64_t requested = 0;         ///< requested bytes, alloc -> free_completed (requested_bytes)
+  std::int64_t reserved = 0;          ///< segment bytes (reserved_bytes)
   friend bool operator==(const TimelineLevels&, const TimelineLevels&) = default;
 };
 
@@ -83,8 +86,8 @@ class TraceTimeline {
       end.reserved += static_cast<std::int64_t>(seg.total_size);
       for (const SnapshotBlock& b : seg.blocks) {
         const auto n = static_cast<std::int64_t>(b.requested_size);
-        if (b.state == BlockState::active_allocated) end.allocated += n;
-        if (b.state != BlockState::inactive) end.active += n;
+        if (b.state == BlockState::active_allocated) end.requested_in_use += n;
+        if (b.state != BlockState::inactive) end.requested += n;
       }
     }
     // Categories cost a lookup per allocation: only when some entry carries one (or rules may).
@@ -98,8 +101,8 @@ class TraceTimeline {
     std::vector<std::int64_t> before;                        // per category: freed, never allocated in it
     for (const auto& e : trace_) {
       const TimelineLevels d = timeline_delta(e);
-      net.allocated += d.allocated;
-      net.active += d.active;
+      net.requested_in_use += d.requested_in_use;
+      net.requested += d.requested;
       net.reserved += d.reserved;
       if (!tagged_) continue;
       if (e.action == TraceAction::alloc) {
@@ -114,10 +117,11 @@ class TraceTimeline {
         }
       }
     }
-    start_.allocated = std::max<std::int64_t>(0, end.allocated - net.allocated);
-    start_.active = std::max<std::int64_t>(0, end.active - net.active);
+    start_.requested_in_use = std::max<std::int64_t>(0, end.requested_in_use - net.requested_in_use);
+    start_.requested = std::max<std::int64_t>(0, end.requested - net.requested);
     start_.reserved = std::max<std::int64_t>(0, end.reserved - net.reserved);
-    end_ = {start_.allocated + net.allocated, start_.active + net.active, start_.reserved + net.reserved};
+    end_ = {start_.requested_in_use + net.requested_in_use, start_.requested + net.requested,
+            start_.reserved + net.reserved};
     // Allocated before the trace: in the category their free names; the rest is unknown.
     start_categories_.assign(categories_.size(), 0);
     std::int64_t named = 0;
@@ -125,7 +129,7 @@ class TraceTimeline {
       start_categories_[c] = before[c];
       named += before[c];
     }
-    start_categories_[0] = std::max<std::int64_t>(0, start_.allocated - named);
+    start_categories_[0] = std::max<std::int64_t>(0, start_.requested_in_use - named);
   }
 
   /// Levels before the first entry and after the last.
@@ -133,12 +137,12 @@ class TraceTimeline {
   [[nodiscard]] const TimelineLevels& end() const noexcept { return end_; }
   /// Category names, index = category id; 0 is "" (unknown).
   [[nodiscard]] const std::vector<std::string>& categories() const noexcept { return categories_; }
-  /// Allocated bytes per category before the first entry.
+  /// requested_in_use bytes per category before the first entry.
   [[nodiscard]] const std::vector<std::int64_t>& start_categories() const noexcept { return start_categories_; }
   [[nodiscard]] const Trace& trace() const noexcept { return trace_; }
 
   /// The levels after each entry: `f(std::size_t index, const Entry& e, const TimelineLevels& after,
-  /// const std::vector<std::int64_t>& allocated_by_category)`, in trace order.
+  /// const std::vector<std::int64_t>& in_use_by_category)`, in trace order.
   template <class F>
   void walk(F&& f) const {
     TimelineLevels level = start_;
@@ -147,11 +151,11 @@ class TraceTimeline {
     std::size_t i = 0;
     for (const auto& e : trace_) {
       const TimelineLevels d = timeline_delta(e);
-      level.allocated += d.allocated;
-      level.active += d.active;
+      level.requested_in_use += d.requested_in_use;
+      level.requested += d.requested;
       level.reserved += d.reserved;
       if (!tagged_) {
-        by_category[0] += d.allocated;
+        by_category[0] += d.requested_in_use;
       } else if (e.action == TraceAction::alloc) {
         const std::uint32_t c = category_of(e);
         live[e.addr] = c;
@@ -176,8 +180,8 @@ class TraceTimeline {
   [[nodiscard]] TimelineLevels peaks() const {
     TimelineLevels p = start_;
     walk([&p](std::size_t, const Entry&, const TimelineLevels& l, const std::vector<std::int64_t>&) {
-      p.allocated = std::max(p.allocated, l.allocated);
-      p.active = std::max(p.active, l.active);
+      p.requested_in_use = std::max(p.requested_in_use, l.requested_in_use);
+      p.requested = std::max(p.requested, l.requested);
       p.reserved = std::max(p.reserved, l.reserved);
     });
     return p;

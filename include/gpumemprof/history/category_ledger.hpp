@@ -3,10 +3,13 @@
 // allocator core only stamps each block with the thread's category id and hands it back with
 // the block's events.
 //
-// What a category holds: the requested bytes of its live blocks, from `alloc` to
-// `free_completed` -- PyTorch's requested_bytes, so the categories sum to
-// memory_stats().requested_bytes.all.current. A block freed under another category's scope
-// leaves the category it was allocated in.
+// What a category holds, in PyTorch's two measures of the same blocks (memory_stats):
+//   requested -- the bytes asked for, from `alloc` to `free_completed` (requested_bytes: the
+//                categories sum to memory_stats().requested_bytes.all.current);
+//   allocated -- the blocks' bytes (rounded to 512 B, or a whole unsplit block), from `alloc` to
+//                `free_requested` (allocated_bytes.all.current). torch.profiler's memory timeline
+//                sizes the tensors it saw allocated so.
+// A block freed under another category's scope leaves the category it was allocated in.
 //
 // A ledger attached to an allocator that already holds blocks starts from them (it reads each
 // live block's category under the allocator's lock); its peaks count from that moment. The
@@ -36,10 +39,13 @@
 
 GPUMEMPROF_NAMESPACE_BEGIN
 
-/// Requested bytes of one category (PyTorch's Stat fields, for these bytes).
+/// The bytes of one category (PyTorch's Stat fields current and peak, for two measures). Each
+/// peak is the highest of its own `current` since the ledger attached or reset_peaks().
 struct CategoryStat {
-  std::int64_t current = 0;  ///< bytes live now
-  std::int64_t peak = 0;     ///< highest `current` since the ledger attached or reset_peaks()
+  std::int64_t current = 0;            ///< requested bytes live now (requested_bytes)
+  std::int64_t peak = 0;               ///< highest `current`
+  std::int64_t allocated_current = 0;  ///< block bytes held now (allocated_bytes)
+  std::int64_t allocated_peak = 0;     ///< highest `allocated_current`
 };
 
 /// Category name -> its bytes; untagged memory is "unknown".
@@ -71,20 +77,27 @@ class CategoryLedger {
     const std::size_t slot = allocator.add_event_sink({&CategoryLedger::sink_events, this});
     allocator.with_lock_then(
         [](const auto& view) {
-          std::vector<std::int64_t> live;
+          std::vector<CategoryStat> live;
           view.visit_segments([&live](const SegmentView& s) {
             for (const BlockView& b : s.blocks) {
               if (b.state == BlockState::inactive) continue;
-              if (b.category >= live.size()) live.resize(b.category + 1, 0);
-              live[b.category] += static_cast<std::int64_t>(b.requested_size);
+              if (b.category >= live.size()) live.resize(b.category + 1);
+              live[b.category].current += static_cast<std::int64_t>(b.requested_size);
+              if (b.state == BlockState::active_allocated) {
+                live[b.category].allocated_current += static_cast<std::int64_t>(b.size);
+              }
             }
           });
+          for (CategoryStat& c : live) {
+            c.peak = c.current;
+            c.allocated_peak = c.allocated_current;
+          }
           return live;
         },
-        [this](const std::vector<std::int64_t>& live) {
+        [this](const std::vector<CategoryStat>& live) {
           std::lock_guard state(mutex_);
           by_id_.assign(std::max(live.size(), by_id_.size()), CategoryStat{});
-          for (std::size_t i = 0; i < live.size(); ++i) by_id_[i] = {live[i], live[i]};
+          std::copy(live.begin(), live.end(), by_id_.begin());
           return 0;
         });
     flush_ = [&allocator] { allocator.flush_events(); };
@@ -121,6 +134,8 @@ class CategoryLedger {
       CategoryStat& s = out[names[id]];  // two ids never share a name; += keeps "unknown" exact
       s.current += copy[id].current;
       s.peak = std::max(s.peak, copy[id].peak);
+      s.allocated_current += copy[id].allocated_current;
+      s.allocated_peak = std::max(s.allocated_peak, copy[id].allocated_peak);
     }
     return out;
   }
@@ -128,7 +143,10 @@ class CategoryLedger {
   /// Sets every category's peak to its current bytes.
   void reset_peaks() {
     std::lock_guard lock(mutex_);
-    for (CategoryStat& s : by_id_) s.peak = s.current;
+    for (CategoryStat& s : by_id_) {
+      s.peak = s.current;
+      s.allocated_peak = s.allocated_current;
+    }
   }
 
  private:
@@ -138,39 +156,33 @@ class CategoryLedger {
     auto* self = static_cast<CategoryLedger*>(user);
     std::lock_guard lock(self->mutex_);
     for (const AllocatorEvent& e : events) {
-      const auto bytes = static_cast<std::int64_t>(e.size);
+      const auto requested = static_cast<std::int64_t>(e.size);
+      const auto block = static_cast<std::int64_t>(e.block_size);
       switch (e.action) {
-        case TraceAction::alloc:
-          if (self->fits(e.category)) self->add(e.category, bytes);
-          break;
-        case TraceAction::free_completed:
-          if (self->fits(e.category)) self->add(e.category, -bytes);
-          break;
-        case TraceAction::category_change:  // a block changed category (CachingAllocator::set_category)
-          if (self->fits(std::max(e.previous_category, e.category))) {
-            self->add(e.previous_category, -bytes);
-            self->add(e.category, bytes);
-          }
+        case TraceAction::alloc: self->add(e.category, requested, block); break;
+        case TraceAction::free_requested: self->add(e.category, 0, -block); break;
+        case TraceAction::free_completed: self->add(e.category, -requested, 0); break;
+        case TraceAction::category_change:  // a live block (CachingAllocator::set_category): both measures move
+          if (self->add(e.previous_category, -requested, -block)) self->add(e.category, requested, block);
           break;
         default: break;
       }
     }
   }
 
-  // Whether category `id` has a place (made here); false when out of memory. The caller holds mutex_.
-  bool fits(std::uint32_t id) noexcept {
+  // Adds to category `id` (mutex_ held); false when out of memory (the event goes uncounted).
+  bool add(std::uint32_t id, std::int64_t requested, std::int64_t allocated) noexcept {
     try {
       if (id >= by_id_.size()) by_id_.resize(std::size_t{id} + 1);
-      return true;
     } catch (...) {
       return false;
     }
-  }
-  // Adds `bytes` to category `id` (which fits); the caller holds mutex_.
-  void add(std::uint32_t id, std::int64_t bytes) noexcept {
     CategoryStat& s = by_id_[id];
-    s.current += bytes;
+    s.current += requested;
     s.peak = std::max(s.peak, s.current);
+    s.allocated_current += allocated;
+    s.allocated_peak = std::max(s.allocated_peak, s.allocated_current);
+    return true;
   }
 
   mutable std::mutex mutex_;  // taken inside the allocator's lock (the sink), never around it
@@ -225,8 +237,8 @@ class DefaultCategoryLedgers {
 
 }  // namespace detail
 
-/// Requested bytes per memory category of the default allocator of `device`, current and peak
-/// (see the header comment for when peaks start).
+/// Requested and allocated bytes per memory category of the default allocator of `device`,
+/// current and peak (see the header comment for when peaks start).
 [[nodiscard]] inline CategoryStats category_stats(const Device& device = Device()) {
   auto& ledgers = detail::DefaultCategoryLedgers::instance();
   ledgers.enable();

@@ -177,9 +177,10 @@ inline void write_html_device_json(ValueWriter& w, const HtmlDevice& d) {
   w.field("durationUs", s.duration_us);
   w.field("activeSlices", s.active_slices);
   w.field("openOnEvents", s.opens_on_events);
-  w.field("peakActive", s.peak_active_bytes);
-  w.field("peakActiveState", s.peak_active_state);
+  // Named as analysis/timeline.hpp names the levels.
   w.field("peakRequested", s.peak_requested_bytes);
+  w.field("peakRequestedState", s.peak_requested_state);
+  w.field("peakRequestedInUse", s.peak_requested_in_use_bytes);
   // -1: the trace could not be replayed (the card says n/a).
   w.field("peakAllocated", s.peak_allocated_bytes ? static_cast<std::int64_t>(*s.peak_allocated_bytes) : -1);
   w.field("peakReserved", s.peak_reserved_bytes);
@@ -188,7 +189,7 @@ inline void write_html_device_json(ValueWriter& w, const HtmlDevice& d) {
   const SegmentFacts& u = s.usage;
   w.field("numLiveBlocks", u.live_blocks);
   w.field("reserved", u.reserved);
-  w.field("allocated", u.requested);  // what the live blocks' callers asked for
+  w.field("requested", u.requested);  // what the live blocks' callers asked for
   w.field("internalFree", u.internal_free());
   w.field("externalFree", u.unallocated());
   w.field("pendingFree", u.pending);
@@ -257,7 +258,7 @@ void write_html_report(const S& snapshot, std::ostream& os, const HtmlReportOpti
     if (d >= snapshot.device_traces.size() || snapshot.device_traces[d].empty()) continue;
     head += "<section class=\"card\" id=\"cat-card-" + std::to_string(dev.device) +
             "\"><div class=\"card-head\"><h2>Memory by category, device " + std::to_string(dev.device) +
-            "</h2></div><p class=\"hint\">Allocated memory (requested bytes, from alloc to free requested) by "
+            "</h2></div><p class=\"hint\">Requested bytes in use (from alloc to free requested) by "
             "category; below it the annotated ranges and, on their own row, the steps.</p>";
     head += memory_timeline_svg(snapshot, dev.device);
     head += "</section>";

@@ -388,7 +388,7 @@ function decodeDevice(d) {
   }
   segs.sort((a, b) => a.addr - b.addr);
   return { d, E, n, times, start, end, size, addr, stack, flags, total, rState, rVal, rStart: R.start, byEnd, lod: L, ev,
-    peak: d.summary.peakActiveState, sum: d.summary, ranges, laneRows: Math.min(3, rowEnd.length), segs, blocks: B, ooms: d.ooms };
+    peak: d.summary.peakRequestedState, sum: d.summary, ranges, laneRows: Math.min(3, rowEnd.length), segs, blocks: B, ooms: d.ooms };
 }
 function reservedAt(dev, s) { const k = upperBound(dev.rState, s, dev.rState.length); return k === 0 ? dev.rStart : dev.rVal[k - 1]; }
 function reservedMax(dev, lo, hi) {
@@ -839,10 +839,10 @@ function renderSummary(dev) {
   const ext = s.extFrag >= 0 ? s.extFrag : NaN;  // 1 - largest free block / free bytes (n/a: nothing free or live)
   const intl = s.reserved ? s.internalFree / s.reserved : NaN;  // as the text summary: share of reserved
   const cards = [
-    ['Peak requested', fmtBytes(s.peakActive), (E ? instantLabel(dev, s.peakActiveState) + ' \u00b7 ' : 'live blocks in the snapshot \u00b7 ') + 'requested bytes until the free completes, as PyTorch\'s requested_bytes, summary, diff and Perfetto'],
+    ['Peak requested', fmtBytes(s.peakRequested), (E ? instantLabel(dev, s.peakRequestedState) + ' \u00b7 ' : 'live blocks in the snapshot \u00b7 ') + 'requested bytes until the free completes, as PyTorch\'s requested_bytes, summary, diff and Perfetto'],
     ['Peak reserved', fmtBytes(s.peakReserved), 'reserved at the snapshot: ' + fmtBytes(s.reserved)],
     ['Peak allocated', s.peakAllocated >= 0 ? fmtBytes(s.peakAllocated) : 'n/a', (s.peakAllocated >= 0 ? fmtInt(s.peakAllocated) + ' bytes: ' : '') + 'block bytes, as max_memory_allocated (the blocks the trace recorded)'],
-    ['Peak requested, pending frees left out', fmtBytes(s.peakRequested), 'requested bytes until the free is requested, as torch.profiler\'s memory timeline and gpumemprof timeline'],
+    ['Peak requested in use (pending frees left out)', fmtBytes(s.peakRequestedInUse), 'requested bytes until the free is requested, as torch.profiler\'s memory timeline and gpumemprof timeline'],
     ['Allocations', fmtInt(E ? s.numAllocs : s.numLiveBlocks), E ? fmtInt(s.numFrees) + ' frees \u00b7 ' + fmtInt(liveEnd) + ' live at the end' : 'live blocks (no trace recorded)'],
     ['Segments', fmtInt(s.numSegments), fmtInt(s.numBlocks) + ' blocks \u00b7 ' + fmtInt(s.numLiveBlocks) + ' allocated'],
     ['External fragmentation', isFinite(ext) ? fmtPct(ext) : 'n/a', '1 \u2212 largest free block / free bytes \u00b7 ' + fmtBytes(s.externalFree - s.pendingFree) + ' free, largest block ' + fmtBytes(s.largestFree)],
@@ -978,7 +978,7 @@ function SegmentMap(dev) {
   let pieces = [], rowH = 0, rowStep = 0;
   function fragBar() {
     const s = dev.sum, R = s.reserved || 1;
-    const parts = [['allocated (requested)', s.allocated, 'var(--alloc)'], ['rounding slack', s.internalFree, 'var(--slack)'],
+    const parts = [['requested', s.requested, 'var(--alloc)'], ['rounding slack', s.internalFree, 'var(--slack)'],
       ['pending free', s.pendingFree, 'var(--pending)'], ['free in segments', s.externalFree - s.pendingFree, 'var(--free)']];
     $('fragbar').innerHTML = parts.map((p) => '<div title="' + esc(p[0] + ': ' + fmtBytes(p[1])) + '" style="width:' + (100 * p[1] / R).toFixed(3) + '%;background:' + p[2] + '"></div>').join('');
     $('frag-legend').innerHTML = parts.map((p) => '<span><span class="sw" style="background:' + p[2] + '"></span>' + esc(p[0]) + ' ' + fmtBytes(p[1]) + ' (' + fmtPct(p[1] / R) + ')</span>').join('') +

@@ -68,7 +68,7 @@ inline void apply_html_level_of_detail(HtmlDevice& dev, std::size_t max_states, 
   std::vector<std::int64_t>().swap(active);
 
   // Sites, over every allocation.
-  const std::uint64_t peak = dev.summary.peak_active_state;
+  const std::uint64_t peak = dev.summary.peak_requested_state;
   std::unordered_map<std::int32_t, std::size_t> site_of;
   for (const HtmlAllocation& a : dev.allocations) {
     const auto [it, added] = site_of.try_emplace(a.stack, lod.sites.size());
@@ -128,7 +128,7 @@ inline void apply_html_level_of_detail(HtmlDevice& dev, std::size_t max_states, 
   dev.times = std::move(times);
   for (auto& change : dev.reserved_changes) change.first = page(change.first);
   for (std::uint64_t& e : dev.ooms) e = page(e + 1) - 1;  // entry e produces state e + 1
-  dev.summary.peak_active_state = page(peak);
+  dev.summary.peak_requested_state = page(peak);
 }
 
 }  // namespace detail

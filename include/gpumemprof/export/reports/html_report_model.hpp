@@ -92,9 +92,12 @@ struct HtmlSummary {
   std::uint32_t active_slices = 0;
   /// The page opens on the events axis (event index), not wall-clock time: the span is mostly idle.
   bool opens_on_events = false;
-  std::uint64_t peak_active_bytes = 0;  ///< max over states of live requested bytes
-  std::uint64_t peak_active_state = 0;
-  std::uint64_t peak_requested_bytes = 0;  ///< same, alloc -> free_requested
+  /// The highest of the timeline's levels (analysis/timeline.hpp names them): requested (PyTorch's
+  /// requested_bytes, alloc -> free_completed), at state peak_requested_state; requested_in_use
+  /// (alloc -> free_requested).
+  std::uint64_t peak_requested_bytes = 0;
+  std::uint64_t peak_requested_state = 0;
+  std::uint64_t peak_requested_in_use_bytes = 0;
   /// Block bytes (PyTorch's allocated, max_memory_allocated) by the one definition
   /// (snapshot_peak_allocated, the whole trace); nullopt when the trace cannot be replayed.
   std::optional<std::uint64_t> peak_allocated_bytes;
@@ -383,11 +386,11 @@ void add_trace(const S& snap, std::size_t max_entries, HtmlDevice& dev, HtmlStac
   const TraceTimeline<S> timeline(snap, dev.device);
   TimelineLevels level = timeline.start();
   auto take = [&sum](const TimelineLevels& l, std::uint64_t state) {
-    if (l.active > static_cast<std::int64_t>(sum.peak_active_bytes)) {
-      sum.peak_active_bytes = static_cast<std::uint64_t>(l.active);
-      sum.peak_active_state = state;
+    if (l.requested > static_cast<std::int64_t>(sum.peak_requested_bytes)) {
+      sum.peak_requested_bytes = static_cast<std::uint64_t>(l.requested);
+      sum.peak_requested_state = state;
     }
-    sum.peak_requested_bytes = std::max(sum.peak_requested_bytes, static_cast<std::uint64_t>(std::max<std::int64_t>(l.allocated, 0)));
+    sum.peak_requested_in_use_bytes = std::max(sum.peak_requested_in_use_bytes, static_cast<std::uint64_t>(std::max<std::int64_t>(l.requested_in_use, 0)));
     sum.peak_reserved_bytes = std::max(sum.peak_reserved_bytes, static_cast<std::uint64_t>(std::max<std::int64_t>(l.reserved, 0)));
   };
   if (first == 0) take(level, 0);

@@ -269,7 +269,7 @@ template <SnapshotLike S>
   }
   svg += "</svg>";
 
-  std::string legend = "<table class=\"gmp-legend\"><tr><th>category</th><th>peak (requested bytes)</th></tr>";
+  std::string legend = "<table class=\"gmp-legend\"><tr><th>category</th><th>peak (requested bytes in use)</th></tr>";
   for (std::size_t k = 0; k < n_cat; ++k) {
     if (peaks[k] == 0) continue;
     const std::string& name = t.categories()[k].empty() ? std::string(category::unknown) : t.categories()[k];
@@ -292,7 +292,7 @@ void write_memory_timeline_html(const S& snap, int device, std::ostream& out, st
   page += "</title><style>body{font:14px system-ui,sans-serif;margin:16px}table{border-collapse:collapse;margin-top:8px}"
           "td,th{padding:2px 10px;text-align:left}</style></head><body><h1>";
   detail::append_html_escaped(page, title);
-  page += "</h1><p>Allocated memory (requested bytes, alloc to free requested) of device " + std::to_string(device) +
+  page += "</h1><p>Requested bytes in use (alloc to free requested) of device " + std::to_string(device) +
           " by category; bands: annotated ranges, steps below.</p>";
   page += memory_timeline_svg(snap, device, rules);
   page += "</body></html>\n";

@@ -72,7 +72,7 @@ void perfetto_device(ValueWriter& w, const S& snap, int device) {
   if (!trace.empty()) {
     std::int64_t ts = trace.front().time_us;
     TimelineLevels shown = timeline.start();
-    perfetto_counter(w, "requested", device, ts - 1, shown.active);
+    perfetto_counter(w, "requested", device, ts - 1, shown.requested);
     perfetto_counter(w, "reserved", device, ts - 1, shown.reserved);
     timeline.walk([&](std::size_t i, const auto& e, const TimelineLevels& level, const auto&) {
       ts = std::max(ts, e.time_us);  // counters must not go back in time
@@ -93,7 +93,7 @@ void perfetto_device(ValueWriter& w, const S& snap, int device) {
       }
       const bool last_at_ts = i + 1 == trace.size() || trace[i + 1].time_us > ts;
       if (!last_at_ts) return;
-      if (level.active != shown.active) perfetto_counter(w, "requested", device, ts, level.active);
+      if (level.requested != shown.requested) perfetto_counter(w, "requested", device, ts, level.requested);
       if (level.reserved != shown.reserved) perfetto_counter(w, "reserved", device, ts, level.reserved);
       shown = level;
     });

@@ -95,7 +95,7 @@ TEST_CASE("rank timeline: at most max_points buckets, each keeping its highest l
   }
   CHECK(top == 4096 + (1 << 20));
   CHECK(spikes == 1);
-  CHECK(r.peaks.allocated == 4096 + (1 << 20));
+  CHECK(r.peaks.requested_in_use == 4096 + (1 << 20));
   CHECK(r.peaks.reserved == 4 << 20);
   CHECK(r.steps_from == gmp::StepSource::annotations);
   REQUIRE(r.steps.size() == 4);

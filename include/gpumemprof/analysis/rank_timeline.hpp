@@ -78,19 +78,19 @@ template <SnapshotLike S>
   const double per_us = static_cast<double>(max_points) / static_cast<double>(r.last_us - r.first_us + 1);
   const TimelineLevels start = timeline.start();
   r.peaks = start;
-  r.points.push_back({r.first_us, start.allocated, start.reserved});
+  r.points.push_back({r.first_us, start.requested_in_use, start.reserved});
   std::size_t bucket = 0;
   timeline.walk([&](std::size_t, const auto& e, const TimelineLevels& l, const auto&) {
     const auto b = std::min(max_points - 1, static_cast<std::size_t>(static_cast<double>(e.time_us - r.first_us) * per_us));
     if (b > bucket) {
       bucket = b;
-      r.points.push_back({e.time_us, l.allocated, l.reserved});
+      r.points.push_back({e.time_us, l.requested_in_use, l.reserved});
     }
     RankTimelinePoint& p = r.points.back();
-    p.requested = std::max(p.requested, l.allocated);
+    p.requested = std::max(p.requested, l.requested_in_use);
     p.reserved = std::max(p.reserved, l.reserved);
-    r.peaks.allocated = std::max(r.peaks.allocated, l.allocated);
-    r.peaks.active = std::max(r.peaks.active, l.active);
+    r.peaks.requested_in_use = std::max(r.peaks.requested_in_use, l.requested_in_use);
+    r.peaks.requested = std::max(r.peaks.requested, l.requested);
     r.peaks.reserved = std::max(r.peaks.reserved, l.reserved);
   });
   StepReport steps = analyze_steps(snap, r.device);

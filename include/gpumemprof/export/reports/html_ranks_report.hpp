@@ -136,7 +136,7 @@ inline void write_html_rank_json(JsonWriter& w, const HtmlRanksModel& m, const R
   w.field("rank", r.rank);
   w.key("facts");
   write_rank_facts_json(w, r);  // the rank's entry of `summary DIR --json`
-  w.field("peakRequested", t.peaks.allocated);
+  w.field("peakRequested", t.peaks.requested_in_use);
   w.field("stepsFrom", to_string(t.steps_from));
   const StepAxis axis(t.steps);
   const auto x_of = [&](std::int64_t t_us) {

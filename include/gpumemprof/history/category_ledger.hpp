@@ -185,7 +185,9 @@ class CategoryLedger {
     return true;
   }
 
-  mutable std::mutex mutex_;  // taken inside the allocator's lock (the sink), never around it
+  // Taken by the sink while the allocator delivers events (it then holds none of its own locks)
+  // and by readers.
+  mutable std::mutex mutex_;
   std::vector<CategoryStat> by_id_;  // index = category id (0 = unknown)
 
   mutable std::mutex attach_mutex_;  // never taken under the allocator's lock

@@ -69,7 +69,8 @@ inline int cmd_html(int argc, char** argv) {
   HtmlReportOptions opt;
   opt.title = args.get("--title", opt.title);
   opt.max_trace_entries = args.count("--max-entries", 0);
-  const std::string out = args.output_file("--output", args.positional());
+  // A rank folder's files are inputs too: the report must not replace one of them.
+  const std::string out = args.output_file("--output", input_files(args.positional()));
   if (names_ranks(args.positional())) return write_ranks_page(args, out, opt);
   opt.max_page_states = args.count("--page-states", opt.max_page_states);
   opt.max_page_allocations = args.count("--page-allocations", opt.max_page_allocations);

@@ -149,6 +149,14 @@ def check_html_across_ranks(gmp, tmp):
           f"the rest: {[r['rank'] for r in data['ranks']]}, {data['problems']}")
     p = run(gmp, "html", ranks, "-o", page, "--points", "x", expect_rc=2)
     check_one_error_line(p, "--points")
+    # The report written over one of the folder's rank files: refused, the file untouched.
+    rank0 = os.path.join(ranks, "rank-0.pickle")
+    with open(rank0, "rb") as f:
+        before = f.read()
+    p = run(gmp, "html", ranks, "-o", rank0, expect_rc=2)
+    check_one_error_line(p, "rank-0.pickle")
+    with open(rank0, "rb") as f:
+        check(f.read() == before, "html DIR -o DIR/rank-0.pickle changed the rank file")
 
 
 def main():

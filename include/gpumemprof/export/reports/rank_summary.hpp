@@ -93,13 +93,8 @@ GPUMEMPROF_NAMESPACE_BEGIN
 /// Called with each snapshot read and its facts, from the reading threads (at the same time).
 using RankSnapshotVisitor = std::function<void(const CompactSnapshot&, const RankFacts&)>;
 
-/// The cross-rank report of a folder or of several snapshot files. A file without rank keys takes
-/// its rank from its name (rank-<R>.pickle), else from its place on the command line. Files are
-/// read by `jobs` threads (0: one per core, at most 4), each holding one snapshot at a time;
-/// `visit` (when set) sees each snapshot before it is dropped (what it throws makes the file a problem).
-[[nodiscard]] inline CrossRankReport load_cross_rank(const std::vector<std::string>& positional,
-                                                     std::size_t top_sites = 20, unsigned jobs = 0,
-                                                     const RankSnapshotVisitor& visit = {}) {
+/// The snapshot files the arguments name: a folder's rank files in rank order, other paths as given.
+[[nodiscard]] inline std::vector<std::string> input_files(const std::vector<std::string>& positional) {
   std::vector<std::string> files;
   for (const std::string& p : positional) {
     if (is_directory(p)) {
@@ -108,6 +103,17 @@ using RankSnapshotVisitor = std::function<void(const CompactSnapshot&, const Ran
       files.push_back(p);
     }
   }
+  return files;
+}
+
+/// The cross-rank report of a folder or of several snapshot files. A file without rank keys takes
+/// its rank from its name (rank-<R>.pickle), else from its place on the command line. Files are
+/// read by `jobs` threads (0: one per core, at most 4), each holding one snapshot at a time;
+/// `visit` (when set) sees each snapshot before it is dropped (what it throws makes the file a problem).
+[[nodiscard]] inline CrossRankReport load_cross_rank(const std::vector<std::string>& positional,
+                                                     std::size_t top_sites = 20, unsigned jobs = 0,
+                                                     const RankSnapshotVisitor& visit = {}) {
+  const std::vector<std::string> files = input_files(positional);
   struct Outcome {
     std::optional<RankFacts> facts;
     std::string problem;

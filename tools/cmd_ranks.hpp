@@ -42,9 +42,14 @@ inline const RankFacts& announce_worst_rank(const std::string& path, const Cross
                      (report.problems().empty() ? std::string() : " (" + report.problems().front() + ")"));
   }
   const RankFacts& worst = report.rank(report.max_peak_rank());
-  std::printf("%s: rank %d of %zu has the largest peak allocated (%s): %s\n", path.c_str(), worst.rank,
-              report.ranks().size(), format_size(static_cast<std::uint64_t>(worst.peak_allocated_bytes)).c_str(),
-              worst.file.c_str());
+  // "of N" is the world size; when the files read are not exactly its ranks, say how many were read.
+  const bool every_rank = report.problems().empty() &&
+                          static_cast<std::int64_t>(report.ranks().size()) == report.world_size();
+  const std::string among =
+      every_rank ? std::string() : " of the " + std::to_string(report.ranks().size()) + " rank file(s) read";
+  std::printf("%s: rank %d of %lld has the largest peak allocated%s (%s): %s\n", path.c_str(), worst.rank,
+              static_cast<long long>(report.world_size()), among.c_str(),
+              format_size(static_cast<std::uint64_t>(worst.peak_allocated_bytes)).c_str(), worst.file.c_str());
   return worst;
 }
 

@@ -236,6 +236,16 @@ def main():
                   any("rank-7.pickle: rank 2 again" in l for l in lines), f"{command} DIR with bad files: {p.stderr}")
             check(p.stdout.startswith(worst_bad), f"{command} DIR with bad files: {p.stdout[:300]}")
 
+        # Two ranks of a world of 4: "of 4" is the world size, and the line says how many were read.
+        partial = os.path.join(tmp, "partial")
+        os.makedirs(partial)
+        write(os.path.join(partial, "rank-0.pickle"), snapshot(0, 4))
+        write(os.path.join(partial, "rank-3.pickle"), snapshot(3, 4, activations=64 * MIB))
+        p = run(gmp, "tune", partial)
+        check(p.stdout.startswith("%s: rank 3 of 4 has the largest peak allocated of the 2 rank file(s) read (80.00 MiB)"
+                                  % partial) and "missing rank(s) 1-2 of world size 4" in p.stderr,
+              f"tune DIR with missing ranks: {p.stdout[:300]} / {p.stderr}")
+
         empty = os.path.join(tmp, "empty")
         os.makedirs(empty)
         p = run(gmp, "summary", empty, expect_rc=2)

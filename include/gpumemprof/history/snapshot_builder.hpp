@@ -164,6 +164,10 @@ Snapshot CachingAllocator<Backend>::snapshot() const {
     for (SnapshotSegment& seg : one.segments) all.segments.push_back(std::move(seg));
     if (all.device_traces.size() <= index) all.device_traces.resize(index + 1);
     all.device_traces[index] = std::move(one.device_traces[index]);
+    if (index < one.category_changes.size()) {
+      if (all.category_changes.size() <= index) all.category_changes.resize(index + 1);
+      all.category_changes[index] = std::move(one.category_changes[index]);
+    }
     for (Annotation& a : one.external_annotations) all.external_annotations.push_back(std::move(a));
     if (all.allocator_settings.empty()) all.allocator_settings = std::move(one.allocator_settings);
   }

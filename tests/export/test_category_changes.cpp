@@ -4,13 +4,16 @@
 // and in slices cut before, across and after the changes.
 #include <cstdint>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "catch.hpp"
 #include "export_support.hpp"
 #include "gpumemprof/analysis/timeline.hpp"
+#include "gpumemprof/export/formats/json_reader.hpp"
 #include "gpumemprof/export/formats/snapshot_reader.hpp"
+#include "gpumemprof/export/reports/memory_timeline.hpp"
 #include "gpumemprof/history/category_ledger.hpp"
 #include "gpumemprof/history/snapshot_slice.hpp"
 #include "history/history_util.hpp"
@@ -153,6 +156,15 @@ TEST_CASE("Category changes: a snapshot's timeline equals category_stats at ever
   }
   CHECK(blocks == ByCategory{{"parameter", 3 * MiB}, {"gradient", 8192}});
   check_against_ledger(snap, w);
+
+  // torch.profiler's JSON layout shows the moves: its last row is the ledger's end.
+  std::ostringstream json;
+  gmp::write_memory_timeline_json(snap, 0, json);
+  const gmp::DataValue doc = gmp::parse_json(json.str());
+  const auto& last = doc.items()[1].items().back().items();
+  CHECK(last[1].as_int() == 3 * MiB);  // parameter
+  CHECK(last[6].as_int() == 8192);     // gradient
+  CHECK(last[8].as_int() == 0);        // unknown
 
   // Without the changes the tagged-later bytes would stay unknown (what this fixes).
   gmp::Snapshot dropped = snap;

@@ -143,7 +143,8 @@ check(os.path.exists(out_json), "a failed run must not remove the old output")
 
 
 # Categories set on live allocations later (set_category, gpumemprof_torch.categorize): our key
-# "category_changes" beside the trace moves the bytes from the change on (before entry 2 here).
+# "category_changes" beside the trace moves the bytes from the change on (before entry 2 here),
+# in a row at the change's own time.
 def tagged_entry(action, addr, size, t, name=""):
     return {"action": action, "addr": addr, "size": size, "stream": 0, "time_us": t, "compile_context": "N/A",
             "user_metadata": "category=" + name if name else "", "frames": []}
@@ -162,7 +163,8 @@ run("timeline", later, "-o", out_later)
 with open(out_later) as f:
     got_later = json.load(f)
 unknown = lambda n: [0] * 8 + [n]  # noqa: E731
-check(got_later == [[10, 11, 20, 30], [unknown(4096), unknown(5120), [0, 4096] + [0] * 6 + [1536], unknown(1536)]],
+check(got_later == [[10, 11, 15, 20, 30], [unknown(4096), unknown(5120), [0, 4096] + [0] * 6 + [1024],
+                                             [0, 4096] + [0] * 6 + [1536], unknown(1536)]],
       f"category_changes not applied: {got_later}")
 
 # Steps in `summary` (text and --json) and the HTML report: a constructed training loop whose

@@ -161,16 +161,25 @@ class TraceTimeline {
   /// show in the levels after the first entry that follows them.
   template <class F>
   void walk(F&& f) const {
-    walk_levels(f, [](const std::vector<std::int64_t>&) {});
+    walk_levels(f, [](const CategoryChange&, const std::vector<std::int64_t>&) {});
   }
+
+  /// walk(), and `moved(const CategoryChange& c, const std::vector<std::int64_t>& in_use_by_category)`
+  /// after each category change, in its place.
+  template <class F, class Moved>
+  void walk(F&& f, Moved&& moved) const {
+    walk_levels(f, moved);
+  }
+
+  /// This device's category changes (Snapshot::category_changes), in trace order.
+  [[nodiscard]] const std::vector<CategoryChange>& changes() const noexcept { return changes_; }
 
   /// The requested_in_use bytes per category (index = category id) after the last entry and the
   /// last change: what category_stats() said of the allocations' requested bytes then.
   [[nodiscard]] std::vector<std::int64_t> end_categories() const {
     std::vector<std::int64_t> last = start_categories_;
-    const auto keep = [&last](const std::vector<std::int64_t>& now) { last = now; };
-    walk_levels([&](std::size_t, const Entry&, const TimelineLevels&, const std::vector<std::int64_t>& now) { keep(now); },
-                keep);
+    walk_levels([&](std::size_t, const Entry&, const TimelineLevels&, const std::vector<std::int64_t>& now) { last = now; },
+                [&](const CategoryChange&, const std::vector<std::int64_t>& now) { last = now; });
     return last;
   }
 
@@ -183,7 +192,7 @@ class TraceTimeline {
       for (std::size_t c = 0; c < now.size(); ++c) peak[c] = std::max(peak[c], now[c]);
     };
     walk_levels([&](std::size_t, const Entry&, const TimelineLevels&, const std::vector<std::int64_t>& now) { raise(now); },
-                raise);
+                [&](const CategoryChange&, const std::vector<std::int64_t>& now) { raise(now); });
     return peak;
   }
 
@@ -239,7 +248,7 @@ class TraceTimeline {
     changes_until(std::numeric_limits<std::size_t>::max());
   }
 
-  // The levels walked: `f` after each entry (see walk()), `moved(by_category)` after each change.
+  // The levels walked: `f` after each entry (see walk()), `moved(change, by_category)` after each change.
   template <class F, class Moved>
   void walk_levels(F&& f, Moved&& moved) const {
     TimelineLevels level = start_;
@@ -270,7 +279,7 @@ class TraceTimeline {
           const auto n = static_cast<std::int64_t>(c.size);
           add(it != l.end() ? it->second : category_id(c.previous), -n);
           add(category_id(c.category), n);
-          moved(static_cast<const std::vector<std::int64_t>&>(by_category));
+          moved(c, static_cast<const std::vector<std::int64_t>&>(by_category));
         },
         live);
   }

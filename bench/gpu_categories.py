@@ -5,6 +5,11 @@ memory timeline (export_memory_timeline), on the same training steps.
 Workloads (random data and weights; nothing is downloaded):
   resnet50  torchvision ResNet-50, SGD with momentum, batch 16 of 3x224x224
   gpt2      transformers GPT2LMHeadModel(GPT2Config()) (GPT-2 small), AdamW, batch 4 x 256 tokens
+  gpt2_position_ids  the same with position_ids (arange(256), made with the batch) passed to forward,
+            as GPT2LMHeadModel.forward documents, instead of made inside the model: torch.profiler
+            labels a tensor INPUT only when nothing in its profile made it from a parameter, and its
+            ACTIVATION rule starts from INPUT; the plain run gives its forward no such tensor
+            (bench/RESULTS.md), this one may. Same model, steps and bytes otherwise.
 Each workload runs twice, each in its own process and with the same seeds: on PyTorch's allocator
 under torch.profiler (profile_memory, record_shapes, with_stack), whose export_memory_timeline JSON
 gives per-category peaks, and on gpumemprof's allocator through the bridge with categorize(model,
@@ -26,7 +31,7 @@ tensor's own bytes (torch sizes a tensor it saw allocated by the block the cachi
 reported; pre-existing tensors by sizes x strides); and, tensor by tensor, where torch's bytes
 differ from the final gradients' and optimizer state's block bytes (torch.cuda.memory_snapshot()).
 
-usage: bench/gpu_categories.py [--out DIR] [--steps N] [--workloads resnet50,gpt2]
+usage: bench/gpu_categories.py [--out DIR] [--steps N] [--workloads resnet50,gpt2,gpt2_position_ids]
 Needs a CUDA GPU, torch, torchvision, transformers and libgpumemprof_torch.so (under build*/python/
 or $GPUMEMPROF_TORCH_LIB).
 """
@@ -66,7 +71,7 @@ def make_resnet50(torch, gmp):
     return model, opt, batch, loss_of
 
 
-def make_gpt2(torch, gmp):
+def make_gpt2(torch, gmp, position_ids=False):
     from transformers import GPT2Config, GPT2LMHeadModel
     config = GPT2Config()
     model = GPT2LMHeadModel(config).cuda()
@@ -75,15 +80,23 @@ def make_gpt2(torch, gmp):
     gen = torch.Generator(device="cuda").manual_seed(0)
 
     def batch():
-        return torch.randint(0, config.vocab_size, (4, 256), device="cuda", generator=gen)
+        ids = torch.randint(0, config.vocab_size, (4, 256), device="cuda", generator=gen)
+        if not position_ids:
+            return ids, None
+        # What GPT-2 makes inside when none is given (its cache positions, unsqueezed): 2048 bytes.
+        return ids, torch.arange(ids.shape[1], device="cuda").unsqueeze(0)
 
-    def loss_of(ids):
-        return model(input_ids=ids, labels=ids).loss
+    def loss_of(inputs):
+        ids, positions = inputs
+        if positions is None:
+            return model(input_ids=ids, labels=ids).loss
+        return model(input_ids=ids, position_ids=positions, labels=ids).loss
 
     return model, opt, batch, loss_of
 
 
-WORKLOADS = {"resnet50": make_resnet50, "gpt2": make_gpt2}
+WORKLOADS = {"resnet50": make_resnet50, "gpt2": make_gpt2,
+             "gpt2_position_ids": lambda torch, gmp: make_gpt2(torch, gmp, position_ids=True)}
 
 
 def address_names(model):
@@ -611,7 +624,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="gpu-categories-out")
     ap.add_argument("--steps", type=int, default=2)
-    ap.add_argument("--workloads", default="resnet50,gpt2")
+    ap.add_argument("--workloads", default="resnet50,gpt2,gpt2_position_ids")
     ap.add_argument("--timeout", type=int, default=150)
     ap.add_argument("--child", nargs=3, metavar=("WORKLOAD", "MODE", "RESULT"), help=argparse.SUPPRESS)
     args = ap.parse_args()

@@ -391,8 +391,9 @@ def categorize(model, optimizer=None):
     step), each gradient when autograd has accumulated it ("gradient"), the optimizer's state after
     every step ("optimizer_state"), and the tensors autograd saves for backward during the model's forward
     that have no category yet ("activation"; inputs tagged with category("input") and parameters
-    keep theirs). category_stats() counts these moves; a snapshot's history keeps the category an
-    allocation had when it was made. Returns a handle whose remove() undoes the hooks."""
+    keep theirs). category_stats() counts these moves, and a snapshot keeps them beside its history
+    (its "category_changes" key), so `gpumemprof timeline` and the HTML report count them too.
+    Returns a handle whose remove() undoes the hooks."""
     import torch
     _load()
     handle = _Categorized()

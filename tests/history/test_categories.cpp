@@ -297,10 +297,23 @@ TEST_CASE("set_category moves a live allocation and its bytes to another categor
   CHECK(r.stat("activation").peak == 1 * MiB);
   CHECK_FALSE(a.set_category(w, id(cat::parameter)));  // freed
   a.validate();
-  // The history records no entry for the move; the frees carry the new category.
+  // The trace has no entry for the moves (PyTorch has no such action); the frees carry the new
+  // category, and the snapshot keeps the moves beside the trace, each after the entries before it.
   const auto trace = r.recorder.trace();
   CHECK(trace.size() == 1 + 2 + 2 + 2);  // one small-pool segment, 2 allocs, 2 frees requested and completed
   CHECK(categories(trace, TraceAction::free_requested) == std::vector<std::string>{"activation", "parameter"});
+  const gmp::Snapshot snap = a.snapshot();
+  REQUIRE(snap.category_changes.size() == 1);
+  const auto& moves = snap.category_changes[0];
+  REQUIRE(moves.size() == 2);
+  CHECK(moves[0].trace_index == 3);  // after the segment and the two allocs
+  CHECK(moves[0].addr == addr(w));
+  CHECK(moves[0].size == 3000);
+  CHECK(moves[0].category == "parameter");
+  CHECK(moves[0].previous.empty());
+  CHECK(moves[1].trace_index == 3);
+  CHECK(moves[1].category == "activation");
+  CHECK(moves[1].previous == "input");
 }
 
 TEST_CASE("A ledger attached late starts from the live blocks' categories") {

@@ -142,6 +142,31 @@ check_one_error_line(run("timeline", os.path.join(TMP, "missing.pickle"), "-o", 
 check(os.path.exists(out_json), "a failed run must not remove the old output")
 
 
+# Categories set on live allocations later (set_category, gpumemprof_torch.categorize): our key
+# "category_changes" beside the trace moves the bytes from the change on (before entry 2 here),
+# in a row at the change's own time.
+def tagged_entry(action, addr, size, t, name=""):
+    return {"action": action, "addr": addr, "size": size, "stream": 0, "time_us": t, "compile_context": "N/A",
+            "user_metadata": "category=" + name if name else "", "frames": []}
+
+
+later = os.path.join(TMP, "tagged-later.pickle")
+with open(later, "wb") as f:
+    pickle.dump({"segments": [], "allocator_settings": {}, "external_annotations": [],
+                 "device_traces": [[tagged_entry("alloc", 0x1000, 4096, 10), tagged_entry("alloc", 0x3000, 1024, 11),
+                                    tagged_entry("alloc", 0x5000, 512, 20),
+                                    tagged_entry("free_requested", 0x1000, 4096, 30, "parameter")]],
+                 "category_changes": [[{"trace_index": 2, "time_us": 15, "addr": 0x1000, "size": 4096,
+                                        "category": "parameter", "previous": ""}]]}, f, protocol=2)
+out_later = os.path.join(TMP, "later.json")
+run("timeline", later, "-o", out_later)
+with open(out_later) as f:
+    got_later = json.load(f)
+unknown = lambda n: [0] * 8 + [n]  # noqa: E731
+check(got_later == [[10, 11, 15, 20, 30], [unknown(4096), unknown(5120), [0, 4096] + [0] * 6 + [1024],
+                                             [0, 4096] + [0] * 6 + [1536], unknown(1536)]],
+      f"category_changes not applied: {got_later}")
+
 # Steps in `summary` (text and --json) and the HTML report: a constructed training loop whose
 # steps each allocate a batch and a temporary, free both, and keep 1 MiB in a cache they never
 # free (a leak); the first step also creates optimizer state that lives on.

@@ -25,7 +25,8 @@ enum class TraceAction : std::uint8_t {
   snapshot,
   oom,
   // Not a PyTorch trace action: an allocation moved to another memory category
-  // (CachingAllocator::set_category). Event sinks see it; the history does not record it.
+  // (CachingAllocator::set_category). Event sinks see it; the history keeps it beside the trace
+  // (Snapshot::category_changes), never in device_traces.
   category_change,
 };
 

@@ -151,6 +151,7 @@ class CompactTrace {
 struct CompactSnapshot {
   std::vector<SnapshotSegment> segments;
   std::vector<CompactTrace> device_traces;  ///< index = device, oldest entry first
+  std::vector<std::vector<CategoryChange>> category_changes;  ///< as Snapshot's
   std::vector<std::pair<std::string, SettingValue>> allocator_settings;
   std::vector<Annotation> external_annotations;
   RankInfo rank_info;
@@ -164,6 +165,7 @@ struct CompactSnapshot {
       s.device_traces.push_back(t.expand());
       t = CompactTrace();
     }
+    s.category_changes = std::move(category_changes);
     s.allocator_settings = std::move(allocator_settings);
     s.external_annotations = std::move(external_annotations);
     s.rank_info = std::move(rank_info);

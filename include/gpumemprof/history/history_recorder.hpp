@@ -254,16 +254,16 @@ class HistoryRecorder final : private detail::AnnotationSink {
     copy_locked(out);
   }
 
-  /// Trace entries of a copy, oldest first; frames shared through `frames`.
+  /// Trace entries of a copy, oldest first; frames shared through `frames`. Category changes
+  /// are no trace entries (category_changes() gives them).
   static std::vector<TraceEntry> trace_entries(const detail::HistoryCopy& copy, detail::FrameResolver& frames,
                                                const TraceClock::Converter& clock) {
-    std::uint32_t max_md = 0;
-    for (const auto& e : copy.entries) max_md = std::max({max_md, e.metadata, e.category});
-    const std::vector<std::string> metadata = detail::MetadataStrings::instance().lookup_all(max_md);
-    std::vector<TraceEntry> out(copy.entries.size());
-    for (std::size_t i = 0; i < out.size(); ++i) {
-      const detail::RawTraceEntry& e = copy.entries[i];
-      TraceEntry& t = out[i];
+    const std::vector<std::string> metadata = metadata_of(copy);
+    std::vector<TraceEntry> out;
+    out.reserve(copy.entries.size());
+    for (const detail::RawTraceEntry& e : copy.entries) {
+      if (e.action == TraceAction::category_change) continue;
+      TraceEntry& t = out.emplace_back();
       t.action = e.action;
       t.addr = e.addr;
       t.size = e.size;
@@ -274,6 +274,25 @@ class HistoryRecorder final : private detail::AnnotationSink {
         t.user_metadata = metadata_with_category(t.user_metadata, metadata[e.category]);
       }
       t.frames = frames(e.stack);
+    }
+    return out;
+  }
+
+  /// The category changes of a copy, oldest first, each placed among trace_entries() by its
+  /// trace_index (Snapshot::category_changes).
+  static std::vector<CategoryChange> category_changes(const detail::HistoryCopy& copy,
+                                                      const TraceClock::Converter& clock) {
+    std::vector<CategoryChange> out;
+    std::vector<std::string> metadata;
+    std::size_t index = 0;  // trace entries so far
+    for (const detail::RawTraceEntry& e : copy.entries) {
+      if (e.action != TraceAction::category_change) {
+        ++index;
+        continue;
+      }
+      if (metadata.empty()) metadata = metadata_of(copy);
+      const auto name = [&metadata](std::uint32_t id) { return id < metadata.size() ? metadata[id] : std::string(); };
+      out.push_back({index, clock.to_us(e.tick), e.addr, e.size, name(e.category), name(e.metadata)});
     }
     return out;
   }
@@ -321,9 +340,23 @@ class HistoryRecorder final : private detail::AnnotationSink {
     }
   }
 
-  // Records one event; the caller holds mutex_.
+  // The strings behind a copy's metadata and category ids (index = id).
+  static std::vector<std::string> metadata_of(const detail::HistoryCopy& copy) {
+    std::uint32_t max_md = 0;
+    for (const auto& e : copy.entries) max_md = std::max({max_md, e.metadata, e.category});
+    return detail::MetadataStrings::instance().lookup_all(max_md);
+  }
+
+  // Records one event; the caller holds mutex_. A category change shares the ring with the trace
+  // entries (so it keeps its place among them and ages out with them), its previous category in
+  // the metadata field: it has no user metadata of its own.
   void record(const AllocatorEvent& e) noexcept {
-    if (GPUMEMPROF_UNLIKELY(!recording_ || e.action == TraceAction::category_change)) return;  // no trace action
+    if (GPUMEMPROF_UNLIKELY(!recording_)) return;
+    if (GPUMEMPROF_UNLIKELY(e.action == TraceAction::category_change)) {
+      if (GPUMEMPROF_LIKELY(e.stamp > last_tick_)) last_tick_ = e.stamp;
+      ring_.push({e.addr, e.size, e.stream.id, last_tick_, 0, e.previous_category, e.category, e.action});
+      return;
+    }
     const std::uint32_t stack = capture_ ? stack_for(e) : 0;
     // A free_completed reported by deallocate() itself directly follows its free_requested:
     // same time. Otherwise the event's stamp, never going back.

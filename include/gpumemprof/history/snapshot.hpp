@@ -4,6 +4,7 @@
 // and readers work on these types only.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -42,6 +43,10 @@ struct SnapshotBlock {
   std::uint64_t requested_size = 0;  ///< bytes the client asked for (0 for inactive blocks)
   BlockState state = BlockState::inactive;
   Frames frames;  ///< stack of the allocation that owns the block (when recorded)
+  /// The allocation's memory category now (history/memory_category.hpp; "" = unknown). Written
+  /// as the block's "category" key only when set: PyTorch's blocks have no such key, and its
+  /// viewers read only the keys they know.
+  std::string category = {};
 };
 
 /// One device allocation (cudaMalloc) held by the allocator.
@@ -69,6 +74,22 @@ struct TraceEntry {
   std::string compile_context = "N/A";
   std::string user_metadata;
   Frames frames;
+};
+
+/// A live allocation moved to another memory category after it was made
+/// (CachingAllocator::set_category; gpumemprof_torch.categorize). PyTorch's trace has no action
+/// for it, so the changes travel beside device_traces in our top-level key "category_changes"
+/// (one list per device, like device_traces), each placed by `trace_index`: the number of the
+/// device's trace entries recorded before it. The allocation's entries before the change carry
+/// `previous`, those after it `category` (analysis/timeline.hpp applies the changes in order).
+struct CategoryChange {
+  std::size_t trace_index = 0;  ///< it happened after that many entries of the device's trace
+  std::int64_t time_us = 0;     ///< microseconds since the Unix epoch
+  std::uint64_t addr = 0;       ///< the allocation's address
+  std::uint64_t size = 0;       ///< its requested bytes
+  std::string category;         ///< the category it moved to ("" = unknown)
+  std::string previous;         ///< the category it left ("" = unknown)
+  friend bool operator==(const CategoryChange&, const CategoryChange&) = default;
 };
 
 /// An external annotation: a named range begun (START) or ended (END) on a device.
@@ -102,6 +123,8 @@ struct RankInfo {
 struct Snapshot {
   std::vector<SnapshotSegment> segments;
   std::vector<std::vector<TraceEntry>> device_traces;  ///< index = device, oldest entry first
+  /// Per device index, oldest first: category moves of live allocations (CategoryChange).
+  std::vector<std::vector<CategoryChange>> category_changes;
   std::vector<std::pair<std::string, SettingValue>> allocator_settings;
   std::vector<Annotation> external_annotations;
   RankInfo rank_info;  ///< set by per-rank dumps (integrations/mpi.hpp, gpumemprof_torch)

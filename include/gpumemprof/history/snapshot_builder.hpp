@@ -25,6 +25,7 @@
 #include "gpumemprof/history/snapshot.hpp"
 #include "gpumemprof/history/stack_table.hpp"
 #include "gpumemprof/history/trace_clock.hpp"
+#include "gpumemprof/history/user_metadata.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
 
@@ -56,6 +57,11 @@ namespace detail {
 inline Snapshot build_snapshot(int device, std::vector<SegmentView> segments, const HistoryCopy& history,
                                const AllocatorConfig& config) {
   FrameResolver frames(history.stacks, history.stack_depth);
+  std::uint32_t max_category = 0;
+  for (const SegmentView& v : segments) {
+    for (const BlockView& b : v.blocks) max_category = std::max(max_category, b.category);
+  }
+  const std::vector<std::string> categories = MetadataStrings::instance().lookup_all(max_category);
   const TraceClock::Converter clock = TraceClock::converter();
   Snapshot snap;
   std::sort(segments.begin(), segments.end(),
@@ -78,6 +84,7 @@ inline Snapshot build_snapshot(int device, std::vector<SegmentView> segments, co
       sb.requested_size = b.requested_size;
       sb.state = b.state;
       sb.frames = frames(history.stack_of(b.context));
+      if (b.state != BlockState::inactive && b.category < categories.size()) sb.category = categories[b.category];
       if (b.state == BlockState::active_allocated) s.allocated_size += b.size;
       if (b.state != BlockState::inactive) {
         s.active_size += b.size;
@@ -88,6 +95,10 @@ inline Snapshot build_snapshot(int device, std::vector<SegmentView> segments, co
   const auto index = static_cast<std::size_t>(std::max(device, 0));  // device_traces[i]: device i
   snap.device_traces.resize(index + 1);
   snap.device_traces[index] = HistoryRecorder::trace_entries(history, frames, clock);
+  if (std::vector<CategoryChange> changes = HistoryRecorder::category_changes(history, clock); !changes.empty()) {
+    snap.category_changes.resize(index + 1);
+    snap.category_changes[index] = std::move(changes);
+  }
   snap.allocator_settings = allocator_settings(config);
   snap.external_annotations = HistoryRecorder::to_annotations(history, clock);
   return snap;
@@ -153,6 +164,10 @@ Snapshot CachingAllocator<Backend>::snapshot() const {
     for (SnapshotSegment& seg : one.segments) all.segments.push_back(std::move(seg));
     if (all.device_traces.size() <= index) all.device_traces.resize(index + 1);
     all.device_traces[index] = std::move(one.device_traces[index]);
+    if (index < one.category_changes.size()) {
+      if (all.category_changes.size() <= index) all.category_changes.resize(index + 1);
+      all.category_changes[index] = std::move(one.category_changes[index]);
+    }
     for (Annotation& a : one.external_annotations) all.external_annotations.push_back(std::move(a));
     if (all.allocator_settings.empty()) all.allocator_settings = std::move(one.allocator_settings);
   }

@@ -10,6 +10,10 @@
 // segment, a segment_free undone brings it back whole and free. Entries of expandable segments
 // (segment_map/unmap) and frees of addresses found in no segment cannot be undone exactly; they
 // are counted in SliceResult::approximate.
+// Category changes (Snapshot::category_changes) inside the window stay, renumbered for the kept
+// entries; those after it are undone with the entries (the block gets back its previous
+// category), so blocks live at the window's end show the category they had then, and blocks
+// live at its start keep theirs (a freed block regains the category its free carries).
 #pragma once
 
 #include <algorithm>
@@ -18,11 +22,14 @@
 #include <iterator>
 #include <limits>
 #include <map>
+#include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/history/compact_snapshot.hpp"
+#include "gpumemprof/history/memory_category.hpp"
 #include "gpumemprof/history/snapshot.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
@@ -51,13 +58,22 @@ class SegmentRewinder {
     for (SnapshotSegment& s : segs) segs_.emplace(s.address, std::move(s));
   }
 
+  /// Undoes one category change; false when its block is not live.
+  bool undo(const CategoryChange& c) {
+    auto [s, i] = find(c.addr);
+    if (s == nullptr || s->blocks[i].address != c.addr || s->blocks[i].state == BlockState::inactive) return false;
+    s->blocks[i].category = c.previous;
+    return true;
+  }
+
   /// Undoes one entry; false when it could not be undone exactly.
   template <class Entry>
   bool undo(const Entry& e, int device) {
     switch (e.action) {
       case TraceAction::alloc: return set_state(e.addr, BlockState::inactive, 0);
-      case TraceAction::free_requested: return set_state(e.addr, BlockState::active_allocated, e.size);
-      case TraceAction::free_completed: return bring_back(e.addr, e.size);
+      case TraceAction::free_requested:
+        return set_state(e.addr, BlockState::active_allocated, e.size, category_of_metadata(e.user_metadata));
+      case TraceAction::free_completed: return bring_back(e.addr, e.size, category_of_metadata(e.user_metadata));
       case TraceAction::segment_alloc: return segs_.erase(e.addr) == 1;
       case TraceAction::segment_free: {
         SnapshotSegment s;
@@ -119,7 +135,7 @@ class SegmentRewinder {
     return {nullptr, 0};
   }
 
-  bool set_state(std::uint64_t addr, BlockState state, std::uint64_t requested) {
+  bool set_state(std::uint64_t addr, BlockState state, std::uint64_t requested, std::string_view category = {}) {
     auto [s, i] = find(addr);
     if (s == nullptr || s->blocks[i].address != addr) return false;
     SnapshotBlock& b = s->blocks[i];
@@ -127,12 +143,13 @@ class SegmentRewinder {
     if (state != BlockState::inactive && b.state == BlockState::inactive) return false;
     b.state = state;
     b.requested_size = state == BlockState::inactive ? 0 : requested;
+    b.category = state == BlockState::inactive ? std::string() : std::string(category);
     return true;
   }
 
   /// Before a free_completed, the block at `addr` was pending free: carve it out of the free
   /// block that now holds it.
-  bool bring_back(std::uint64_t addr, std::uint64_t requested) {
+  bool bring_back(std::uint64_t addr, std::uint64_t requested, std::string_view category) {
     auto [s, i] = find(addr);
     if (s == nullptr) return false;
     SnapshotBlock free_block = s->blocks[i];
@@ -140,6 +157,7 @@ class SegmentRewinder {
       if (free_block.address != addr) return false;
       s->blocks[i].state = BlockState::active_pending_free;
       s->blocks[i].requested_size = requested;
+      s->blocks[i].category = std::string(category);
       return true;
     }
     // The free neighbours (undone allocs are not merged as they are undone) are one free range.
@@ -156,7 +174,7 @@ class SegmentRewinder {
     if (addr > free_block.address) {
       parts.push_back(SnapshotBlock{free_block.address, addr - free_block.address, 0, BlockState::inactive, {}});
     }
-    parts.push_back(SnapshotBlock{addr, size, requested, BlockState::active_pending_free, {}});
+    parts.push_back(SnapshotBlock{addr, size, requested, BlockState::active_pending_free, {}, std::string(category)});
     if (addr + size < end) parts.push_back(SnapshotBlock{addr + size, end - addr - size, 0, BlockState::inactive, {}});
     s->blocks.erase(s->blocks.begin() + static_cast<std::ptrdiff_t>(lo),
                     s->blocks.begin() + static_cast<std::ptrdiff_t>(hi));
@@ -190,10 +208,24 @@ SliceResult slice_snapshot(const S& snap, const SliceWindow& w) {
       if (s.device == static_cast<int>(d)) mine.push_back(s);
     }
     detail::SegmentRewinder rewinder(std::move(mine));
+    // Category changes: those in the window are kept, those after it undone with the entries.
+    static const std::vector<CategoryChange> kNoChanges;
+    const auto& changes = d < snap.category_changes.size() ? snap.category_changes[d] : kNoChanges;
+    const auto kept_change = [&](const CategoryChange& c) {
+      return c.trace_index >= first && c.trace_index <= last && c.time_us >= w.t0 && c.time_us <= w.t1;
+    };
+    std::size_t k = changes.size();  // changes not yet undone: [0, k)
+    const auto undo_changes_from = [&](std::size_t index) {
+      for (; k > 0 && changes[k - 1].trace_index >= index && !kept_change(changes[k - 1]); --k) {
+        if (!rewinder.undo(changes[k - 1])) ++r.approximate;
+      }
+    };
     for (std::size_t i = trace.size(); i > last; --i) {
+      undo_changes_from(i);
       ++r.undone;
       if (!rewinder.undo(trace[i - 1], static_cast<int>(d))) ++r.approximate;
     }
+    undo_changes_from(last);
     std::vector<SnapshotSegment> segs = std::move(rewinder).take();
     r.snapshot.segments.insert(r.snapshot.segments.end(), std::make_move_iterator(segs.begin()),
                                std::make_move_iterator(segs.end()));
@@ -211,6 +243,16 @@ SliceResult slice_snapshot(const S& snap, const SliceWindow& w) {
     }
     r.entries += kept.size();
     r.snapshot.device_traces.push_back(std::move(kept));
+    std::vector<CategoryChange> kept_changes;
+    for (const CategoryChange& c : changes) {
+      if (!kept_change(c)) continue;
+      kept_changes.push_back(c);
+      kept_changes.back().trace_index -= first;
+    }
+    if (!kept_changes.empty()) {
+      r.snapshot.category_changes.resize(d + 1);
+      r.snapshot.category_changes[d] = std::move(kept_changes);
+    }
   }
   // Segments of devices with no trace stay as they are.
   for (const SnapshotSegment& s : snap.segments) {

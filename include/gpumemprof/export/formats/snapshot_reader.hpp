@@ -139,6 +139,7 @@ class SnapshotDecoder {
       for (std::size_t i = 0; i < devices->size(); ++i)
         snap.device_memory.push_back(device_memory(devices->items()[i], wm.at(i)));
     }
+    if (const DataValue* changes = root.find("category_changes")) snap.category_changes = category_changes(*changes, snap, top);
     return snap;
   }
 
@@ -319,7 +320,41 @@ class SnapshotDecoder {
     b.address = size_field(d, "address", w, next_address);
     b.requested_size = size_field(d, "requested_size", w, b.state == BlockState::inactive ? 0 : b.size);
     b.frames = frames_field(d, w);
+    b.category = str_field(d, "category", w, "");  // ours; absent in PyTorch's
     return b;
+  }
+
+  // Our key "category_changes" (history/snapshot.hpp): per device, changes placed in order
+  // within that device's trace.
+  std::vector<std::vector<CategoryChange>> category_changes(const DataValue& list, const CompactSnapshot& snap,
+                                                            const Where& top) const {
+    const Where wl = top.at("category_changes");
+    need(list, K::list, wl);
+    std::vector<std::vector<CategoryChange>> out(list.size());
+    for (std::size_t d = 0; d < list.size(); ++d) {
+      const DataValue& changes = list.items()[d];
+      const Where wd = wl.at(d);
+      need(changes, K::list, wd);
+      const std::size_t entries = d < snap.device_traces.size() ? snap.device_traces[d].size() : 0;
+      for (std::size_t i = 0; i < changes.size(); ++i) {
+        const DataValue& c = changes.items()[i];
+        const Where wc = wd.at(i);
+        need(c, K::dict, wc);
+        CategoryChange& ch = out[d].emplace_back();
+        ch.trace_index = size_field(c, "trace_index", wc, 0, true);
+        if (ch.trace_index > entries || (i > 0 && ch.trace_index < out[d][i - 1].trace_index)) {
+          fail(wc.at("trace_index"), std::to_string(ch.trace_index) + " is out of order or past the " +
+                                         std::to_string(entries) + " entries of device_traces[" + std::to_string(d) +
+                                         "]");
+        }
+        ch.time_us = time_field(c, wc);
+        ch.addr = size_field(c, "addr", wc, 0, true);
+        ch.size = size_field(c, "size", wc, 0);
+        ch.category = str_field(c, "category", wc, "");
+        ch.previous = str_field(c, "previous", wc, "");
+      }
+    }
+    return out;
   }
 
   CompactTrace& streamed_trace(std::size_t device) {

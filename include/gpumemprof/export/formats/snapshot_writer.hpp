@@ -111,6 +111,7 @@ inline void write_segment(ValueWriter& w, const SnapshotSegment& seg, FrameStrin
     write_name(w, to_string(b.state));
     w.key("frames");
     write_frames(w, b.frames, strings);
+    if (!b.category.empty()) w.field("category", b.category);  // ours: see SnapshotBlock::category
     w.end_dict();
   }
   w.end_list();
@@ -201,6 +202,29 @@ inline void write_setting(ValueWriter& w, const SettingValue& v) {
       v);
 }
 
+// Our key, beside device_traces (whose entries may use PyTorch's actions only): one list per
+// device index of the live allocations' category moves (history/snapshot.hpp, CategoryChange).
+inline void write_category_changes(ValueWriter& w, const std::vector<std::vector<CategoryChange>>& devices) {
+  if (devices.empty()) return;  // PyTorch's own snapshots stay byte for byte as they were
+  w.key("category_changes");
+  w.begin_list();
+  for (const auto& changes : devices) {
+    w.begin_list();
+    for (const CategoryChange& c : changes) {
+      w.begin_dict();
+      w.field("trace_index", static_cast<std::uint64_t>(c.trace_index));
+      w.field("time_us", c.time_us);
+      w.field("addr", c.addr);
+      w.field("size", c.size);
+      w.field("category", c.category);
+      w.field("previous", c.previous);
+      w.end_dict();
+    }
+    w.end_list();
+  }
+  w.end_list();
+}
+
 // Keys PyTorch's viewers ignore: which rank of a multi-process run wrote the snapshot.
 inline void write_rank_info(ValueWriter& w, const RankInfo& r) {
   w.field("rank", r.rank);
@@ -256,6 +280,7 @@ inline void write_snapshot(const Snapshot& snap, ValueWriter& w) {
   w.end_list();
   if (snap.rank_info.known()) detail::write_rank_info(w, snap.rank_info);
   detail::write_device_memory(w, snap.device_memory);
+  detail::write_category_changes(w, snap.category_changes);
   w.end_dict();
 }
 

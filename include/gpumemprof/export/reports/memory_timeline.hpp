@@ -19,6 +19,7 @@
 #include <array>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <ostream>
 #include <sstream>
 #include <string>
@@ -56,11 +57,12 @@ inline constexpr std::size_t kTorchColumns = 9;
 }
 
 /// Walks the category levels of `t`, coalesced as torch does: `row(time_us, bytes by category)`
-/// once per run of alloc/free_requested entries sharing a microsecond (and first for the bytes
-/// allocated before the trace, at the first such entry's time, when there are any).
+/// once per run of alloc/free_requested entries and category changes sharing a microsecond (and
+/// first for the bytes allocated before the trace, at the first such event's time, when there are any).
 template <SnapshotLike S, class Row>
 void walk_category_rows(const TraceTimeline<S>& t, Row&& row) {
   const auto& trace = t.trace();
+  const auto& changes = t.changes();
   const auto counts = [](const auto& e) {
     return e.action == TraceAction::alloc || e.action == TraceAction::free_requested;
   };
@@ -69,6 +71,10 @@ void walk_category_rows(const TraceTimeline<S>& t, Row&& row) {
   for (const auto& e : trace) {
     if (!counts(e)) continue;
     t_min = any ? std::min(t_min, e.time_us) : e.time_us;
+    any = true;
+  }
+  for (const CategoryChange& c : changes) {
+    t_min = any ? std::min(t_min, c.time_us) : c.time_us;
     any = true;
   }
   if (!any) return;
@@ -80,11 +86,25 @@ void walk_category_rows(const TraceTimeline<S>& t, Row&& row) {
     next_counted[i] = next;
     if (counts(trace[i])) next = i;
   }
-  t.walk([&](std::size_t i, const auto& e, const TimelineLevels&, const std::vector<std::int64_t>& by_category) {
-    if (!counts(e)) return;
-    const std::size_t n = next_counted[i];
-    if (n == trace.size() || trace[n].time_us != e.time_us) row(e.time_us, by_category);
-  });
+  // The next counted event after entry i (or after the changes placed before entry j): a change
+  // placed before that entry comes first.
+  std::size_t k = 0;  // changes passed
+  const auto next_time = [&](std::size_t entry) -> std::optional<std::int64_t> {
+    if (k < changes.size() && changes[k].trace_index <= entry) return changes[k].time_us;
+    if (entry < trace.size()) return trace[entry].time_us;
+    return std::nullopt;
+  };
+  t.walk(
+      [&](std::size_t i, const auto& e, const TimelineLevels&, const std::vector<std::int64_t>& by_category) {
+        if (!counts(e)) return;
+        if (next_time(next_counted[i]) != e.time_us) row(e.time_us, by_category);
+      },
+      [&](const CategoryChange& c, const std::vector<std::int64_t>& by_category) {
+        ++k;
+        const std::size_t at = c.trace_index < trace.size() ? c.trace_index : trace.size();
+        const std::size_t n = at < trace.size() && !counts(trace[at]) ? next_counted[at] : at;
+        if (next_time(n) != c.time_us) row(c.time_us, by_category);
+      });
 }
 
 }  // namespace detail

@@ -58,6 +58,7 @@
 #include "gpumemprof/export/formats/dump_snapshot.hpp"
 #include "gpumemprof/export/reports/html_report.hpp"
 #include "gpumemprof/export/reports/memory_summary.hpp"
+#include "gpumemprof/export/reports/memory_timeline.hpp"
 #include "gpumemprof/export/reports/perfetto.hpp"
 #include "gpumemprof/export/formats/profile_export.hpp"
 #include "gpumemprof/export/formats/rank_dump.hpp"

@@ -4,17 +4,12 @@
 // integrations/mpi.hpp and the PyTorch bridge; nothing here talks to other ranks.
 #pragma once
 
-#include <unistd.h>
-
-#include <array>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
-#include <filesystem>
 #include <memory>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <utility>
 
 #include "gpumemprof/allocator/caching_allocator.hpp"
@@ -28,23 +23,13 @@
 GPUMEMPROF_NAMESPACE_BEGIN
 
 /// This machine's host name ("?" when it cannot be read).
-[[nodiscard]] inline std::string host_name() {
-  std::array<char, 256> buf{};
-  if (::gethostname(buf.data(), buf.size() - 1) != 0) return "?";
-  return buf.data();
-}
+[[nodiscard]] std::string host_name();
 
 /// `dir/rank-<rank><suffix>` (suffix ".pickle", ".oom.txt").
-[[nodiscard]] inline std::string rank_file_path(const std::string& dir, std::int64_t rank, std::string_view suffix) {
-  return (std::filesystem::path(dir) / ("rank-" + std::to_string(rank) + std::string(suffix))).string();
-}
+[[nodiscard]] std::string rank_file_path(const std::string& dir, std::int64_t rank, std::string_view suffix);
 
 /// Creates `dir` and its parents; IoError naming it on failure.
-inline void create_dump_folder(const std::string& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) throw IoError("cannot create the dump folder " + dir + ": " + ec.message());
-}
+void create_dump_folder(const std::string& dir);
 
 /// `allocator`'s snapshot marked as rank `rank` of `world_size` on this host, with its peaks.
 template <DeviceBackend B>
@@ -94,3 +79,9 @@ std::shared_ptr<OomReporter> attach_rank_oom_dump(CachingAllocator<B>& allocator
 }
 
 GPUMEMPROF_NAMESPACE_END
+
+// The bodies of the non-template functions: in the compiled library under GPUMEMPROF_COMPILED_LIB
+// (lib/snapshot_files.cpp).
+#ifndef GPUMEMPROF_COMPILED_LIB
+#include "gpumemprof/export/formats/rank_dump-inl.hpp"
+#endif

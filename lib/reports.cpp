@@ -1,10 +1,12 @@
 // The compiled library's reports: the HTML report, the memory timeline and the Perfetto trace,
 // instantiated for Snapshot and CompactSnapshot (what snapshot() and the snapshot readers
-// return), defined once here for GPUMEMPROF_COMPILED_LIB programs.
+// return), and the profile exporters (JSON, CSV), defined once here for GPUMEMPROF_COMPILED_LIB
+// programs.
 #define GPUMEMPROF_LIB_SOURCE 1
 #include "gpumemprof/export/reports/memory_timeline-inl.hpp"
 #include "gpumemprof/export/reports/html_report-inl.hpp"
 #include "gpumemprof/export/reports/perfetto-inl.hpp"
+#include "gpumemprof/export/formats/profile_export-inl.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
 

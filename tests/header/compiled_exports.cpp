@@ -50,6 +50,18 @@ int main() {
   gmp::export_memory_timeline((dir / "timeline.json").string(), "sim:0");
   check(std::filesystem::file_size(dir / "timeline.json") > 0, "export_memory_timeline");
 
+  gmp::GPUMemoryProfiler profiler("sim:0");
+  profiler.profile_function("step", [&] { alloc.deallocate(alloc.allocate(1 << 20)); });
+  gmp::export_results(profiler.results(), (dir / "results.csv").string());
+  gmp::export_profile(profiler, (dir / "profile.json").string());
+  std::ostringstream csv;
+  gmp::write_results_csv(csv, profiler.results());
+  check(has(csv.str(), "step"), "export_results, export_profile, write_results_csv");
+
+  gmp::write_rank_oom_dump((dir / "ranks").string(), 3, 4, gmp::OomReport{}, [&] { return snap; });
+  check(std::filesystem::exists(dir / "ranks" / "rank-3.oom.txt") &&
+            std::filesystem::exists(dir / "ranks" / "rank-3.pickle"),
+        "write_rank_oom_dump");
   gmp::create_dump_folder((dir / "ranks").string());
   check(gmp::rank_file_path("d", 3, ".pickle") == "d/rank-3.pickle", "rank_file_path");
   check(!gmp::host_name().empty(), "host_name");

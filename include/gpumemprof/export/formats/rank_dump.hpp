@@ -5,8 +5,7 @@
 #pragma once
 
 #include <cstdint>
-#include <cstdio>
-#include <exception>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -16,7 +15,6 @@
 #include "gpumemprof/analysis/oom_report.hpp"
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/error.hpp"
-#include "gpumemprof/export/formats/atomic_file.hpp"
 #include "gpumemprof/export/formats/snapshot_writer.hpp"
 #include "gpumemprof/history/snapshot_builder.hpp"
 
@@ -30,6 +28,12 @@ GPUMEMPROF_NAMESPACE_BEGIN
 
 /// Creates `dir` and its parents; IoError naming it on failure.
 void create_dump_folder(const std::string& dir);
+
+/// Writes `dir/rank-<rank>.oom.txt` (`report` headed by the rank and host) and then
+/// `dir/rank-<rank>.pickle` (what `take_snapshot` returns), creating `dir`. Throws nothing: a
+/// failed write is reported on stderr (it runs while an OutOfMemoryError is on its way).
+void write_rank_oom_dump(const std::string& dir, std::int64_t rank, std::int64_t world_size, const OomReport& report,
+                         const std::function<Snapshot()>& take_snapshot) noexcept;
 
 /// `allocator`'s snapshot marked as rank `rank` of `world_size` on this host, with its peaks.
 template <DeviceBackend B>
@@ -64,16 +68,7 @@ std::shared_ptr<OomReporter> attach_rank_oom_dump(CachingAllocator<B>& allocator
                                                   std::int64_t world_size) {
   OomReportOptions options;
   options.on_report = [&allocator, dir = std::move(dir), rank, world_size](const OomReport& report) {
-    try {
-      create_dump_folder(dir);
-      const std::string text = "rank " + std::to_string(rank) + " of " + std::to_string(world_size) + " on " +
-                               host_name() + "\n" + report.to_string();
-      write_file_atomically(rank_file_path(dir, rank, ".oom.txt"), std::string_view(text));
-      write_snapshot_file(rank_snapshot(allocator, rank, world_size), rank_file_path(dir, rank, ".pickle"));
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "gpumemprof: rank %lld could not write its OOM dump into %s: %s\n",
-                   static_cast<long long>(rank), dir.c_str(), e.what());
-    }
+    write_rank_oom_dump(dir, rank, world_size, report, [&] { return rank_snapshot(allocator, rank, world_size); });
   };
   return attach_oom_reporter(allocator, std::move(options));
 }

@@ -8,9 +8,9 @@
 // 1 devices
 #include "gpumemprof/device/any_backend.hpp"
 #include "gpumemprof/device/backend.hpp"
-#ifndef GPUMEMPROF_COMPILED_LIB  // compiled library: its backends are in libgpumemprof, and a
-                                  // program naming CudaBackend, HostBackend or SimulatedBackend
-                                  // includes gpumemprof/device/cuda.hpp, host.hpp or simulated.hpp
+// Compiled library: its backends are in libgpumemprof, and a program naming CudaBackend,
+// HostBackend or SimulatedBackend includes gpumemprof/device/cuda.hpp, host.hpp or simulated.hpp.
+#ifndef GPUMEMPROF_COMPILED_LIB
 #include "gpumemprof/device/cuda.hpp"
 #include "gpumemprof/device/cupti.hpp"
 #include "gpumemprof/device/host.hpp"

@@ -39,7 +39,8 @@ GPUMEMPROF_FUNC void create_dump_folder(const std::string& dir) {
 }
 
 GPUMEMPROF_FUNC void write_rank_oom_dump(const std::string& dir, std::int64_t rank, std::int64_t world_size,
-                                         const OomReport& report, const std::function<Snapshot()>& take_snapshot) noexcept {
+                                         const OomReport& report,
+                                         const std::function<Snapshot()>& take_snapshot) noexcept {
   try {
     create_dump_folder(dir);
     const std::string text = "rank " + std::to_string(rank) + " of " + std::to_string(world_size) + " on " +

@@ -33,8 +33,7 @@ class DataValue;  // export/formats/data_value.hpp
 
 /// Parses snapshot bytes already in memory (a pickle or JSON, recognised from the content) into
 /// a CompactSnapshot. Throws FormatError starting with `name` when they are not a readable snapshot.
-[[nodiscard]] CompactSnapshot parse_compact_snapshot(std::string_view bytes,
-                                                                     const std::string& name = "snapshot");
+[[nodiscard]] CompactSnapshot parse_compact_snapshot(std::string_view bytes, const std::string& name = "snapshot");
 
 /// Parses snapshot bytes already in memory: a pickle or JSON, recognised from the content.
 /// Throws FormatError starting with `name` when they are not a readable snapshot.

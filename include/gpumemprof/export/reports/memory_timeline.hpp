@@ -43,8 +43,8 @@ template <SnapshotLike S>
 
 /// Writes the standalone HTML page (see the header comment).
 template <SnapshotLike S>
-void write_memory_timeline_html(const S& snap, int device, std::ostream& out, std::string_view title = "Memory timeline",
-                                const CategoryRules* rules = nullptr);
+void write_memory_timeline_html(const S& snap, int device, std::ostream& out,
+                                std::string_view title = "Memory timeline", const CategoryRules* rules = nullptr);
 
 /// Writes `device`'s timeline of `snap` to `path` atomically: torch.profiler's JSON when the
 /// path ends in ".json", the HTML page when it ends in ".html"/".htm"; ConfigError otherwise.

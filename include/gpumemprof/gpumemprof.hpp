@@ -8,15 +8,16 @@
 // 1 devices
 #include "gpumemprof/device/any_backend.hpp"
 #include "gpumemprof/device/backend.hpp"
-#ifndef GPUMEMPROF_COMPILED_LIB  // compiled library: its backends are in libgpumemprof, and a
-                                  // program naming CudaBackend includes gpumemprof/device/cuda.hpp
+// Compiled library: its backends are in libgpumemprof, and a program naming CudaBackend,
+// HostBackend or SimulatedBackend includes gpumemprof/device/cuda.hpp, host.hpp or simulated.hpp.
+#ifndef GPUMEMPROF_COMPILED_LIB
 #include "gpumemprof/device/cuda.hpp"
 #include "gpumemprof/device/cupti.hpp"
+#include "gpumemprof/device/host.hpp"
+#include "gpumemprof/device/simulated.hpp"
 #endif
 #include "gpumemprof/device/device.hpp"
 #include "gpumemprof/device/external_memory.hpp"
-#include "gpumemprof/device/host.hpp"
-#include "gpumemprof/device/simulated.hpp"
 
 // 2 allocator
 #include "gpumemprof/allocator/allocator_config.hpp"
@@ -54,10 +55,11 @@
 #include "gpumemprof/profiler/profiler.hpp"
 #include "gpumemprof/profiler/tracker.hpp"
 
-// 5 export
+// 5 export (in compiled mode, declarations: the library has the bodies)
 #include "gpumemprof/export/formats/dump_snapshot.hpp"
 #include "gpumemprof/export/reports/html_report.hpp"
 #include "gpumemprof/export/reports/memory_summary.hpp"
+#include "gpumemprof/export/reports/memory_timeline.hpp"
 #include "gpumemprof/export/reports/perfetto.hpp"
 #include "gpumemprof/export/formats/profile_export.hpp"
 #include "gpumemprof/export/formats/rank_dump.hpp"

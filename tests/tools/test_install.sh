@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The installed library works for consumers: one `meson install` into a scratch root, then
 #  1. the README example built with the generated pkg-config file alone, and run;
-#  2. a CMake project with find_package(gpumemprof) -> gpumemprof::gpumemprof, built and run
-#     (when cmake is installed);
+#  2. a CMake project with find_package(gpumemprof) -> gpumemprof::gpumemprof and
+#     gpumemprof::compiled, built and run (when cmake is installed);
 #  3. a compile below C++20 stops with the one clear #error;
 #  4. the compiled library: the compile-time probe built with gpumemprof-compiled.pc, and run.
 set -euo pipefail
@@ -32,6 +32,8 @@ if command -v cmake >/dev/null; then
   cmake --build "$root/cmake-build" >>"$root/cmake.log" 2>&1 || { cat "$root/cmake.log"; exit 1; }
   "$root/cmake-build/consumer"
   echo "ok: find_package(gpumemprof) + gpumemprof::gpumemprof build and run a consumer"
+  LD_LIBRARY_PATH="$(dirname "$(find "$root" -name 'libgpumemprof.*' | head -n1)")" "$root/cmake-build/consumer_compiled" >/dev/null
+  echo "ok: gpumemprof::compiled (the compiled library) builds and runs the compile-time probe"
 else
   echo "skip: cmake not installed (scripts/install-deps installs it)"
 fi

@@ -4,47 +4,36 @@
 // integrations/mpi.hpp and the PyTorch bridge; nothing here talks to other ranks.
 #pragma once
 
-#include <unistd.h>
-
-#include <array>
 #include <cstdint>
-#include <cstdio>
-#include <exception>
-#include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <utility>
 
 #include "gpumemprof/allocator/caching_allocator.hpp"
 #include "gpumemprof/analysis/oom_report.hpp"
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/error.hpp"
-#include "gpumemprof/export/formats/atomic_file.hpp"
 #include "gpumemprof/export/formats/snapshot_writer.hpp"
 #include "gpumemprof/history/snapshot_builder.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
 
 /// This machine's host name ("?" when it cannot be read).
-[[nodiscard]] inline std::string host_name() {
-  std::array<char, 256> buf{};
-  if (::gethostname(buf.data(), buf.size() - 1) != 0) return "?";
-  return buf.data();
-}
+[[nodiscard]] std::string host_name();
 
 /// `dir/rank-<rank><suffix>` (suffix ".pickle", ".oom.txt").
-[[nodiscard]] inline std::string rank_file_path(const std::string& dir, std::int64_t rank, std::string_view suffix) {
-  return (std::filesystem::path(dir) / ("rank-" + std::to_string(rank) + std::string(suffix))).string();
-}
+[[nodiscard]] std::string rank_file_path(const std::string& dir, std::int64_t rank, std::string_view suffix);
 
 /// Creates `dir` and its parents; IoError naming it on failure.
-inline void create_dump_folder(const std::string& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) throw IoError("cannot create the dump folder " + dir + ": " + ec.message());
-}
+void create_dump_folder(const std::string& dir);
+
+/// Writes `dir/rank-<rank>.oom.txt` (`report` headed by the rank and host) and then
+/// `dir/rank-<rank>.pickle` (what `take_snapshot` returns), creating `dir`. Throws nothing: a
+/// failed write is reported on stderr (it runs while an OutOfMemoryError is on its way).
+void write_rank_oom_dump(const std::string& dir, std::int64_t rank, std::int64_t world_size, const OomReport& report,
+                         const std::function<Snapshot()>& take_snapshot) noexcept;
 
 /// `allocator`'s snapshot marked as rank `rank` of `world_size` on this host, with its peaks.
 template <DeviceBackend B>
@@ -79,18 +68,15 @@ std::shared_ptr<OomReporter> attach_rank_oom_dump(CachingAllocator<B>& allocator
                                                   std::int64_t world_size) {
   OomReportOptions options;
   options.on_report = [&allocator, dir = std::move(dir), rank, world_size](const OomReport& report) {
-    try {
-      create_dump_folder(dir);
-      const std::string text = "rank " + std::to_string(rank) + " of " + std::to_string(world_size) + " on " +
-                               host_name() + "\n" + report.to_string();
-      write_file_atomically(rank_file_path(dir, rank, ".oom.txt"), std::string_view(text));
-      write_snapshot_file(rank_snapshot(allocator, rank, world_size), rank_file_path(dir, rank, ".pickle"));
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "gpumemprof: rank %lld could not write its OOM dump into %s: %s\n",
-                   static_cast<long long>(rank), dir.c_str(), e.what());
-    }
+    write_rank_oom_dump(dir, rank, world_size, report, [&] { return rank_snapshot(allocator, rank, world_size); });
   };
   return attach_oom_reporter(allocator, std::move(options));
 }
 
 GPUMEMPROF_NAMESPACE_END
+
+// The bodies of the non-template functions: in the compiled library under GPUMEMPROF_COMPILED_LIB
+// (lib/snapshot_files.cpp).
+#ifndef GPUMEMPROF_COMPILED_LIB
+#include "gpumemprof/export/formats/rank_dump-inl.hpp"
+#endif

@@ -90,7 +90,7 @@
 #include "gpumemprof/allocator/block.hpp"
 #include "gpumemprof/allocator/event_buffer.hpp"
 #include "gpumemprof/allocator/event_sinks.hpp"
-#include "gpumemprof/allocator/expandable_planner.hpp"
+#include "gpumemprof/allocator/expandable_layout.hpp"
 #include "gpumemprof/allocator/format_size.hpp"
 #include "gpumemprof/allocator/free_index.hpp"
 #include "gpumemprof/allocator/introspection.hpp"

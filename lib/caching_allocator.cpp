@@ -6,8 +6,10 @@
 #include "gpumemprof/device/any_backend.hpp"
 
 #include "gpumemprof/allocator/caching_allocator-inl.hpp"
+#include "gpumemprof/allocator/caching_allocator_events-inl.hpp"
 #include "gpumemprof/allocator/caching_allocator_expandable-inl.hpp"
 #include "gpumemprof/allocator/caching_allocator_segments-inl.hpp"
 #include "gpumemprof/allocator/caching_allocator_stats-inl.hpp"
+#include "gpumemprof/allocator/caching_allocator_views-inl.hpp"
 
 template class gpumemprof::CachingAllocator<gpumemprof::AnyBackend>;

@@ -89,8 +89,8 @@ TEST_CASE("rank timeline: at most max_points buckets, each keeping its highest l
   std::int64_t top = 0;
   std::size_t spikes = 0;
   for (const gmp::RankTimelinePoint& p : r.points) {
-    top = std::max(top, p.requested);
-    spikes += p.requested > 4096 + 1000 ? 1 : 0;
+    top = std::max(top, p.requested_in_use);
+    spikes += p.requested_in_use > 4096 + 1000 ? 1 : 0;
     CHECK(p.reserved == 4 << 20);
   }
   CHECK(top == 4096 + (1 << 20));

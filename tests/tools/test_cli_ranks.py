@@ -113,10 +113,10 @@ def check_html_across_ranks(gmp, tmp):
               r["steps"]["x0"] == [0, 1, 2] and r["steps"]["x1"] == [0.9, 1.9, 3], f"rank {r['rank']} steps {r['steps']}")
         check(r["steps"]["us"] == [900 * (r["rank"] + 1)] * 3, f"rank {r['rank']} step lengths {r['steps']['us']}")
         act = (r["rank"] + 1) * 8 * MIB
-        held = [x for x, b in zip(r["x"], r["requested"]) if b == 4 * MIB + act]
+        held = [x for x, b in zip(r["x"], r["requestedInUse"]) if b == 4 * MIB + act]
         # A step runs to the next one's start; the last one to its end (0.9 of the others).
         check(held == [0.25, 1.25, 2.277778], f"rank {r['rank']}: activations held at x {held} (steps aligned)")
-        check(r["peakRequested"] == 4 * MIB + act and max(r["reserved"]) == 64 * MIB, f"rank {r['rank']} levels")
+        check(r["peakRequestedInUse"] == 4 * MIB + act and max(r["reserved"]) == 64 * MIB, f"rank {r['rank']} levels")
     # The table: the numbers of summary DIR --json.
     rep = json.loads(run(gmp, "summary", ranks, "--json").stdout)
     check(rep["ranks"] == [r["facts"] for r in data["ranks"]], f"table differs from summary: {data['ranks'][0]['facts']}")

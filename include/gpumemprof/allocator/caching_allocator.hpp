@@ -67,7 +67,9 @@
 // Files. Hot path: caching_allocator_hot-inl.hpp. New segments, release, garbage collection,
 // cross-stream events, release_stream: caching_allocator_segments-inl.hpp. Stats readers:
 // caching_allocator_stats-inl.hpp. Views, errors and validate(): caching_allocator_views-inl.hpp.
-// Construction, new shards, expandable segments: caching_allocator-inl.hpp.
+// Delivery of events: caching_allocator_events-inl.hpp. with_lock_then and the views it walks:
+// caching_allocator_locked-inl.hpp. Construction, new shards, expandable segments:
+// caching_allocator-inl.hpp.
 //
 // Streams the user destroys: release_stream() (before cudaStreamDestroy) waits for the stream,
 // returns its cached memory and moves its remaining segments to the default stream, so nothing
@@ -90,7 +92,7 @@
 #include "gpumemprof/allocator/block.hpp"
 #include "gpumemprof/allocator/event_buffer.hpp"
 #include "gpumemprof/allocator/event_sinks.hpp"
-#include "gpumemprof/allocator/expandable_planner.hpp"
+#include "gpumemprof/allocator/expandable_layout.hpp"
 #include "gpumemprof/allocator/format_size.hpp"
 #include "gpumemprof/allocator/free_index.hpp"
 #include "gpumemprof/allocator/introspection.hpp"
@@ -625,7 +627,8 @@ GPUMEMPROF_NAMESPACE_END
 
 // GPUMEMPROF_COMPILED_LIB (set by the gpumemprof-compiled pkg-config file and meson dependency):
 // the member bodies come from the compiled library (CachingAllocator<AnyBackend>, declared
-// `extern template` in default_allocator.hpp); only the files holding member templates stay.
+// `extern template` in default_allocator.hpp); only the hot path (inlined) and the member
+// templates that callers instantiate stay.
 #ifndef GPUMEMPROF_COMPILED_LIB
 #include "gpumemprof/allocator/caching_allocator-inl.hpp"
 #include "gpumemprof/allocator/caching_allocator_expandable-inl.hpp"
@@ -633,5 +636,8 @@ GPUMEMPROF_NAMESPACE_END
 #include "gpumemprof/allocator/caching_allocator_stats-inl.hpp"
 #endif
 #include "gpumemprof/allocator/caching_allocator_hot-inl.hpp"
+#ifndef GPUMEMPROF_COMPILED_LIB  // after the hot path: clang -Wthread-safety flags deliver_events otherwise
 #include "gpumemprof/allocator/caching_allocator_views-inl.hpp"
 #include "gpumemprof/allocator/caching_allocator_events-inl.hpp"
+#endif
+#include "gpumemprof/allocator/caching_allocator_locked-inl.hpp"

@@ -102,17 +102,4 @@ decltype(auto) CachingAllocator<Backend>::change_sinks(F&& change) {
   }
 }
 
-template <DeviceBackend Backend>
-template <class F, class G>
-decltype(auto) CachingAllocator<Backend>::with_lock_then(F&& f, G&& then) const {
-  detail::LockGuard delivery(events_mutex_);
-  auto seen = [&] {
-    ExclusiveLock lock(*this, typename ExclusiveLock::ReadersOnly{});
-    take_all_events();
-    return std::forward<F>(f)(LockedView(*this));
-  }();
-  deliver_taken(std::numeric_limits<std::uint64_t>::max());
-  return std::forward<G>(then)(std::move(seen));
-}
-
 GPUMEMPROF_NAMESPACE_END

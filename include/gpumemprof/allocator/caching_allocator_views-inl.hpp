@@ -32,29 +32,6 @@ BlockView CachingAllocator<Backend>::view_of(const Block& b) {
   return bv;
 }
 
-template <DeviceBackend Backend>
-template <class F>
-void CachingAllocator<Backend>::for_each_view(const Segment& s, F&& f) const {
-  const Block* b = s.head;
-  while (b != nullptr) {
-    if (!b->mapped) {
-      b = b->next;
-      continue;
-    }
-    SegmentView v;  // a plain segment, or one run of mapped pages of an expandable one
-    v.address = b->addr;
-    v.stream = s.stream;
-    v.is_large = !s.small_pool;
-    v.is_expandable = s.expandable;
-    v.context = s.context;
-    for (; b != nullptr && b->mapped; b = b->next) {
-      v.size += b->size;
-      v.blocks.push_back(view_of(*b));
-    }
-    f(std::as_const(v));
-  }
-}
-
 // ------------------------------------------------------------------------------------------------
 // Errors.
 

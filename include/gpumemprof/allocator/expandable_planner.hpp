@@ -24,33 +24,13 @@
 #include <optional>
 #include <vector>
 
+#include "gpumemprof/allocator/expandable_layout.hpp"
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/device/backend.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
 
 namespace detail {
-
-/// One block of a reservation, as the planner sees it.
-struct PlannedBlock {
-  std::uintptr_t addr = 0;
-  std::size_t size = 0;  // bytes
-  bool mapped = true;    // false: an unmapped hole (always free)
-  bool free = true;      // neither allocated nor waiting for another stream's events
-};
-
-/// One reservation (an expandable segment): its blocks tile [blocks.front().addr, end).
-struct PlannedSegment {
-  Stream stream;
-  bool small_pool = false;
-  std::uintptr_t end = 0;  // the reservation's end address
-  std::vector<PlannedBlock> blocks;
-};
-
-struct ExpandableLayout {
-  std::size_t page = 0;  // the mapping granularity (bytes, a power of two)
-  std::vector<PlannedSegment> segments;
-};
 
 /// Where a request goes: the run starting at segments[segment].blocks[block] (its address is
 /// the request's), and the hole bytes to map there.

@@ -30,7 +30,7 @@ GPUMEMPROF_NAMESPACE_BEGIN
 /// One time bucket of a RankTimeline (bytes).
 struct RankTimelinePoint {
   std::int64_t time_us = 0;    ///< the bucket's first entry (µs since the epoch, as the trace says)
-  std::int64_t requested = 0;  ///< the most requested bytes held in the bucket
+  std::int64_t requested_in_use = 0;  ///< the most requested bytes in use (alloc to free requested)
   std::int64_t reserved = 0;   ///< the most reserved bytes in the bucket
 };
 
@@ -87,7 +87,7 @@ template <SnapshotLike S>
       r.points.push_back({e.time_us, l.requested_in_use, l.reserved});
     }
     RankTimelinePoint& p = r.points.back();
-    p.requested = std::max(p.requested, l.requested_in_use);
+    p.requested_in_use = std::max(p.requested_in_use, l.requested_in_use);
     p.reserved = std::max(p.reserved, l.reserved);
     r.peaks.requested_in_use = std::max(r.peaks.requested_in_use, l.requested_in_use);
     r.peaks.requested = std::max(r.peaks.requested, l.requested);

@@ -12,7 +12,7 @@
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/device/backend.hpp"
 #include "gpumemprof/device/device.hpp"
-#include "gpumemprof/device/external_memory.hpp"
+#include "gpumemprof/device/owner_memory.hpp"
 #include "gpumemprof/error.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN

@@ -10,13 +10,20 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "gpumemprof/config.hpp"
+#ifndef GPUMEMPROF_COMPILED_LIB  // compiled library: Frame is complete where history is included
 #include "gpumemprof/history/snapshot.hpp"
+#endif
 
 GPUMEMPROF_NAMESPACE_BEGIN
+
+struct Frame;  // history/snapshot.hpp
+using Frames = std::shared_ptr<const std::vector<Frame>>;
 
 /// The memory of one device at one instant. Byte values in bytes.
 struct MemorySnapshot {

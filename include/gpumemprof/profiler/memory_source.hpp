@@ -22,7 +22,6 @@
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/device/any_backend.hpp"
 #include "gpumemprof/device/device.hpp"
-#include "gpumemprof/history/history_recorder.hpp"
 #include "gpumemprof/profiler/memory_snapshot.hpp"
 #include "gpumemprof/profiler/process_memory.hpp"
 
@@ -98,6 +97,10 @@ template <class B>
 /// profiler's sources need no CUDA header.
 void synchronize_cuda_device(int device);
 
+/// The stack behind `context` from the HistoryRecorder attached to `allocator` (an allocator's
+/// address; nullptr when none records it), out of line: the sources need no history header.
+[[nodiscard]] Frames recorded_frames(const void* allocator, std::uint64_t context);
+
 template <DeviceBackend B>
 class AllocatorSource final : public MemorySource {
  public:
@@ -127,9 +130,7 @@ class AllocatorSource final : public MemorySource {
 #endif
   }
   [[nodiscard]] Frames frames_of(std::uint64_t context) const override {
-    if (context == 0) return nullptr;
-    const HistoryRecorder* recorder = history_recorder_of(allocator_);
-    return recorder != nullptr ? recorder->frames_of(context) : nullptr;
+    return context != 0 ? recorded_frames(&allocator_, context) : nullptr;
   }
 
  private:
@@ -198,7 +199,7 @@ inline void fill_reading(MemorySnapshot& s, const MemorySource& source, const Al
 
 GPUMEMPROF_NAMESPACE_END
 
-// The CUDA side of the sources: in the compiled library under GPUMEMPROF_COMPILED_LIB
+// The CUDA and history side of the sources: in the compiled library under GPUMEMPROF_COMPILED_LIB
 // (lib/profiler.cpp).
 #ifndef GPUMEMPROF_COMPILED_LIB
 #include "gpumemprof/profiler/memory_source-inl.hpp"

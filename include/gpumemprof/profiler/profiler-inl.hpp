@@ -3,9 +3,46 @@
 // programs. Not a header to include on its own.
 #pragma once
 
+#include <algorithm>
+#include <exception>
+#include <stdexcept>
+#include <utility>
+#include <vector>
+
+#include "gpumemprof/history/stacks.hpp"
 #include "gpumemprof/profiler/profiler.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
+
+namespace detail {
+
+GPUMEMPROF_FUNC std::shared_ptr<std::atomic<std::uint32_t>> open_scope_counter(const void* profiler) {
+  using Counter = std::shared_ptr<std::atomic<std::uint32_t>>;
+  thread_local std::vector<std::pair<const void*, Counter>> counters;
+  for (auto& [owner, counter] : counters) {
+    if (owner == profiler) return counter;
+  }
+  // Forget profilers with no open scope left (a later one may reuse the address: it starts at 0).
+  std::erase_if(counters, [](const auto& c) { return c.second.use_count() == 1 && c.second->load() == 0; });
+  return counters.emplace_back(profiler, std::make_shared<std::atomic<std::uint32_t>>(0)).second;
+}
+
+}  // namespace detail
+
+GPUMEMPROF_FUNC std::vector<MemorySnapshot> GPUMemoryProfiler::snapshots() const {
+  std::lock_guard lock(samples_mutex_);
+  return samples_.to_vector();
+}
+
+GPUMEMPROF_FUNC std::vector<ProfileResult> GPUMemoryProfiler::results() const {
+  std::lock_guard lock(results_mutex_);
+  return results_.to_vector();
+}
+
+GPUMEMPROF_FUNC MemorySnapshot GPUMemoryProfiler::baseline() const {
+  std::lock_guard lock(results_mutex_);
+  return baseline_;
+}
 
 GPUMEMPROF_FUNC GPUMemoryProfiler::~GPUMemoryProfiler() {
   sampler_.stop();

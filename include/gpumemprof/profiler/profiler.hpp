@@ -13,7 +13,6 @@
 // scope must end before its profiler is destroyed.
 #pragma once
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <concepts>
@@ -32,7 +31,6 @@
 #include "gpumemprof/allocator/peak_windows.hpp"
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/device/device.hpp"
-#include "gpumemprof/history/stacks.hpp"
 #include "gpumemprof/profiler/memory_snapshot.hpp"
 #include "gpumemprof/profiler/memory_source.hpp"
 #include "gpumemprof/profiler/profile_result.hpp"
@@ -75,16 +73,7 @@ namespace detail {
 
 /// Profiled scopes of `profiler` open on this thread. Shared, so that a scope moved to another
 /// thread still decrements the counter of the thread it began on.
-[[nodiscard]] inline std::shared_ptr<std::atomic<std::uint32_t>> open_scope_counter(const void* profiler) {
-  using Counter = std::shared_ptr<std::atomic<std::uint32_t>>;
-  thread_local std::vector<std::pair<const void*, Counter>> counters;
-  for (auto& [owner, counter] : counters) {
-    if (owner == profiler) return counter;
-  }
-  // Forget profilers with no open scope left (a later one may reuse the address: it starts at 0).
-  std::erase_if(counters, [](const auto& c) { return c.second.use_count() == 1 && c.second->load() == 0; });
-  return counters.emplace_back(profiler, std::make_shared<std::atomic<std::uint32_t>>(0)).second;
-}
+[[nodiscard]] std::shared_ptr<std::atomic<std::uint32_t>> open_scope_counter(const void* profiler);
 
 }  // namespace detail
 
@@ -187,15 +176,9 @@ class GPUMemoryProfiler {
   void sample_now();
 
   /// Monitoring samples, oldest first (at most options().max_snapshots).
-  [[nodiscard]] std::vector<MemorySnapshot> snapshots() const {
-    std::lock_guard lock(samples_mutex_);
-    return samples_.to_vector();
-  }
+  [[nodiscard]] std::vector<MemorySnapshot> snapshots() const;
   /// Recorded results, oldest first (at most options().max_results).
-  [[nodiscard]] std::vector<ProfileResult> results() const {
-    std::lock_guard lock(results_mutex_);
-    return results_.to_vector();
-  }
+  [[nodiscard]] std::vector<ProfileResult> results() const;
   /// Totals over every result recorded since construction or clear_results().
   [[nodiscard]] ProfileSummary get_summary() const;
   /// get_summary() as a text table.
@@ -209,10 +192,7 @@ class GPUMemoryProfiler {
     return read_memory(*source_, operation, {.cpu_memory = options_.track_cpu_memory, .device_memory = true});
   }
   /// The reading taken at construction or at the last clear_results().
-  [[nodiscard]] MemorySnapshot baseline() const {
-    std::lock_guard lock(results_mutex_);
-    return baseline_;
-  }
+  [[nodiscard]] MemorySnapshot baseline() const;
 
   [[nodiscard]] const ProfilerOptions& options() const noexcept { return options_; }
   [[nodiscard]] const std::string& device_name() const noexcept { return source_->device_name(); }

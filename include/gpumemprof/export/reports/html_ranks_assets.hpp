@@ -126,7 +126,7 @@ function layout() {
   let x0 = Infinity, x1 = -Infinity;
   for (const r of D.ranks) {
     for (const a of [r.x, r.steps.x0, r.steps.x1]) if (a.length) { x0 = Math.min(x0, a[0]); x1 = Math.max(x1, a[a.length - 1]); }
-    r.maxReq = seriesMax(r.requested);
+    r.maxReq = seriesMax(r.requestedInUse);
     r.maxRes = seriesMax(r.reserved);
   }
   if (!isFinite(x0)) { x0 = 0; x1 = 1; }
@@ -182,8 +182,8 @@ function draw() {
       g.beginPath();
       g.moveTo(X(r.x[0]), base);
       for (let j = 0; j < n; j++) {
-        g.lineTo(X(r.x[j]), Y(r.requested[j]));
-        g.lineTo(j + 1 < n ? X(r.x[j + 1]) : Math.min(end, X(r.x[j]) + 1), Y(r.requested[j]));
+        g.lineTo(X(r.x[j]), Y(r.requestedInUse[j]));
+        g.lineTo(j + 1 < n ? X(r.x[j + 1]) : Math.min(end, X(r.x[j]) + 1), Y(r.requestedInUse[j]));
       }
       g.lineTo(Math.min(end, X(r.x[n - 1]) + 1), base);
       g.closePath();
@@ -238,7 +238,7 @@ function hover(ev) {
     const k = upperBound(r.steps.x0, a.x, r.steps.x0.length) - 1;
     h += '<br>' + (D.align === 'steps' ? 'x = ' + a.x.toFixed(2) + ' steps' : 't = ' + fmtDur(a.x * 1e6));
     if (k >= 0 && a.x <= r.steps.x1[k]) h += ', in ' + esc(r.steps.name[k]) + ' (' + fmtDur(r.steps.us[k]) + ')';
-    if (j >= 0) h += '<br>requested ' + fmtBytes(r.requested[j]) + ', reserved ' + fmtBytes(r.reserved[j]) +
+    if (j >= 0) h += '<br>requested ' + fmtBytes(r.requestedInUse[j]) + ', reserved ' + fmtBytes(r.reserved[j]) +
                      ' <span class="dim">(the most in this stretch)</span>';
   }
   h += '<br><span class="dim">' + (r.page ? 'click for its full view' : 'click: how to open its full view') + '</span>';

@@ -22,7 +22,7 @@
 // Data: {"v", "generator", "title", "align": "steps"|"time", "alignNote", "worldSize", "maxRank",
 // "minRank", "imbalance" (null: the smallest allocated nothing), "imbalanceSite", "problems",
 // "ranks": [{"rank", "facts" (the rank's entry of `summary DIR --json`, rank_summary.hpp),
-// "peakRequested", "stepsFrom", "steps": {"name", "x0", "x1", "us"}, "x", "requested", "reserved",
+// "peakRequestedInUse", "stepsFrom", "steps": {"name", "x0", "x1", "us"}, "x", "requestedInUse", "reserved",
 // "page"}]}; each embedded view is a JSON string in <script type="application/json" id="gmp-rank-page-R">.
 #pragma once
 
@@ -136,7 +136,7 @@ inline void write_html_rank_json(JsonWriter& w, const HtmlRanksModel& m, const R
   w.field("rank", r.rank);
   w.key("facts");
   write_rank_facts_json(w, r);  // the rank's entry of `summary DIR --json`
-  w.field("peakRequested", t.peaks.requested_in_use);
+  w.field("peakRequestedInUse", t.peaks.requested_in_use);
   w.field("stepsFrom", to_string(t.steps_from));
   const StepAxis axis(t.steps);
   const auto x_of = [&](std::int64_t t_us) {
@@ -155,7 +155,7 @@ inline void write_html_rank_json(JsonWriter& w, const HtmlRanksModel& m, const R
   write_column(w, "us", t.steps, [](const StepFacts& s) { return std::max<std::int64_t>(0, s.end_us - s.start_us); });
   w.end_dict();
   write_column(w, "x", t.points, [&](const RankTimelinePoint& p) { return x_of(p.time_us); });
-  write_column(w, "requested", t.points, [](const RankTimelinePoint& p) { return p.requested; });
+  write_column(w, "requestedInUse", t.points, [](const RankTimelinePoint& p) { return p.requested_in_use; });
   write_column(w, "reserved", t.points, [](const RankTimelinePoint& p) { return p.reserved; });
   w.field("page", std::find(m.drill.begin(), m.drill.end(), r.rank) != m.drill.end());
   w.end_dict();

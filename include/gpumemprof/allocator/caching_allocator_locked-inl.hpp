@@ -1,0 +1,51 @@
+// Layer 2: CachingAllocator's member templates that callers instantiate -- with_lock_then (a
+// reader's view under the allocator's lock, then the events it saw delivered) and the segment
+// views LockedView walks. Included by caching_allocator.hpp in both modes (the compiled library
+// cannot instantiate a caller's template); not a header to include on its own.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <utility>
+
+#include "gpumemprof/allocator/caching_allocator.hpp"
+
+GPUMEMPROF_NAMESPACE_BEGIN
+
+template <DeviceBackend Backend>
+template <class F, class G>
+decltype(auto) CachingAllocator<Backend>::with_lock_then(F&& f, G&& then) const {
+  detail::LockGuard delivery(events_mutex_);
+  auto seen = [&] {
+    ExclusiveLock lock(*this, typename ExclusiveLock::ReadersOnly{});
+    take_all_events();
+    return std::forward<F>(f)(LockedView(*this));
+  }();
+  deliver_taken(std::numeric_limits<std::uint64_t>::max());
+  return std::forward<G>(then)(std::move(seen));
+}
+
+template <DeviceBackend Backend>
+template <class F>
+void CachingAllocator<Backend>::for_each_view(const Segment& s, F&& f) const {
+  const Block* b = s.head;
+  while (b != nullptr) {
+    if (!b->mapped) {
+      b = b->next;
+      continue;
+    }
+    SegmentView v;  // a plain segment, or one run of mapped pages of an expandable one
+    v.address = b->addr;
+    v.stream = s.stream;
+    v.is_large = !s.small_pool;
+    v.is_expandable = s.expandable;
+    v.context = s.context;
+    for (; b != nullptr && b->mapped; b = b->next) {
+      v.size += b->size;
+      v.blocks.push_back(view_of(*b));
+    }
+    f(std::as_const(v));
+  }
+}
+
+GPUMEMPROF_NAMESPACE_END

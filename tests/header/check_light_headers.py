@@ -41,10 +41,10 @@ HEAVY = ("cuda.h", "cuda_runtime.h", "cuda_runtime_api.h", "cupti.h")  # and Boo
 # profiler.hpp leaves history, leak detector and tracker to their headers and the config parser,
 # the summary, the sampler and the allocator's views and event delivery went to the library
 # (header-only: 8924); the umbrella 14361, 7776 since the reports, the memory timeline, the
-# snapshot files and the profile exporters moved to the library, 6601 with both.
+# snapshot files and the profile exporters moved to the library, 7069 with both (g++ 13).
 COMPILED_LINE_BUDGET = 3550
 UMBRELLA = "gpumemprof/gpumemprof.hpp"
-UMBRELLA_LINE_BUDGET = 6900
+UMBRELLA_LINE_BUDGET = 7400
 # The umbrella's own bodies that compiled mode leaves to the library (lib/reports.cpp,
 # lib/snapshot_files.cpp): the exporters, their assets and their helpers.
 UMBRELLA_LIBRARY_BODIES = ("export/formats/profile_export-inl.hpp", "export/formats/atomic_file.hpp",

@@ -11,10 +11,7 @@
 # tensors whose torch bytes are not their final block; "other tensors in torch's CATEGORY" grouped
 # by the op and module that made them), then how torch's activation rule met the first forward
 # ops (why a tensor is or is not ACTIVATION there). The last line "gpu_categories: all checks
-# passed". A failed run prints its log's end. Workload gpt2_position_ids is GPT-2 with position_ids
-# passed to forward (made with the batch): look whether torch's activation peak there is no longer
-# ~2048 bytes (its flood then starts from that INPUT) and how far it is from ours ("within 5%").
-# Its activation-flood lines below the table show torch's labels of the first forward ops.
+# passed". A failed run prints its log's end.
 # usage: bench/gpu_categories.sh BUILD_DIR   (a CUDA build: python/libgpumemprof_torch.so);
 #        logs, results and torch's timelines go to $OUT.
 set -u

@@ -81,7 +81,7 @@ class TraceTimeline {
   /// Reads `device`'s trace of `snap` once, for the levels before it and the categories
   /// (`rules` name those of entries that carry none). `snap` must outlive the timeline.
   explicit TraceTimeline(const S& snap, int device, const CategoryRules* rules = nullptr)
-      : trace_(trace_of(snap, device)), changes_(changes_of(snap, device)) {
+      : trace_(trace_of(snap, device)), changes_(category_changes_of(snap, device)) {
     if (rules != nullptr && !rules->empty()) {
       rules_ = *rules;
       rules_->set_scopes(snap.external_annotations, device);
@@ -123,7 +123,8 @@ class TraceTimeline {
           net.requested_in_use += d.requested_in_use;
           net.requested += d.requested;
           net.reserved += d.reserved;
-          if (tagged_ && e.action == TraceAction::free_requested && !l.contains(e.addr)) add_before(category_of(e), e.size);
+          if (tagged_ && e.action == TraceAction::free_requested && !l.contains(e.addr))
+            add_before(category_of(e), e.size);
         },
         [&](const CategoryChange& c, Live& l) {
           if (!l.contains(c.addr)) add_before(category_id(c.previous), c.size);
@@ -161,14 +162,45 @@ class TraceTimeline {
   /// show in the levels after the first entry that follows them.
   template <class F>
   void walk(F&& f) const {
-    walk_levels(f, [](const CategoryChange&, const std::vector<std::int64_t>&) {});
+    walk(f, [](const CategoryChange&, const std::vector<std::int64_t>&) {});
   }
 
   /// walk(), and `moved(const CategoryChange& c, const std::vector<std::int64_t>& in_use_by_category)`
   /// after each category change, in its place.
   template <class F, class Moved>
   void walk(F&& f, Moved&& moved) const {
-    walk_levels(f, moved);
+    TimelineLevels level = start_;
+    std::vector<std::int64_t> by_category = start_categories_;
+    const auto add = [&by_category](std::uint32_t c, std::int64_t n) {
+      if (c >= by_category.size()) by_category.resize(c + 1, 0);
+      by_category[c] += n;
+    };
+    Live live;
+    walk_impl(
+        [&](std::size_t i, const Entry& e, const Live& l) {
+          const TimelineLevels d = timeline_delta(e);
+          level.requested_in_use += d.requested_in_use;
+          level.requested += d.requested;
+          level.reserved += d.reserved;
+          if (!tagged_) {
+            by_category[0] += d.requested_in_use;
+          } else if (e.action == TraceAction::alloc) {
+            add(category_of(e), static_cast<std::int64_t>(e.size));
+          } else if (e.action == TraceAction::free_requested) {
+            const auto it = l.find(e.addr);
+            add(it != l.end() ? it->second : category_of(e), -static_cast<std::int64_t>(e.size));
+          }
+          f(i, e, static_cast<const TimelineLevels&>(level),
+            static_cast<const std::vector<std::int64_t>&>(by_category));
+        },
+        [&](const CategoryChange& c, const Live& l) {
+          const auto it = l.find(c.addr);
+          const auto n = static_cast<std::int64_t>(c.size);
+          add(it != l.end() ? it->second : category_id(c.previous), -n);
+          add(category_id(c.category), n);
+          moved(c, static_cast<const std::vector<std::int64_t>&>(by_category));
+        },
+        live);
   }
 
   /// This device's category changes (Snapshot::category_changes), in trace order.
@@ -178,8 +210,8 @@ class TraceTimeline {
   /// last change: what category_stats() said of the allocations' requested bytes then.
   [[nodiscard]] std::vector<std::int64_t> end_categories() const {
     std::vector<std::int64_t> last = start_categories_;
-    walk_levels([&](std::size_t, const Entry&, const TimelineLevels&, const std::vector<std::int64_t>& now) { last = now; },
-                [&](const CategoryChange&, const std::vector<std::int64_t>& now) { last = now; });
+    walk([&](std::size_t, const Entry&, const TimelineLevels&, const std::vector<std::int64_t>& now) { last = now; },
+         [&](const CategoryChange&, const std::vector<std::int64_t>& now) { last = now; });
     return last;
   }
 
@@ -191,8 +223,8 @@ class TraceTimeline {
       if (peak.size() < now.size()) peak.resize(now.size(), 0);
       for (std::size_t c = 0; c < now.size(); ++c) peak[c] = std::max(peak[c], now[c]);
     };
-    walk_levels([&](std::size_t, const Entry&, const TimelineLevels&, const std::vector<std::int64_t>& now) { raise(now); },
-                [&](const CategoryChange&, const std::vector<std::int64_t>& now) { raise(now); });
+    walk([&](std::size_t, const Entry&, const TimelineLevels&, const std::vector<std::int64_t>& now) { raise(now); },
+         [&](const CategoryChange&, const std::vector<std::int64_t>& now) { raise(now); });
     return peak;
   }
 
@@ -217,13 +249,6 @@ class TraceTimeline {
 
   using Live = std::unordered_map<std::uint64_t, std::uint32_t>;  // address -> category id
 
-  static const std::vector<CategoryChange>& changes_of(const S& snap, int device) {
-    static const std::vector<CategoryChange> kNone;
-    return device >= 0 && static_cast<std::size_t>(device) < snap.category_changes.size()
-               ? snap.category_changes[static_cast<std::size_t>(device)]
-               : kNone;
-  }
-
   // The trace in order with the category changes in their places: `entry(i, e, live)` before
   // `live` takes entry i in, `change(c, live)` likewise. `live` maps each allocation the trace
   // has seen live (allocated, or moved by a change) to its category now.
@@ -246,42 +271,6 @@ class TraceTimeline {
       ++i;
     }
     changes_until(std::numeric_limits<std::size_t>::max());
-  }
-
-  // The levels walked: `f` after each entry (see walk()), `moved(change, by_category)` after each change.
-  template <class F, class Moved>
-  void walk_levels(F&& f, Moved&& moved) const {
-    TimelineLevels level = start_;
-    std::vector<std::int64_t> by_category = start_categories_;
-    const auto add = [&by_category](std::uint32_t c, std::int64_t n) {
-      if (c >= by_category.size()) by_category.resize(c + 1, 0);
-      by_category[c] += n;
-    };
-    Live live;
-    walk_impl(
-        [&](std::size_t i, const Entry& e, const Live& l) {
-          const TimelineLevels d = timeline_delta(e);
-          level.requested_in_use += d.requested_in_use;
-          level.requested += d.requested;
-          level.reserved += d.reserved;
-          if (!tagged_) {
-            by_category[0] += d.requested_in_use;
-          } else if (e.action == TraceAction::alloc) {
-            add(category_of(e), static_cast<std::int64_t>(e.size));
-          } else if (e.action == TraceAction::free_requested) {
-            const auto it = l.find(e.addr);
-            add(it != l.end() ? it->second : category_of(e), -static_cast<std::int64_t>(e.size));
-          }
-          f(i, e, static_cast<const TimelineLevels&>(level), static_cast<const std::vector<std::int64_t>&>(by_category));
-        },
-        [&](const CategoryChange& c, const Live& l) {
-          const auto it = l.find(c.addr);
-          const auto n = static_cast<std::int64_t>(c.size);
-          add(it != l.end() ? it->second : category_id(c.previous), -n);
-          add(category_id(c.category), n);
-          moved(c, static_cast<const std::vector<std::int64_t>&>(by_category));
-        },
-        live);
   }
 
   // The category id of an entry; new names are added (the constructor's pass sees them all).

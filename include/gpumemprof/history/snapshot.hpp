@@ -102,8 +102,8 @@ struct Annotation {
 
 /// A value of allocator_settings: PyTorch writes ints, floats, bools, strings and one dict
 /// (roundup_power2_divisions, string keys to ints).
-using SettingValue = std::variant<std::int64_t, double, bool, std::string,
-                                  std::vector<std::pair<std::string, std::int64_t>>>;
+using SettingValue =
+    std::variant<std::int64_t, double, bool, std::string, std::vector<std::pair<std::string, std::int64_t>>>;
 
 /// Which process of a multi-process run (MPI, torch.distributed) wrote a snapshot. Written as
 /// top-level keys that PyTorch's viewers ignore (rank, world_size, host, device and the peaks of
@@ -132,5 +132,15 @@ struct Snapshot {
   /// "device_memory", which PyTorch's viewers ignore); empty in PyTorch's snapshots.
   std::vector<DeviceMemory> device_memory;
 };
+
+/// Device `device`'s category changes in `snap` (a Snapshot or a CompactSnapshot); empty when it
+/// has none (or `device` is negative).
+template <class S>
+[[nodiscard]] const std::vector<CategoryChange>& category_changes_of(const S& snap, std::int64_t device) {
+  static const std::vector<CategoryChange> kNone;
+  return device >= 0 && static_cast<std::size_t>(device) < snap.category_changes.size()
+             ? snap.category_changes[static_cast<std::size_t>(device)]
+             : kNone;
+}
 
 GPUMEMPROF_NAMESPACE_END

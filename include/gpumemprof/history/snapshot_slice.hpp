@@ -209,8 +209,7 @@ SliceResult slice_snapshot(const S& snap, const SliceWindow& w) {
     }
     detail::SegmentRewinder rewinder(std::move(mine));
     // Category changes: those in the window are kept, those after it undone with the entries.
-    static const std::vector<CategoryChange> kNoChanges;
-    const auto& changes = d < snap.category_changes.size() ? snap.category_changes[d] : kNoChanges;
+    const std::vector<CategoryChange>& changes = category_changes_of(snap, static_cast<std::int64_t>(d));
     const auto kept_change = [&](const CategoryChange& c) {
       return c.trace_index >= first && c.trace_index <= last && c.time_us >= w.t0 && c.time_us <= w.t1;
     };

@@ -5,3 +5,4 @@
 #include "gpumemprof/allocator/device_memory-inl.hpp"
 #include "gpumemprof/device/any_backend-inl.hpp"
 #include "gpumemprof/device/device-inl.hpp"
+#include "gpumemprof/device/external_memory-inl.hpp"

@@ -1,8 +1,9 @@
-// The exporters a GPUMEMPROF_COMPILED_LIB program reaches through gpumemprof.hpp, which there
-// declares them only: each is called once, so a body missing from libgpumemprof fails the link,
+// The exporters, the history layer, the external-memory ledger and the NVTX hook that a
+// GPUMEMPROF_COMPILED_LIB program reaches through gpumemprof.hpp, which there declares them only: each is called once, so a body missing from libgpumemprof fails the link,
 // and each result is checked, so a wrong instantiation fails the run.
 #include <gpumemprof/gpumemprof.hpp>
 
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
@@ -66,9 +67,32 @@ int main() {
   check(gmp::rank_file_path("d", 3, ".pickle") == "d/rank-3.pickle", "rank_file_path");
   check(!gmp::host_name().empty(), "host_name");
 
+  // lib/history.cpp: snapshots of the default allocators' type, recorders, categories.
+  const gmp::Snapshot own = alloc.snapshot();
+  check(own.segments.size() == snap.segments.size() && own.device_traces.size() == snap.device_traces.size(),
+        "CachingAllocator<AnyBackend>::snapshot");
+  check(gmp::snapshot_devices({gmp::Device("sim:0")}).segments.size() == own.segments.size(), "snapshot_devices");
+  check(!gmp::default_history_recorder("sim:0").trace().empty(), "HistoryRecorder::trace");
+  check(gmp::allocator_settings(alloc.config()).front().first == "PYTORCH_CUDA_ALLOC_CONF", "allocator_settings");
+  {
+    auto tag = gmp::memory_category(gmp::category::activation);
+    void* a = alloc.allocate(2 << 20);
+    check(gmp::category_stats("sim:0")["activation"].current == (2 << 20), "category_stats");
+    alloc.deallocate(a);
+  }
+  gmp::reset_category_peaks("sim:0");
+  check(gmp::category_stats("sim:0")["activation"].peak == 0, "reset_category_peaks");
+  std::uintptr_t frames[8];
+  check(gmp::capture_stack(frames, 8) > 0 || !gmp::stacks_available, "capture_stack");
+  // lib/device.cpp: the ledger of memory outside the allocators; lib/nvtx.cpp: the scope ranges.
+  gmp::ExternalLedger ledger;
+  ledger.record_alloc(1, 4096, "libfoo.so", "foo_init");
+  check(ledger.view().allocations == 4096 && ledger.record_free(1) && ledger.view().allocations == 0, "ExternalLedger");
+  check(gmp::nvtx_scope_ranges_enabled() == gmp::nvtx_available, "nvtx_scope_ranges_enabled");
+
   alloc.deallocate(p);
   gmp::record_memory_history({.enabled = gmp::HistoryEnabled::off}, "sim:0");
   std::filesystem::remove_all(dir);
-  if (failures == 0) std::puts("ok: the exporters of the compiled library link and run");
+  if (failures == 0) std::puts("ok: the exporters and the history layer of the compiled library link and run");
   return failures == 0 ? 0 : 1;
 }

@@ -360,3 +360,20 @@ TEST_CASE("category_stats counts the default allocator's categories") {
   CHECK(stats["cat17_default_test"].peak == 12345);
   CHECK(stats["unknown"].current == before.at("unknown").current);
 }
+
+TEST_CASE("reset_category_peaks restarts the peaks from the bytes after the frees made before it") {
+  const gmp::Device dev("sim:6");
+  auto& a = gmp::default_allocator(dev);
+  void* p = nullptr;
+  {
+    auto tag = gmp::memory_category("reset_after_free_test");
+    p = a.allocate(2 << 20);
+  }
+  CHECK(gmp::category_stats(dev)["reset_after_free_test"].peak == (2 << 20));
+  a.deallocate(p);  // no read of the stats between the free and the reset
+  gmp::reset_category_peaks(dev);
+  const auto stats = gmp::category_stats(dev);
+  CHECK(stats.at("reset_after_free_test").current == 0);
+  CHECK(stats.at("reset_after_free_test").peak == 0);
+  CHECK(stats.at("reset_after_free_test").allocated_peak == 0);
+}

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gpumemprof/config.hpp"
+#include "gpumemprof/device/dl_symbols.hpp"
 #include "gpumemprof/device/external_memory.hpp"
 
 #if GPUMEMPROF_WITH_CUDA && GPUMEMPROF_WITH_CUPTI

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -26,6 +27,7 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -106,84 +108,24 @@ class CategoryLedger {
   }
 
   /// Stops counting; the figures are kept.
-  void detach() {
-    std::lock_guard lock(attach_mutex_);
-    if (remove_) remove_();
-    remove_ = nullptr;
-    flush_ = nullptr;
-    allocator_ = nullptr;
-  }
+  void detach();
 
   /// Bytes per category: every category seen, and "unknown" always.
-  [[nodiscard]] CategoryStats stats() const {
-    {
-      std::lock_guard lock(attach_mutex_);  // every event before this call counted
-      if (flush_) flush_();
-    }
-    std::vector<CategoryStat> copy;
-    {
-      std::lock_guard lock(mutex_);
-      copy = by_id_;
-    }
-    const std::vector<std::string> names =
-        detail::MetadataStrings::instance().lookup_all(static_cast<std::uint32_t>(copy.size()));
-    CategoryStats out;
-    out[category::unknown] = copy.empty() ? CategoryStat{} : copy[0];
-    for (std::size_t id = 1; id < copy.size(); ++id) {
-      if (id >= names.size()) break;
-      CategoryStat& s = out[names[id]];  // two ids never share a name; += keeps "unknown" exact
-      s.current += copy[id].current;
-      s.peak = std::max(s.peak, copy[id].peak);
-      s.allocated_current += copy[id].allocated_current;
-      s.allocated_peak = std::max(s.allocated_peak, copy[id].allocated_peak);
-    }
-    return out;
-  }
+  [[nodiscard]] CategoryStats stats() const;
 
-  /// Sets every category's peak to its current bytes.
-  void reset_peaks() {
-    std::lock_guard lock(mutex_);
-    for (CategoryStat& s : by_id_) {
-      s.peak = s.current;
-      s.allocated_peak = s.allocated_current;
-    }
-  }
+  /// Sets every category's peak to its current bytes (the events of calls made before it counted).
+  void reset_peaks();
 
  private:
+  // Has the allocator deliver the events it buffered (attach_mutex_, never under its locks).
+  void deliver() const;
+
   // The event sink: one lock per batch. An event that finds no memory to count a new category
   // in goes uncounted.
-  static void sink_events(void* user, std::span<const AllocatorEvent> events) noexcept {
-    auto* self = static_cast<CategoryLedger*>(user);
-    std::lock_guard lock(self->mutex_);
-    for (const AllocatorEvent& e : events) {
-      const auto requested = static_cast<std::int64_t>(e.size);
-      const auto block = static_cast<std::int64_t>(e.block_size);
-      switch (e.action) {
-        case TraceAction::alloc: self->add(e.category, requested, block); break;
-        case TraceAction::free_requested: self->add(e.category, 0, -block); break;
-        case TraceAction::free_completed: self->add(e.category, -requested, 0); break;
-        case TraceAction::category_change:  // a live block (CachingAllocator::set_category): both measures move
-          if (self->add(e.previous_category, -requested, -block)) self->add(e.category, requested, block);
-          break;
-        default: break;
-      }
-    }
-  }
+  static void sink_events(void* user, std::span<const AllocatorEvent> events) noexcept;
 
   // Adds to category `id` (mutex_ held); false when out of memory (the event goes uncounted).
-  bool add(std::uint32_t id, std::int64_t requested, std::int64_t allocated) noexcept {
-    try {
-      if (id >= by_id_.size()) by_id_.resize(std::size_t{id} + 1);
-    } catch (...) {
-      return false;
-    }
-    CategoryStat& s = by_id_[id];
-    s.current += requested;
-    s.peak = std::max(s.peak, s.current);
-    s.allocated_current += allocated;
-    s.allocated_peak = std::max(s.allocated_peak, s.allocated_current);
-    return true;
-  }
+  bool add(std::uint32_t id, std::int64_t requested, std::int64_t allocated) noexcept;
 
   // Taken by the sink while the allocator delivers events (it then holds none of its own locks)
   // and by readers.
@@ -201,35 +143,19 @@ namespace detail {
 /// The ledgers of the default allocators (never destroyed: allocators outlive statics).
 class DefaultCategoryLedgers {
  public:
-  static DefaultCategoryLedgers& instance() {
-    static auto* ledgers = new DefaultCategoryLedgers();
-    return *ledgers;
-  }
+  static DefaultCategoryLedgers& instance();
 
   /// From now on every default allocator, existing or created later, has a ledger.
   void enable() {
-    if (enabled_.load(std::memory_order_acquire)) return;
-    std::lock_guard once(enable_mutex_);
-    if (enabled_.load(std::memory_order_relaxed)) return;
-    default_allocator_created.store(&DefaultCategoryLedgers::on_created, std::memory_order_release);
-    for_each_default_allocator([this](DeviceAllocator& a) { ledger_of(a); });
-    enabled_.store(true, std::memory_order_release);
+    if (!enabled_.load(std::memory_order_acquire)) enable_all();
   }
 
   /// The ledger of `allocator`, attached on first use.
-  CategoryLedger& ledger_of(DeviceAllocator& allocator) {
-    std::unique_ptr<CategoryLedger>* slot = nullptr;
-    {
-      std::lock_guard lock(mutex_);
-      slot = &ledgers_[&allocator];
-      if (*slot == nullptr) *slot = std::make_unique<CategoryLedger>();
-    }
-    (*slot)->attach(allocator);  // no-op when attached
-    return **slot;
-  }
+  CategoryLedger& ledger_of(DeviceAllocator& allocator);
 
  private:
-  static void on_created(DeviceAllocator& a) { instance().ledger_of(a); }
+  void enable_all();
+  static void on_created(DeviceAllocator& a);
 
   std::atomic<bool> enabled_{false};
   std::mutex enable_mutex_;
@@ -241,17 +167,14 @@ class DefaultCategoryLedgers {
 
 /// Requested and allocated bytes per memory category of the default allocator of `device`,
 /// current and peak (see the header comment for when peaks start).
-[[nodiscard]] inline CategoryStats category_stats(const Device& device = Device()) {
-  auto& ledgers = detail::DefaultCategoryLedgers::instance();
-  ledgers.enable();
-  return ledgers.ledger_of(default_allocator(device)).stats();
-}
+[[nodiscard]] CategoryStats category_stats(const Device& device = Device());
 
 /// Sets the peak of every category of `device`'s default allocator to its current bytes.
-inline void reset_category_peaks(const Device& device = Device()) {
-  auto& ledgers = detail::DefaultCategoryLedgers::instance();
-  ledgers.enable();
-  ledgers.ledger_of(default_allocator(device)).reset_peaks();
-}
+void reset_category_peaks(const Device& device = Device());
 
 GPUMEMPROF_NAMESPACE_END
+
+// The bodies: in the compiled library under GPUMEMPROF_COMPILED_LIB (lib/history.cpp).
+#ifndef GPUMEMPROF_COMPILED_LIB
+#include "gpumemprof/history/category_ledger-inl.hpp"
+#endif

@@ -23,7 +23,6 @@
 // Attaching registers the recorder in the history layer's registry (recorder_registry.hpp).
 #pragma once
 
-#include <algorithm>
 #include <atomic>
 #include <concepts>
 #include <cstddef>
@@ -31,9 +30,8 @@
 #include <deque>
 #include <functional>
 #include <limits>
-#include <map>
-#include <span>
 #include <mutex>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -59,6 +57,8 @@
 GPUMEMPROF_NAMESPACE_BEGIN
 
 namespace detail {
+
+class FrameResolver;  // frame_resolver.hpp
 
 /// A context handle is (recording generation << 32 | stack id): handles from a recording that
 /// was since cleared resolve to no stack.
@@ -87,15 +87,10 @@ struct HistoryCopy {
 class HistoryRecorder final : private detail::AnnotationSink {
  public:
   /// A recorder with `options` for device index `device` (attach() sets it from the allocator).
-  explicit HistoryRecorder(const HistoryOptions& options = {}, int device = 0) : device_(device) {
-    set_options(options);
-  }
+  explicit HistoryRecorder(const HistoryOptions& options = {}, int device = 0);
 
   /// Detaches from the allocator: destroy the recorder before the allocator it is attached to.
-  ~HistoryRecorder() {
-    detail::AnnotationSinks::instance().remove(this);
-    detach();
-  }
+  ~HistoryRecorder();
   HistoryRecorder(const HistoryRecorder&) = delete;
   HistoryRecorder& operator=(const HistoryRecorder&) = delete;
 
@@ -131,44 +126,11 @@ class HistoryRecorder final : private detail::AnnotationSink {
 
   /// Stops recording the attached allocator and forgets it; the recording is kept, and attach()
   /// may follow.
-  void detach() {
-    std::lock_guard lock(attach_mutex_);
-    set_sink_locked(false);
-    if (allocator_ != nullptr) detail::RecorderRegistry::instance().remove(allocator_, this);
-    allocator_ = nullptr;
-    set_sink_ = nullptr;
-    flush_ = nullptr;
-  }
+  void detach();
 
   /// Applies record_memory_history semantics: enabled=off stops recording and clears events,
   /// stacks and annotations; otherwise (re)starts recording with these options.
-  void set_options(const HistoryOptions& options) {
-    if (options.enabled != HistoryEnabled::off && options.context != HistoryContext::none &&
-        options.stacks == HistoryStacks::cpp) {
-      warn_stacks_unavailable();
-    }
-    std::lock_guard attach(attach_mutex_);
-    if (flush_) flush_();  // the events so far belong to the recording being changed
-    {
-      std::lock_guard lock(mutex_);
-      configure(options);
-    }
-    if (options.enabled == HistoryEnabled::off) {
-      detail::AnnotationSinks::instance().remove(this);
-      {
-        std::lock_guard lock(annotations_mutex_);
-        annotations_.clear();
-      }
-      set_sink_locked(false);
-    } else {
-      if (options.clear_history) {
-        std::lock_guard lock(annotations_mutex_);
-        annotations_.clear();
-      }
-      detail::AnnotationSinks::instance().add(this);
-      set_sink_locked(true);
-    }
-  }
+  void set_options(const HistoryOptions& options);
 
   [[nodiscard]] HistoryOptions options() const {
     std::lock_guard lock(mutex_);
@@ -184,128 +146,42 @@ class HistoryRecorder final : private detail::AnnotationSink {
     return device_;
   }
   /// Events overwritten because the ring was full, since recording (re)started.
-  [[nodiscard]] std::size_t dropped_entries() const {
-    flush();
-    std::lock_guard lock(mutex_);
-    return ring_.dropped();
-  }
+  [[nodiscard]] std::size_t dropped_entries() const;
 
   /// The recorded events, oldest first, with frames and times (PyTorch's device trace).
-  [[nodiscard]] std::vector<TraceEntry> trace() const {
-    detail::HistoryCopy copy;
-    copy_recording(copy);
-    detail::FrameResolver frames(copy.stacks, copy.stack_depth);
-    return trace_entries(copy, frames, TraceClock::converter());
-  }
+  [[nodiscard]] std::vector<TraceEntry> trace() const;
 
   /// The external annotations recorded, oldest first.
-  [[nodiscard]] std::vector<Annotation> annotations() const {
-    detail::HistoryCopy copy;
-    copy_annotations(copy);
-    return to_annotations(copy, TraceClock::converter());
-  }
+  [[nodiscard]] std::vector<Annotation> annotations() const;
 
   /// The frames of a context handle (BlockView::context, SegmentView::context); nullptr when
   /// it has none or belongs to a recording since cleared.
-  [[nodiscard]] Frames frames_of(std::uint64_t context) const { return frames_of(std::vector{context}).front(); }
+  [[nodiscard]] Frames frames_of(std::uint64_t context) const;
 
   /// The frames of many context handles at once; handles of one call site share one Frames.
-  [[nodiscard]] std::vector<Frames> frames_of(const std::vector<std::uint64_t>& contexts) const {
-    detail::StackTable local;  // the stacks wanted, copied under the lock, symbolized after it
-    std::vector<std::uint32_t> ids(contexts.size(), detail::StackTable::none);
-    std::size_t depth = 0;
-    {
-      std::lock_guard lock(mutex_);
-      for (std::size_t i = 0; i < contexts.size(); ++i) {
-        const std::uint32_t id = stack_of(contexts[i]);
-        if (id == 0 || id > stacks_.size()) continue;
-        const auto raw = stacks_.frames(id);
-        ids[i] = local.intern(raw.data(), raw.size());
-      }
-      depth = options_.stack_depth;
-    }
-    detail::FrameResolver resolve(local, depth);
-    std::vector<Frames> out;
-    out.reserve(ids.size());
-    for (const std::uint32_t id : ids) out.push_back(resolve(id));
-    return out;
-  }
+  [[nodiscard]] std::vector<Frames> frames_of(const std::vector<std::uint64_t>& contexts) const;
 
   // --- For the snapshot builder ----------------------------------------------------------------
   /// Records PyTorch's snapshot event (size = the active bytes at that moment) and copies the
   /// recording, when recording. Call it from the `then` of the allocator's with_lock_then, so
   /// that the copy and the segments read under the lock agree.
-  void snapshot_into(std::size_t active_bytes, detail::HistoryCopy& out) {
-    std::lock_guard lock(mutex_);
-    if (!recording_) return;
-    AllocatorEvent e;
-    e.action = TraceAction::snapshot;
-    e.size = active_bytes;
-    e.stamp = TraceClock::now();
-    e.metadata = detail::thread_user_metadata;
-    record(e);
-    copy_locked(out);
-  }
+  void snapshot_into(std::size_t active_bytes, detail::HistoryCopy& out);
 
   /// Copies the recording (with every event the allocator buffered before the call).
-  void copy_recording(detail::HistoryCopy& out) const {
-    flush();
-    std::lock_guard lock(mutex_);
-    copy_locked(out);
-  }
+  void copy_recording(detail::HistoryCopy& out) const;
 
   /// Trace entries of a copy, oldest first; frames shared through `frames`. Category changes
   /// are no trace entries (category_changes() gives them).
   static std::vector<TraceEntry> trace_entries(const detail::HistoryCopy& copy, detail::FrameResolver& frames,
-                                               const TraceClock::Converter& clock) {
-    const std::vector<std::string> metadata = metadata_of(copy);
-    std::vector<TraceEntry> out;
-    out.reserve(copy.entries.size());
-    for (const detail::RawTraceEntry& e : copy.entries) {
-      if (e.action == TraceAction::category_change) continue;
-      TraceEntry& t = out.emplace_back();
-      t.action = e.action;
-      t.addr = e.addr;
-      t.size = e.size;
-      t.stream = e.stream;
-      t.time_us = clock.to_us(e.tick);
-      if (e.metadata != 0 && e.metadata < metadata.size()) t.user_metadata = metadata[e.metadata];
-      if (e.category != 0 && e.category < metadata.size()) {
-        t.user_metadata = metadata_with_category(t.user_metadata, metadata[e.category]);
-      }
-      t.frames = frames(e.stack);
-    }
-    return out;
-  }
+                                               const TraceClock::Converter& clock);
 
   /// The category changes of a copy, oldest first, each placed among trace_entries() by its
   /// trace_index (Snapshot::category_changes).
   static std::vector<CategoryChange> category_changes(const detail::HistoryCopy& copy,
-                                                      const TraceClock::Converter& clock) {
-    std::vector<CategoryChange> out;
-    std::vector<std::string> metadata;
-    std::size_t index = 0;  // trace entries so far
-    for (const detail::RawTraceEntry& e : copy.entries) {
-      if (e.action != TraceAction::category_change) {
-        ++index;
-        continue;
-      }
-      if (metadata.empty()) metadata = metadata_of(copy);
-      const auto name = [&metadata](std::uint32_t id) { return id < metadata.size() ? metadata[id] : std::string(); };
-      out.push_back({index, clock.to_us(e.tick), e.addr, e.size, name(e.category), name(e.metadata)});
-    }
-    return out;
-  }
+                                                      const TraceClock::Converter& clock);
 
   /// Annotations of a copy, oldest first.
-  static std::vector<Annotation> to_annotations(const detail::HistoryCopy& copy, const TraceClock::Converter& clock) {
-    std::vector<Annotation> out;
-    out.reserve(copy.annotations.size());
-    for (const auto& a : copy.annotations) {
-      out.push_back({detail::MetadataStrings::instance().lookup(a.name), a.start, copy.device, clock.to_us(a.tick)});
-    }
-    return out;
-  }
+  static std::vector<Annotation> to_annotations(const detail::HistoryCopy& copy, const TraceClock::Converter& clock);
 
  private:
   static constexpr std::size_t kInternalFrames = 10;  // recorder and allocator frames, trimmed later
@@ -313,116 +189,35 @@ class HistoryRecorder final : private detail::AnnotationSink {
 
   // The event sink: after the allocator's locks, one delivery at a time, in its serial order;
   // one lock per batch.
-  static void sink_events(void* user, std::span<const AllocatorEvent> events) noexcept {
-    auto* self = static_cast<HistoryRecorder*>(user);
-    std::lock_guard lock(self->mutex_);
-    if (!self->recording_) return;
-    for (const AllocatorEvent& e : events) self->record(e);
-  }
+  static void sink_events(void* user, std::span<const AllocatorEvent> events) noexcept;
 
   // At the entry of an allocator call, no allocator lock held: the stack the call's events get
   // (PyTorch's RecordContext rules: allocations always, frees and releases with context=all),
   // as a context handle. One capture serves the whole call (a segment_alloc and its alloc, a
   // free_requested and its free_completed, the segment_frees of an empty_cache).
-  static std::uint64_t prepare_event(void* user, TraceAction call) noexcept {
-    auto* self = static_cast<HistoryRecorder*>(user);
-    const int level = self->capture_level_.load(std::memory_order_relaxed);
-    if (level == 0 || (call != TraceAction::alloc && level < 2)) return 0;
-    std::uintptr_t raw[kMaxDepth + kInternalFrames];
-    const std::size_t depth = self->capture_depth_.load(std::memory_order_relaxed);
-    const std::size_t n = capture_stack(raw, depth + kInternalFrames, /*skip=*/1);  // the walk: no lock
-    std::lock_guard lock(self->mutex_);
-    if (!self->capture_) return 0;
-    try {
-      return self->handle_of(self->stacks_.intern(raw, n));
-    } catch (...) {  // out of memory while interning: the call's events get no stack
-      return 0;
-    }
-  }
+  static std::uint64_t prepare_event(void* user, TraceAction call) noexcept;
 
   // The strings behind a copy's metadata and category ids (index = id).
-  static std::vector<std::string> metadata_of(const detail::HistoryCopy& copy) {
-    std::uint32_t max_md = 0;
-    for (const auto& e : copy.entries) max_md = std::max({max_md, e.metadata, e.category});
-    return detail::MetadataStrings::instance().lookup_all(max_md);
-  }
+  static std::vector<std::string> metadata_of(const detail::HistoryCopy& copy);
 
   // Records one event; the caller holds mutex_. A category change shares the ring with the trace
   // entries (so it keeps its place among them and ages out with them), its previous category in
   // the metadata field: it has no user metadata of its own.
-  void record(const AllocatorEvent& e) noexcept {
-    if (GPUMEMPROF_UNLIKELY(!recording_)) return;
-    if (GPUMEMPROF_UNLIKELY(e.action == TraceAction::category_change)) {
-      if (GPUMEMPROF_LIKELY(e.stamp > last_tick_)) last_tick_ = e.stamp;
-      ring_.push({e.addr, e.size, e.stream.id, last_tick_, 0, e.previous_category, e.category, e.action});
-      return;
-    }
-    const std::uint32_t stack = capture_ ? stack_for(e) : 0;
-    // A free_completed reported by deallocate() itself directly follows its free_requested:
-    // same time. Otherwise the event's stamp, never going back.
-    if (e.action != TraceAction::free_completed || e.deferred) {
-      if (GPUMEMPROF_LIKELY(e.stamp > last_tick_)) last_tick_ = e.stamp;
-    }
-    ring_.push({e.addr, e.size, e.stream.id, last_tick_, stack, e.metadata, e.category, e.action});
-  }
+  void record(const AllocatorEvent& e) noexcept;
 
   // Copies the recording; the caller holds mutex_.
-  void copy_locked(detail::HistoryCopy& out) const {
-    out.device = device_;
-    out.generation = generation_;
-    out.stack_depth = options_.stack_depth;
-    out.entries.clear();
-    out.entries.reserve(ring_.size());
-    ring_.for_each([&out](const detail::RawTraceEntry& e) { out.entries.push_back(e); });
-    out.stacks = stacks_;
-    copy_annotations(out);
-  }
+  void copy_locked(detail::HistoryCopy& out) const;
 
   // Adds, changes or removes the event sink (it prepares while stacks are captured); the caller
   // holds attach_mutex_.
-  void set_sink_locked(bool on) {
-    const bool prepare = on && capture_level_.load(std::memory_order_relaxed) != 0;
-    if (!set_sink_ || (on == sink_on_ && prepare == sink_prepares_)) return;
-    set_sink_(on, sink_on_, prepare);
-    sink_on_ = on;
-    sink_prepares_ = prepare;
-  }
+  void set_sink_locked(bool on);
 
   // Has the attached allocator deliver what it buffered. Never called under the allocator's
   // delivery lock (sinks do not call it).
-  void flush() const {
-    std::lock_guard lock(attach_mutex_);
-    if (flush_) flush_();
-  }
+  void flush() const;
 
   // Applies options; the caller holds mutex_ (or is the constructor).
-  void configure(const HistoryOptions& o) {
-    options_ = o;
-    options_.stack_depth = std::min(o.stack_depth, kMaxDepth);
-    if (o.enabled == HistoryEnabled::off) {
-      recording_ = false;
-      capture_ = false;
-      capture_level_.store(0, std::memory_order_relaxed);
-      ring_.reset(1);
-      stacks_.clear();
-      ++generation_;  // context handles of live blocks now resolve to nothing
-      if (generation_ == 0) generation_ = 1;
-      return;
-    }
-    recording_ = true;
-    capture_ = stacks_available && o.stacks == HistoryStacks::cpp && o.context != HistoryContext::none &&
-               options_.stack_depth > 0;
-    capture_depth_.store(options_.stack_depth, std::memory_order_relaxed);
-    capture_level_.store(!capture_ ? 0 : o.context == HistoryContext::all ? 2 : 1, std::memory_order_relaxed);
-    const std::size_t cap = o.enabled == HistoryEnabled::all ? std::max<std::size_t>(o.max_entries, 1) : 1;
-    annotation_capacity_.store(cap, std::memory_order_relaxed);  // PyTorch bounds both alike
-    if (o.clear_history) {
-      ring_.reset(cap);
-    } else {
-      ring_.set_capacity(cap);
-    }
-    if (capture_) TraceClock::warm_up();
-  }
+  void configure(const HistoryOptions& o);
 
   [[nodiscard]] std::uint64_t handle_of(std::uint32_t stack) const noexcept {
     return stack == 0 ? 0 : (std::uint64_t{generation_} << 32) | stack;
@@ -434,45 +229,11 @@ class HistoryRecorder final : private detail::AnnotationSink {
   // The stack of event `e`'s trace entry (PyTorch's RecordContext rules): the one prepared for
   // the call that caused it, or -- for frees without context=all and frees completed later --
   // the allocation's (its context handle).
-  [[nodiscard]] std::uint32_t stack_for(const AllocatorEvent& e) const noexcept {
-    const HistoryContext ctx = options_.context;
-    const bool on_events = ctx >= HistoryContext::alloc;
-    const std::uint32_t prepared = stack_of(e.prepared);
-    switch (e.action) {
-      case TraceAction::alloc:
-      case TraceAction::segment_alloc:
-      case TraceAction::segment_map:
-      case TraceAction::oom: return on_events ? prepared : 0;
-      case TraceAction::free_requested:
-      case TraceAction::segment_free:
-      case TraceAction::segment_unmap:
-        if (ctx == HistoryContext::all) return prepared;
-        return on_events ? stack_of(e.context) : 0;
-      case TraceAction::free_completed:
-        // In deallocate() itself: the free's stack. Later (other streams were using the block):
-        // the allocation's, as in PyTorch.
-        if (ctx == HistoryContext::all && !e.deferred) return prepared;
-        return on_events ? stack_of(e.context) : 0;
-      case TraceAction::snapshot:
-      case TraceAction::category_change: return 0;
-    }
-    return 0;
-  }
+  [[nodiscard]] std::uint32_t stack_for(const AllocatorEvent& e) const noexcept;
 
-  void on_annotation(const detail::RawAnnotation& a) override {
-    std::lock_guard lock(annotations_mutex_);
-    detail::RawAnnotation r = a;
-    if (!annotations_.empty() && r.tick < annotations_.back().tick) r.tick = annotations_.back().tick;
-    annotations_.push_back(r);
-    const std::size_t cap = annotation_capacity_.load(std::memory_order_relaxed);
-    while (annotations_.size() > cap) annotations_.pop_front();
-  }
+  void on_annotation(const detail::RawAnnotation& a) override;
 
-  void copy_annotations(detail::HistoryCopy& out) const {
-    std::lock_guard lock(annotations_mutex_);
-    out.annotations.assign(annotations_.begin(), annotations_.end());
-    out.device = device_;
-  }
+  void copy_annotations(detail::HistoryCopy& out) const;
 
   // Guarded by mutex_.
   HistoryOptions options_;
@@ -502,30 +263,12 @@ class HistoryRecorder final : private detail::AnnotationSink {
   std::atomic<std::size_t> annotation_capacity_{1};
 };
 
-namespace detail {
-inline HistoryRecorder& default_history_recorder_slot(const Device& device) {
-  static auto* mutex = new std::mutex();
-  static auto* recorders = new std::map<std::pair<int, int>, HistoryRecorder*>();  // never destroyed
-  std::lock_guard lock(*mutex);
-  HistoryRecorder*& r = (*recorders)[{static_cast<int>(device.kind()), device.index()}];
-  if (r == nullptr) {
-    r = new HistoryRecorder(HistoryOptions{.enabled = HistoryEnabled::off}, device.index());
-    r->attach(default_allocator(device));
-  }
-  return *r;
-}
-}  // namespace detail
-
 /// The recorder of default_allocator(device): created on first use, never destroyed.
-[[nodiscard]] inline HistoryRecorder& default_history_recorder(const Device& device = Device()) {
-  return detail::default_history_recorder_slot(device);
-}
+[[nodiscard]] HistoryRecorder& default_history_recorder(const Device& device = Device());
 
 /// torch.cuda.memory._record_memory_history for the default allocator of `device`:
 /// `{.enabled = HistoryEnabled::off}` stops recording and clears the history.
-inline void record_memory_history(const HistoryOptions& options = {}, const Device& device = Device()) {
-  default_history_recorder(device).set_options(options);
-}
+void record_memory_history(const HistoryOptions& options = {}, const Device& device = Device());
 
 /// The same with PyTorch's strings: enabled "state"/"all"/"none", context
 /// "state"/"alloc"/"all"/"none", stacks "python"/"all"/"cpp"/"none". Throws ConfigError.
@@ -545,3 +288,8 @@ inline void record_memory_history(const Text& enabled, std::string_view context 
 }
 
 GPUMEMPROF_NAMESPACE_END
+
+// The bodies: in the compiled library under GPUMEMPROF_COMPILED_LIB (lib/history.cpp).
+#ifndef GPUMEMPROF_COMPILED_LIB
+#include "gpumemprof/history/history_recorder-inl.hpp"
+#endif

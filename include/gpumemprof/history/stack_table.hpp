@@ -1,22 +1,16 @@
 // Layer 3: interned stacks. The recorder turns each captured stack (raw return addresses) into
 // a small integer id -- equal stacks, one id -- so trace entries and blocks carry 4 bytes
 // instead of a stack. Interning runs under the allocator's lock: one hash, one probe, no heap
-// allocation for a stack seen before. FrameResolver turns ids into the snapshot's shared
-// Frames lists, symbolizing lazily.
+// allocation for a stack seen before. FrameResolver (frame_resolver.hpp) turns ids into the
+// snapshot's shared Frames lists, symbolizing lazily.
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <span>
-#include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "gpumemprof/config.hpp"
-#include "gpumemprof/history/snapshot.hpp"
-#include "gpumemprof/history/stacks.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
 namespace detail {
@@ -89,52 +83,6 @@ class StackTable {
   std::vector<std::uint32_t> offsets_{0};  // stack id's frames: [offsets_[id-1], offsets_[id])
   std::vector<std::uint64_t> hashes_;      // by id - 1
   std::vector<std::uint32_t> slots_;       // open addressing over ids; size a power of two
-};
-
-/// Ids of one StackTable to Frames, for one snapshot. Each id is symbolized once; stacks that
-/// read the same once the library's own frames are dropped -- one call site reached through
-/// different allocator paths, or a call the compiler duplicated (an unrolled loop) -- share
-/// one Frames object, so writers emit it once.
-class FrameResolver {
- public:
-  FrameResolver(const StackTable& table, std::size_t depth) : table_(table), depth_(depth) {}
-
-  Frames operator()(std::uint32_t id) {
-    if (id == StackTable::none || id > table_.size()) return nullptr;
-    if (by_id_.size() <= id) by_id_.resize(table_.size() + 1);
-    if (by_id_[id] == nullptr) by_id_[id] = resolve(table_.frames(id));
-    return by_id_[id];
-  }
-
- private:
-  Frames resolve(std::span<const std::uintptr_t> raw) {
-    Symbolizer& sym = Symbolizer::instance();
-    std::size_t first = 0;
-    while (first < raw.size() && Symbolizer::is_internal(sym.frame(raw[first]))) ++first;
-    if (first == raw.size()) first = 0;  // all internal (a test of the library itself): keep them
-    const std::size_t last = std::min(raw.size(), first + depth_);
-    auto frames = std::make_shared<std::vector<Frame>>();
-    frames->reserve(last - first);
-    std::string key;
-    for (std::size_t i = first; i < last; ++i) {
-      const Frame& f = sym.frame(raw[i]);
-      frames->push_back(f);
-      key.append(f.name)
-          .append(1, '\0')
-          .append(f.filename)
-          .append(1, '\0')
-          .append(std::to_string(f.line))
-          .append(1, '\n');
-    }
-    Frames& shared = by_text_[key];
-    if (shared == nullptr) shared = std::move(frames);
-    return shared;
-  }
-
-  const StackTable& table_;
-  std::size_t depth_;
-  std::vector<Frames> by_id_;
-  std::unordered_map<std::string, Frames> by_text_;
 };
 
 }  // namespace detail

@@ -1,4 +1,5 @@
-// Layer 3: symbolization of captured stacks through Boost.Stacktrace (function, file, line).
+// Layer 3: capture of C++ stacks (the unwind cache, libgcc's unwinder) and their symbolization
+// through Boost.Stacktrace (function, file, line).
 // Included by stacks.hpp in header-only mode; compiled once in the library (lib/stacks.cpp)
 // for GPUMEMPROF_COMPILED_LIB programs. Not a header to include on its own.
 #pragma once
@@ -11,15 +12,69 @@
 #include <vector>
 
 #include "gpumemprof/config.hpp"
+#include "gpumemprof/device/external_memory.hpp"
 #include "gpumemprof/history/stacks.hpp"
+#include "gpumemprof/history/unwind_cache.hpp"
 
 #if GPUMEMPROF_WITH_STACKTRACE
 #include <dlfcn.h>
+#include <unwind.h>
 
 #include <boost/stacktrace/frame.hpp>
 #endif
 
 GPUMEMPROF_NAMESPACE_BEGIN
+
+namespace detail {
+
+GPUMEMPROF_NOINLINE GPUMEMPROF_FUNC std::size_t unwind_slow(std::uintptr_t* out, std::size_t max_frames,
+                                                            std::size_t skip) noexcept {
+#if GPUMEMPROF_WITH_STACKTRACE
+  struct State {
+    std::uintptr_t* out;
+    std::size_t count;
+    std::size_t max;
+    std::size_t skip;
+  } state{out, 0, max_frames, skip + 1};  // +1: this function's own frame
+  if (max_frames == 0) return 0;
+  _Unwind_Backtrace(
+      [](_Unwind_Context* ctx, void* arg) {
+        auto& s = *static_cast<State*>(arg);
+        const std::uintptr_t ip = _Unwind_GetIP(ctx);
+        if (ip == 0) return _URC_END_OF_STACK;
+        if (s.skip > 0) {
+          --s.skip;
+          return _URC_NO_REASON;
+        }
+        s.out[s.count++] = ip;
+        return s.count == s.max ? _URC_END_OF_STACK : _URC_NO_REASON;
+      },
+      &state);
+  return state.count;
+#else
+  (void)out;
+  (void)max_frames;
+  (void)skip;
+  return 0;
+#endif
+}
+
+}  // namespace detail
+
+GPUMEMPROF_NOINLINE GPUMEMPROF_FUNC std::size_t capture_stack(std::uintptr_t* out, std::size_t max_frames,
+                                                              std::size_t skip) noexcept {
+#if GPUMEMPROF_UNWIND_CACHE
+  // Known call paths walk through cached frame rules (unwind_cache.hpp); the rest go to libgcc.
+  if (max_frames == 0) return 0;
+  if (detail::UnwindCache* cache = detail::UnwindCache::local(); cache != nullptr) {
+    const std::size_t n = cache->capture(out, max_frames, skip + 1);
+    if (n != detail::UnwindCache::give_up) return n;
+  }
+#endif
+  std::size_t n = detail::unwind_slow(out, max_frames, skip + 1);
+  asm volatile("" : "+r"(n));  // no tail call: this frame must exist while the callee skips it
+  return n;
+}
 
 GPUMEMPROF_FUNC Symbolizer& Symbolizer::instance() {
   static auto* s = new Symbolizer();  // never destroyed: snapshots may be built during exit

@@ -22,7 +22,6 @@
 #include <vector>
 
 #include "gpumemprof/config.hpp"
-#include "gpumemprof/device/external_memory.hpp"
 #include "gpumemprof/history/snapshot.hpp"
 
 #if GPUMEMPROF_WITH_STACKTRACE
@@ -30,10 +29,7 @@
 #error \
     "GPUMEMPROF_WITH_STACKTRACE=1 needs Boost.Stacktrace with file/line support: define BOOST_STACKTRACE_LINK and link -lboost_stacktrace_backtrace -ldl, or define BOOST_STACKTRACE_USE_BACKTRACE and link GCC's libbacktrace.a -ldl (the Meson, pkg-config and CMake dependencies do this)"
 #endif
-#include <unwind.h>
 #endif
-
-#include "gpumemprof/history/unwind_cache.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
 
@@ -57,60 +53,16 @@ inline void warn_stacks_unavailable() {
 }
 
 namespace detail {
-
 /// libgcc's unwinder (_Unwind_Backtrace): the general path, and the reference for tests.
 /// Same contract as capture_stack().
-GPUMEMPROF_NOINLINE inline std::size_t unwind_slow(std::uintptr_t* out, std::size_t max_frames,
-                                                   std::size_t skip = 0) noexcept {
-#if GPUMEMPROF_WITH_STACKTRACE
-  struct State {
-    std::uintptr_t* out;
-    std::size_t count;
-    std::size_t max;
-    std::size_t skip;
-  } state{out, 0, max_frames, skip + 1};  // +1: this function's own frame
-  if (max_frames == 0) return 0;
-  _Unwind_Backtrace(
-      [](_Unwind_Context* ctx, void* arg) {
-        auto& s = *static_cast<State*>(arg);
-        const std::uintptr_t ip = _Unwind_GetIP(ctx);
-        if (ip == 0) return _URC_END_OF_STACK;
-        if (s.skip > 0) {
-          --s.skip;
-          return _URC_NO_REASON;
-        }
-        s.out[s.count++] = ip;
-        return s.count == s.max ? _URC_END_OF_STACK : _URC_NO_REASON;
-      },
-      &state);
-  return state.count;
-#else
-  (void)out;
-  (void)max_frames;
-  (void)skip;
-  return 0;
-#endif
-}
-
+GPUMEMPROF_NOINLINE std::size_t unwind_slow(std::uintptr_t* out, std::size_t max_frames, std::size_t skip = 0) noexcept;
 }  // namespace detail
 
 /// Fills `out` with up to `max_frames` return addresses of the calling thread, innermost first,
 /// starting `skip` frames above the caller of capture_stack. Returns how many it wrote: 0 when
 /// built without stack traces. No heap allocation once warmed up; safe on any thread.
-GPUMEMPROF_NOINLINE inline std::size_t capture_stack(std::uintptr_t* out, std::size_t max_frames,
-                                                     std::size_t skip = 0) noexcept {
-#if GPUMEMPROF_UNWIND_CACHE
-  // Known call paths walk through cached frame rules (unwind_cache.hpp); the rest go to libgcc.
-  if (max_frames == 0) return 0;
-  if (detail::UnwindCache* cache = detail::UnwindCache::local(); cache != nullptr) {
-    const std::size_t n = cache->capture(out, max_frames, skip + 1);
-    if (n != detail::UnwindCache::give_up) return n;
-  }
-#endif
-  std::size_t n = detail::unwind_slow(out, max_frames, skip + 1);
-  asm volatile("" : "+r"(n));  // no tail call: this frame must exist while the callee skips it
-  return n;
-}
+GPUMEMPROF_NOINLINE std::size_t capture_stack(std::uintptr_t* out, std::size_t max_frames,
+                                              std::size_t skip = 0) noexcept;
 
 /// Turns return addresses into frames, caching each address's frame forever. Thread-safe.
 class Symbolizer {
@@ -145,7 +97,7 @@ std::vector<std::string> symbolize_external_frames(const std::uintptr_t* frames,
 
 GPUMEMPROF_NAMESPACE_END
 
-// Symbolization (Boost.Stacktrace): in the compiled library under GPUMEMPROF_COMPILED_LIB
+// Capture and symbolization (Boost.Stacktrace): in the compiled library under GPUMEMPROF_COMPILED_LIB
 // (lib/stacks.cpp).
 #ifndef GPUMEMPROF_COMPILED_LIB
 #include "gpumemprof/history/stacks-inl.hpp"

@@ -8,15 +8,8 @@
 #pragma once
 
 #include <cstddef>
-#include <cstdint>
 
 #include "gpumemprof/config.hpp"
-#include "gpumemprof/profiler/profile_result.hpp"
-#include "gpumemprof/profiler/scope_hooks.hpp"
-
-#if GPUMEMPROF_WITH_NVTX
-#include <nvtx3/nvToolsExt.h>
-#endif
 
 GPUMEMPROF_NAMESPACE_BEGIN
 
@@ -27,39 +20,16 @@ inline constexpr bool nvtx_available = GPUMEMPROF_WITH_NVTX != 0;
 
 namespace detail {
 
-inline nvtxDomainHandle_t nvtx_domain() noexcept {
-  static const nvtxDomainHandle_t domain = nvtxDomainCreateA("gpumemprof");
-  return domain;
-}
-
-inline std::uint64_t nvtx_scope_enter(void* /*user*/, const char* name) noexcept {
-  nvtxEventAttributes_t attributes{};
-  attributes.version = NVTX_VERSION;
-  attributes.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
-  attributes.colorType = NVTX_COLOR_ARGB;
-  attributes.color = 0xFF76B900U;
-  attributes.messageType = NVTX_MESSAGE_TYPE_ASCII;
-  attributes.message.ascii = name;
-  return static_cast<std::uint64_t>(nvtxDomainRangePushEx(nvtx_domain(), &attributes));
-}
-
-inline void nvtx_scope_exit(void* /*user*/, std::uint64_t /*token*/, const ProfileResult& /*result*/) noexcept {
-  nvtxDomainRangePop(nvtx_domain());
-}
-
-inline constexpr ScopeHook nvtx_scope_hook{&nvtx_scope_enter, &nvtx_scope_exit, nullptr};
-
 inline constexpr std::size_t no_hook_slot = ~std::size_t{0};
 
-// Registered once per program, whichever translation units include this header. A full
-// registry must not terminate the program during static initialization: no ranges then.
-inline const std::size_t nvtx_hook_slot = [] {
-  try {
-    return register_scope_hook(&nvtx_scope_hook);
-  } catch (...) {
-    return no_hook_slot;
-  }
-}();
+/// Registers the NVTX scope hook; its slot, or no_hook_slot when the registry is full.
+std::size_t register_nvtx_scope_hook() noexcept;
+
+#ifndef GPUMEMPROF_LIB_SOURCE
+// Registered once per program, whichever translation units include this header (the compiled
+// library's own sources do not: a program that never includes it opens no ranges).
+inline const std::size_t nvtx_hook_slot = register_nvtx_scope_hook();
+#endif
 
 }  // namespace detail
 
@@ -67,7 +37,7 @@ inline const std::size_t nvtx_hook_slot = [] {
 
 /// True when the NVTX scope hook is registered (NVTX available and this header included).
 [[nodiscard]] inline bool nvtx_scope_ranges_enabled() noexcept {
-#if GPUMEMPROF_WITH_NVTX
+#if GPUMEMPROF_WITH_NVTX && !defined(GPUMEMPROF_LIB_SOURCE)
   return detail::nvtx_hook_slot != detail::no_hook_slot;
 #else
   return false;
@@ -75,3 +45,8 @@ inline const std::size_t nvtx_hook_slot = [] {
 }
 
 GPUMEMPROF_NAMESPACE_END
+
+// The ranges (nvToolsExt.h): in the compiled library under GPUMEMPROF_COMPILED_LIB (lib/nvtx.cpp).
+#if GPUMEMPROF_WITH_NVTX && !defined(GPUMEMPROF_COMPILED_LIB)
+#include "gpumemprof/integrations/nvtx-inl.hpp"
+#endif

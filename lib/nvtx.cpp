@@ -2,7 +2,4 @@
 // translation units), defined once here for GPUMEMPROF_COMPILED_LIB programs. The hook is
 // registered by the programs that include gpumemprof/integrations/nvtx.hpp, not by the library.
 #define GPUMEMPROF_LIB_SOURCE 1
-#include "gpumemprof/config.hpp"
-#if GPUMEMPROF_WITH_NVTX
 #include "gpumemprof/integrations/nvtx-inl.hpp"
-#endif

@@ -5,7 +5,7 @@ which files each one pulls in (-M). In the compiled library's mode (-DGPUMEMPROF
 the two headers leave out the library's bodies and what the profiler's API does not need (history
 recording, LeakDetector, MemoryTracker: their own headers bring them), and stay under a budget
 of gpumemprof source lines after preprocessing (-E): deterministic, unlike a timing. In that mode
-they and the umbrella gpumemprof/gpumemprof.hpp include no CUDA runtime, CUPTI or Boost header
+they and the umbrella gpumemprof/gpumemprof.hpp include no CUDA runtime, CUPTI, NVTX or Boost header
 (the library holds the code that needs them), the umbrella leaves out the exporters' bodies
 (the library has them too), and it has its own budget.
 
@@ -25,7 +25,7 @@ FORBIDDEN = {
 LIBRARY_BODIES = ("allocator/allocator_config-inl.hpp", "allocator/caching_allocator-inl.hpp", "allocator/caching_allocator_expandable-inl.hpp",
                   "allocator/caching_allocator_segments-inl.hpp", "allocator/caching_allocator_stats-inl.hpp",
                   "allocator/caching_allocator_events-inl.hpp", "allocator/caching_allocator_views-inl.hpp",
-                  "allocator/default_allocator-inl.hpp", "allocator/device_memory-inl.hpp",
+                  "allocator/default_allocator-inl.hpp", "allocator/device_memory-inl.hpp", "allocator/memory_stats-inl.hpp",
                   "device/any_backend-inl.hpp", "device/cuda.hpp", "device/cupti.hpp", "device/device-inl.hpp",
                   "history/stacks-inl.hpp", "profiler/memory_source-inl.hpp", "profiler/profiler-inl.hpp",
                   "profiler/profile_summary-inl.hpp", "profiler/sampler-inl.hpp",
@@ -33,8 +33,9 @@ LIBRARY_BODIES = ("allocator/allocator_config-inl.hpp", "allocator/caching_alloc
                   "allocator/expandable_planner.hpp", "device/external_memory.hpp", "history/history_recorder.hpp",
                   "history/stacks.hpp", "profiler/leak_detector.hpp", "profiler/tracker.hpp")
 # Headers of other projects that compiled mode leaves to the library (slow to parse, and they
-# make a program's build need the CUDA toolkit and Boost).
-HEAVY = ("cuda.h", "cuda_runtime.h", "cuda_runtime_api.h", "cupti.h")  # and Boost's
+# make a program's build need the CUDA toolkit and Boost; NVTX's defines ~70 functions in every
+# translation unit that includes it).
+HEAVY = ("cuda.h", "cuda_runtime.h", "cuda_runtime_api.h", "cupti.h", "nvToolsExt.h")  # and Boost's
 # Non-blank lines of gpumemprof's own headers after -E in compiled mode (CUDA, CUPTI and stacks
 # on, g++ 12), with ~5% room for growth: allocator.hpp + profiler.hpp 7866 at the library's
 # introduction, 6568 once the device, stacks and CUDA bodies moved to the library, 3372 since
@@ -46,13 +47,19 @@ COMPILED_LINE_BUDGET = 3550
 UMBRELLA = "gpumemprof/gpumemprof.hpp"
 UMBRELLA_LINE_BUDGET = 7400
 # The umbrella's own bodies that compiled mode leaves to the library (lib/reports.cpp,
-# lib/snapshot_files.cpp): the exporters, their assets and their helpers.
+# lib/snapshot_files.cpp, lib/history.cpp, lib/device.cpp, lib/nvtx.cpp): the exporters, their
+# assets and their helpers, the history recorder, the category ledgers, the snapshot builder, the
+# stack capture, the external-memory ledger and the NVTX ranges.
 UMBRELLA_LIBRARY_BODIES = ("export/formats/profile_export-inl.hpp", "export/formats/atomic_file.hpp",
                            "export/formats/rank_dump-inl.hpp", "export/formats/snapshot_reader-inl.hpp",
                            "export/formats/snapshot_writer-inl.hpp", "export/formats/pickle_writer.hpp",
                            "export/formats/pickle_reader.hpp", "export/reports/html_report-inl.hpp",
                            "export/reports/html_report_assets.hpp", "export/reports/memory_timeline-inl.hpp",
-                           "export/reports/perfetto-inl.hpp", "analysis/timeline.hpp")
+                           "export/reports/perfetto-inl.hpp", "analysis/timeline.hpp",
+                           "history/history_recorder-inl.hpp", "history/category_ledger-inl.hpp",
+                           "history/snapshot_builder-inl.hpp", "history/compact_snapshot-inl.hpp",
+                           "history/frame_resolver.hpp", "history/stacks-inl.hpp", "history/unwind_cache.hpp",
+                           "device/external_memory-inl.hpp", "integrations/nvtx-inl.hpp")
 COMPILED = "-DGPUMEMPROF_COMPILED_LIB=1"
 
 
@@ -113,7 +120,7 @@ def main():
     for header in (*FORBIDDEN, UMBRELLA):
         bad = heavy(include_dir, compiler, header)
         print("%s %s, compiled library mode: %s" % ("FAIL" if bad else "ok  ", header,
-                                                    "includes " + ", ".join(bad) if bad else "no CUDA, CUPTI or Boost header"))
+                                                    "includes " + ", ".join(bad) if bad else "no CUDA, CUPTI, NVTX or Boost header"))
         failures += bool(bad)
     for name, headers, budget in (("allocator.hpp + profiler.hpp", tuple(FORBIDDEN), COMPILED_LINE_BUDGET),
                                   ("gpumemprof.hpp", (UMBRELLA,), UMBRELLA_LINE_BUDGET)):

@@ -48,7 +48,7 @@ std::vector<std::uintptr_t> bounded_stack(void* const* frames, int from, int n);
 
 /// The calling thread's return addresses, innermost first, `skip` frames above the caller; empty
 /// unless stacks are on.
-GPUMEMPROF_NOINLINE std::vector<std::uintptr_t> capture_external_stack(std::size_t skip = 0);
+std::vector<std::uintptr_t> capture_external_stack(std::size_t skip = 0);  // not inlined: skip counts frames
 
 /// Without the history layer: "function" (or "binary+0xoffset") per frame, by dladdr.
 std::vector<std::string> symbolize_external_stack_plain(const std::uintptr_t* frames, std::size_t count);

@@ -56,10 +56,7 @@ class CompactTrace {
     std::size_t i_;
   };
 
-  CompactTrace() {
-    frames_.emplace_back();  // index 0: no frames
-    contexts_.emplace_back("N/A", "");
-  }
+  CompactTrace();
 
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
   [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
@@ -73,29 +70,10 @@ class CompactTrace {
   [[nodiscard]] Iterator begin() const { return {this, 0}; }
   [[nodiscard]] Iterator end() const { return {this, size_}; }
 
-  void push_back(const TraceEntry& e) {
-    if ((size_ & (kChunkSize - 1)) == 0) chunks_.push_back(std::make_unique<Packed[]>(kChunkSize));
-    Packed& p = chunks_.back()[size_ & (kChunkSize - 1)];
-    p.addr = e.addr;
-    p.size = e.size;
-    p.time_us = e.time_us;
-    p.action = e.action;
-    p.stream = intern_stream(e.stream);
-    p.frames = intern_frames(e.frames);
-    p.context = intern_context(e.compile_context, e.user_metadata);
-    ++size_;
-  }
+  void push_back(const TraceEntry& e);
 
   /// The entries as TraceEntry values (for a Snapshot).
-  [[nodiscard]] std::vector<TraceEntry> expand() const {
-    std::vector<TraceEntry> out;
-    out.reserve(size_);
-    for (const Entry& e : *this) {
-      out.push_back(
-          TraceEntry{e.action, e.addr, e.size, e.stream, e.time_us, e.compile_context, e.user_metadata, e.frames});
-    }
-    return out;
-  }
+  [[nodiscard]] std::vector<TraceEntry> expand() const;
 
  private:
   static constexpr unsigned kChunkBits = 16;
@@ -111,29 +89,9 @@ class CompactTrace {
   };
   static_assert(sizeof(Packed) <= 40, "an entry stays at 40 bytes");
 
-  std::uint32_t intern_stream(std::uint64_t s) {
-    if (s == last_stream_value_ && !streams_.empty()) return last_stream_;
-    const auto [it, added] = stream_index_.try_emplace(s, static_cast<std::uint32_t>(streams_.size()));
-    if (added) streams_.push_back(s);
-    last_stream_value_ = s;
-    last_stream_ = it->second;
-    return it->second;
-  }
-  std::uint32_t intern_frames(const Frames& f) {
-    if (!f) return 0;
-    const auto [it, added] = frames_index_.try_emplace(f.get(), static_cast<std::uint32_t>(frames_.size()));
-    if (added) frames_.push_back(f);  // kept alive here, so the pointer key stays unique
-    return it->second;
-  }
-  std::uint32_t intern_context(const std::string& compile_context, const std::string& user_metadata) {
-    if (compile_context == "N/A" && user_metadata.empty()) return 0;
-    std::string key = compile_context;
-    key.push_back('\0');
-    key += user_metadata;
-    const auto [it, added] = context_index_.try_emplace(std::move(key), static_cast<std::uint32_t>(contexts_.size()));
-    if (added) contexts_.emplace_back(compile_context, user_metadata);
-    return it->second;
-  }
+  std::uint32_t intern_stream(std::uint64_t s);
+  std::uint32_t intern_frames(const Frames& f);
+  std::uint32_t intern_context(const std::string& compile_context, const std::string& user_metadata);
 
   std::vector<std::unique_ptr<Packed[]>> chunks_;
   std::size_t size_ = 0;
@@ -158,20 +116,7 @@ struct CompactSnapshot {
   std::vector<DeviceMemory> device_memory;
 
   /// The same snapshot with its traces expanded into TraceEntry values.
-  [[nodiscard]] Snapshot expand() && {
-    Snapshot s;
-    s.segments = std::move(segments);
-    for (CompactTrace& t : device_traces) {
-      s.device_traces.push_back(t.expand());
-      t = CompactTrace();
-    }
-    s.category_changes = std::move(category_changes);
-    s.allocator_settings = std::move(allocator_settings);
-    s.external_annotations = std::move(external_annotations);
-    s.rank_info = std::move(rank_info);
-    s.device_memory = std::move(device_memory);
-    return s;
-  }
+  [[nodiscard]] Snapshot expand() &&;
 };
 
 /// Snapshot or CompactSnapshot: what the reports and the replay read.
@@ -185,3 +130,9 @@ concept SnapshotLike = requires(const S& s) {
 };
 
 GPUMEMPROF_NAMESPACE_END
+
+// The bodies that build and expand traces: in the compiled library under GPUMEMPROF_COMPILED_LIB
+// (lib/snapshot_files.cpp, beside the snapshot reader that builds them).
+#ifndef GPUMEMPROF_COMPILED_LIB
+#include "gpumemprof/history/compact_snapshot-inl.hpp"
+#endif

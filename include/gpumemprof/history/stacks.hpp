@@ -55,14 +55,14 @@ inline void warn_stacks_unavailable() {
 namespace detail {
 /// libgcc's unwinder (_Unwind_Backtrace): the general path, and the reference for tests.
 /// Same contract as capture_stack().
-GPUMEMPROF_NOINLINE std::size_t unwind_slow(std::uintptr_t* out, std::size_t max_frames, std::size_t skip = 0) noexcept;
+std::size_t unwind_slow(std::uintptr_t* out, std::size_t max_frames, std::size_t skip = 0) noexcept;
 }  // namespace detail
 
 /// Fills `out` with up to `max_frames` return addresses of the calling thread, innermost first,
 /// starting `skip` frames above the caller of capture_stack. Returns how many it wrote: 0 when
 /// built without stack traces. No heap allocation once warmed up; safe on any thread.
-GPUMEMPROF_NOINLINE std::size_t capture_stack(std::uintptr_t* out, std::size_t max_frames,
-                                              std::size_t skip = 0) noexcept;
+/// (Never inlined: `skip` counts frames from its own.)
+std::size_t capture_stack(std::uintptr_t* out, std::size_t max_frames, std::size_t skip = 0) noexcept;
 
 /// Turns return addresses into frames, caching each address's frame forever. Thread-safe.
 class Symbolizer {

@@ -6,9 +6,11 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "gpumemprof/config.hpp"
+
+#if GPUMEMPROF_WITH_NVTX
 #include <nvtx3/nvToolsExt.h>
 
-#include "gpumemprof/config.hpp"
 #include "gpumemprof/integrations/nvtx.hpp"
 #include "gpumemprof/profiler/profile_result.hpp"
 #include "gpumemprof/profiler/scope_hooks.hpp"
@@ -49,3 +51,4 @@ GPUMEMPROF_FUNC std::size_t register_nvtx_scope_hook() noexcept {
 
 }  // namespace detail
 GPUMEMPROF_NAMESPACE_END
+#endif

@@ -55,7 +55,7 @@ UMBRELLA_LIBRARY_BODIES = ("export/formats/profile_export-inl.hpp", "export/form
                            "export/formats/snapshot_writer-inl.hpp", "export/formats/pickle_writer.hpp",
                            "export/formats/pickle_reader.hpp", "export/reports/html_report-inl.hpp",
                            "export/reports/html_report_assets.hpp", "export/reports/memory_timeline-inl.hpp",
-                           "export/reports/perfetto-inl.hpp", "analysis/timeline.hpp",
+                           "export/reports/perfetto-inl.hpp", "analysis/timeline.hpp", "export/formats/dump_snapshot-inl.hpp",
                            "history/history_recorder-inl.hpp", "history/category_ledger-inl.hpp",
                            "history/snapshot_builder-inl.hpp", "history/compact_snapshot-inl.hpp",
                            "history/frame_resolver.hpp", "history/stacks-inl.hpp", "history/unwind_cache.hpp",

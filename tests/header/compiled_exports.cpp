@@ -74,6 +74,13 @@ int main() {
   check(gmp::snapshot_devices({gmp::Device("sim:0")}).segments.size() == own.segments.size(), "snapshot_devices");
   check(!gmp::default_history_recorder("sim:0").trace().empty(), "HistoryRecorder::trace");
   check(gmp::allocator_settings(alloc.config()).front().first == "PYTORCH_CUDA_ALLOC_CONF", "allocator_settings");
+  gmp::dump_snapshot((dir / "dump.pickle").string(), "sim:0");
+  gmp::dump_snapshot(alloc, (dir / "dump_alloc.json").string());
+  gmp::dump_snapshot_devices((dir / "dump_devices.pickle").string(), {gmp::Device("sim:0")});
+  check(gmp::load_snapshot((dir / "dump.pickle").string()).segments.size() == own.segments.size() &&
+            gmp::load_snapshot((dir / "dump_alloc.json").string()).segments.size() == own.segments.size() &&
+            gmp::load_snapshot((dir / "dump_devices.pickle").string()).segments.size() == own.segments.size(),
+        "dump_snapshot, dump_snapshot_devices");
   {
     auto tag = gmp::memory_category(gmp::category::activation);
     void* a = alloc.allocate(2 << 20);

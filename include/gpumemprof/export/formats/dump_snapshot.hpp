@@ -29,15 +29,11 @@ void dump_snapshot(const CachingAllocator<B>& allocator, const std::string& path
 }
 
 /// Writes the snapshot of the default allocator of `device` to `path`.
-inline void dump_snapshot(const std::string& path, const Device& device = Device()) {
-  dump_snapshot(default_allocator(device), path);
-}
+void dump_snapshot(const std::string& path, const Device& device = Device());
 
 /// Writes one snapshot of every device in `devices` to `path` (snapshot_devices: one
 /// device_traces list per device, the segments of all), as PyTorch dumps a multi-GPU process.
-inline void dump_snapshot_devices(const std::string& path, const std::vector<Device>& devices) {
-  write_snapshot_file(snapshot_devices(devices), path);
-}
+void dump_snapshot_devices(const std::string& path, const std::vector<Device>& devices);
 
 /// At every OOM of `allocator`, writes its snapshot to `path` (replacing the previous one)
 /// before OutOfMemoryError reaches the caller. A failed write is reported on stderr; the OOM
@@ -53,4 +49,15 @@ void dump_snapshot_on_oom(CachingAllocator<B>& allocator, std::string path) {
   });
 }
 
+#ifdef GPUMEMPROF_COMPILED_LIB
+// The default allocators' type: compiled in the library (lib/snapshot_files.cpp).
+extern template void dump_snapshot<AnyBackend>(const CachingAllocator<AnyBackend>&, const std::string&);
+#endif
+
 GPUMEMPROF_NAMESPACE_END
+
+// The bodies of the non-template functions: in the compiled library under GPUMEMPROF_COMPILED_LIB
+// (lib/snapshot_files.cpp).
+#ifndef GPUMEMPROF_COMPILED_LIB
+#include "gpumemprof/export/formats/dump_snapshot-inl.hpp"
+#endif

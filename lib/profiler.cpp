@@ -7,3 +7,4 @@
 #include "gpumemprof/profiler/profile_summary-inl.hpp"
 #include "gpumemprof/profiler/profiler-inl.hpp"
 #include "gpumemprof/profiler/sampler-inl.hpp"
+#include "gpumemprof/profiler/tracker-inl.hpp"

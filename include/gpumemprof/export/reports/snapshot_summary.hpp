@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gpumemprof/analysis/memory_facts.hpp"
+#include "gpumemprof/analysis/user_frame.hpp"  // the rule that names each site
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/history/compact_snapshot.hpp"
 #include "gpumemprof/history/snapshot.hpp"

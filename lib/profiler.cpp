@@ -8,3 +8,10 @@
 #include "gpumemprof/profiler/profiler-inl.hpp"
 #include "gpumemprof/profiler/sampler-inl.hpp"
 #include "gpumemprof/profiler/tracker-inl.hpp"
+
+GPUMEMPROF_NAMESPACE_BEGIN
+
+template LeakDetector::LeakDetector(CachingAllocator<AnyBackend>&, LeakDetectorOptions);
+template MemoryTracker::MemoryTracker(CachingAllocator<AnyBackend>&, const TrackerOptions&);
+
+GPUMEMPROF_NAMESPACE_END

@@ -36,6 +36,7 @@
 
 #include "gpumemprof/allocator/caching_allocator.hpp"
 #include "gpumemprof/config.hpp"
+#include "gpumemprof/device/any_backend.hpp"
 #include "gpumemprof/history/snapshot.hpp"
 #include "gpumemprof/profiler/memory_source.hpp"
 #include "gpumemprof/profiler/profile_result.hpp"
@@ -215,6 +216,11 @@ class LeakDetector {
   mutable std::mutex mutex_;
   std::map<std::string, NameState, std::less<>> names_;
 };
+
+#ifdef GPUMEMPROF_COMPILED_LIB
+// Compiled once for the default allocator's type, in the gpumemprof library (lib/profiler.cpp).
+extern template LeakDetector::LeakDetector(CachingAllocator<AnyBackend>&, LeakDetectorOptions);
+#endif
 
 GPUMEMPROF_NAMESPACE_END
 

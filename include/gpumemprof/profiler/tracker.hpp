@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "gpumemprof/config.hpp"
+#include "gpumemprof/device/any_backend.hpp"
 #include "gpumemprof/device/device.hpp"
 #include "gpumemprof/profiler/memory_snapshot.hpp"
 #include "gpumemprof/profiler/memory_source.hpp"
@@ -251,6 +252,11 @@ class MemoryTracker {
   std::mutex control_;       // serializes start_tracking() and stop_tracking()
   PeriodicSampler sampler_;  // last: stops before the members above go away
 };
+
+#ifdef GPUMEMPROF_COMPILED_LIB
+// Compiled once for the default allocator's type, in the gpumemprof library (lib/profiler.cpp).
+extern template MemoryTracker::MemoryTracker(CachingAllocator<AnyBackend>&, const TrackerOptions&);
+#endif
 
 GPUMEMPROF_NAMESPACE_END
 

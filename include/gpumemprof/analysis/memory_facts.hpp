@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
 #include <optional>
 #include <string>
 
@@ -86,28 +85,20 @@ template <class Blocks>
 }
 
 /// The usage of one segment of a snapshot.
-[[nodiscard]] inline SegmentFacts segment_facts(const SnapshotSegment& seg) {
-  return segment_facts(seg.total_size, seg.blocks);
-}
+[[nodiscard]] SegmentFacts segment_facts(const SnapshotSegment& seg);
 
 /// The usage of one segment of a live allocator (CachingAllocator::visit_segments/segments).
-[[nodiscard]] inline SegmentFacts segment_facts(const SegmentView& seg) { return segment_facts(seg.size, seg.blocks); }
+[[nodiscard]] SegmentFacts segment_facts(const SegmentView& seg);
 
 /// The usage summed over the segments of `device` (-1: every device).
-[[nodiscard]] inline SegmentFacts snapshot_facts(const Snapshot& snap, int device = -1) {
-  SegmentFacts u;
-  for (const SnapshotSegment& seg : snap.segments) {
-    if (device < 0 || seg.device == device) u += segment_facts(seg);
-  }
-  return u;
-}
+[[nodiscard]] SegmentFacts snapshot_facts(const Snapshot& snap, int device = -1);
 
 /// "37.5%", or "n/a" for an undefined ratio.
-[[nodiscard]] inline std::string format_fraction(std::optional<double> f) {
-  if (!f) return "n/a";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * *f);
-  return buf;
-}
+[[nodiscard]] std::string format_fraction(std::optional<double> f);
 
 GPUMEMPROF_NAMESPACE_END
+
+// The bodies: in the compiled library under GPUMEMPROF_COMPILED_LIB (lib/analysis.cpp).
+#ifndef GPUMEMPROF_COMPILED_LIB
+#include "gpumemprof/analysis/memory_facts-inl.hpp"
+#endif

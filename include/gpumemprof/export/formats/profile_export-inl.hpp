@@ -17,6 +17,7 @@
 #include "gpumemprof/export/formats/atomic_file.hpp"
 #include "gpumemprof/export/formats/json_writer.hpp"
 #include "gpumemprof/export/formats/profile_export.hpp"
+#include "gpumemprof/history/snapshot.hpp"
 #include "gpumemprof/profiler/profiler.hpp"
 #include "gpumemprof/profiler/tracker.hpp"
 

@@ -1,0 +1,14 @@
+// The compiled library's analysis: the segment facts, the user's-frame rule and the OOM report
+// (its text, and make_oom_report and attach_oom_reporter for the default allocator's type),
+// defined once here for GPUMEMPROF_COMPILED_LIB programs.
+#define GPUMEMPROF_LIB_SOURCE 1
+#include "gpumemprof/analysis/memory_facts-inl.hpp"
+#include "gpumemprof/analysis/oom_report-inl.hpp"
+#include "gpumemprof/analysis/user_frame-inl.hpp"
+
+GPUMEMPROF_NAMESPACE_BEGIN
+
+template OomReport make_oom_report<AnyBackend>(const CachingAllocator<AnyBackend>&, const OomInfo&, std::size_t);
+template std::shared_ptr<OomReporter> attach_oom_reporter<AnyBackend>(CachingAllocator<AnyBackend>&, OomReportOptions);
+
+GPUMEMPROF_NAMESPACE_END

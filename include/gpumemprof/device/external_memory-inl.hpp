@@ -48,8 +48,8 @@ GPUMEMPROF_NOINLINE GPUMEMPROF_FUNC std::vector<std::uintptr_t> capture_external
 #endif
 }
 
-
-GPUMEMPROF_FUNC std::vector<std::string> symbolize_external_stack_plain(const std::uintptr_t* frames, std::size_t count) {
+GPUMEMPROF_FUNC std::vector<std::string> symbolize_external_stack_plain(const std::uintptr_t* frames,
+                                                                        std::size_t count) {
   std::vector<std::string> out;
 #if defined(__linux__)
   for (std::size_t i = 0; i < count; ++i) {
@@ -147,7 +147,9 @@ GPUMEMPROF_FUNC ExternalMemory ExternalLedger::view(bool with_stacks) const {
   return m;
 }
 
-GPUMEMPROF_FUNC std::vector<OwnerMemory> ExternalLedger::summarize(const std::map<std::string, Owner>& owners, std::size_t& total, std::vector<std::vector<std::uintptr_t>>& stacks) {
+GPUMEMPROF_FUNC std::vector<OwnerMemory> ExternalLedger::summarize(const std::map<std::string, Owner>& owners,
+                                                                   std::size_t& total,
+                                                                   std::vector<std::vector<std::uintptr_t>>& stacks) {
   std::vector<std::pair<OwnerMemory, const Site*>> out;
   for (const auto& [name, o] : owners) {
     auto& [m, top] = out.emplace_back(OwnerMemory{name, o.bytes, o.count, {}, {}}, nullptr);
@@ -180,7 +182,8 @@ GPUMEMPROF_FUNC void ExternalLedger::take(std::map<std::string, Owner>& owners, 
   if (o.count == 0) owners.erase(it);
 }
 
-GPUMEMPROF_FUNC void ExternalLedger::add(std::map<std::uint64_t, Live>& live, std::map<std::string, Owner>& owners, std::uint64_t id, Live l) {
+GPUMEMPROF_FUNC void ExternalLedger::add(std::map<std::uint64_t, Live>& live, std::map<std::string, Owner>& owners,
+                                         std::uint64_t id, Live l) {
   erase(live, owners, id);
   Owner& o = owners[l.owner];
   o.bytes += l.bytes;
@@ -189,7 +192,8 @@ GPUMEMPROF_FUNC void ExternalLedger::add(std::map<std::uint64_t, Live>& live, st
   live.emplace(id, std::move(l));
 }
 
-GPUMEMPROF_FUNC bool ExternalLedger::erase(std::map<std::uint64_t, Live>& live, std::map<std::string, Owner>& owners, std::uint64_t id) {
+GPUMEMPROF_FUNC bool ExternalLedger::erase(std::map<std::uint64_t, Live>& live, std::map<std::string, Owner>& owners,
+                                           std::uint64_t id) {
   auto it = live.find(id);
   if (it == live.end()) return false;
   take(owners, it->second);

@@ -27,7 +27,6 @@
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/device/owner_memory.hpp"
 
-
 GPUMEMPROF_NAMESPACE_BEGIN
 
 namespace detail {

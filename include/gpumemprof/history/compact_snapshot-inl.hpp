@@ -60,7 +60,8 @@ GPUMEMPROF_FUNC std::uint32_t CompactTrace::intern_frames(const Frames& f) {
   return it->second;
 }
 
-GPUMEMPROF_FUNC std::uint32_t CompactTrace::intern_context(const std::string& compile_context, const std::string& user_metadata) {
+GPUMEMPROF_FUNC std::uint32_t CompactTrace::intern_context(const std::string& compile_context,
+                                                           const std::string& user_metadata) {
   if (compile_context == "N/A" && user_metadata.empty()) return 0;
   std::string key = compile_context;
   key.push_back('\0');

@@ -84,7 +84,9 @@ GPUMEMPROF_FUNC std::vector<Annotation> HistoryRecorder::annotations() const {
   return to_annotations(copy, TraceClock::converter());
 }
 
-GPUMEMPROF_FUNC Frames HistoryRecorder::frames_of(std::uint64_t context) const { return frames_of(std::vector{context}).front(); }
+GPUMEMPROF_FUNC Frames HistoryRecorder::frames_of(std::uint64_t context) const {
+  return frames_of(std::vector{context}).front();
+}
 
 GPUMEMPROF_FUNC std::vector<Frames> HistoryRecorder::frames_of(const std::vector<std::uint64_t>& contexts) const {
   detail::StackTable local;  // the stacks wanted, copied under the lock, symbolized after it
@@ -125,7 +127,9 @@ GPUMEMPROF_FUNC void HistoryRecorder::copy_recording(detail::HistoryCopy& out) c
   copy_locked(out);
 }
 
-GPUMEMPROF_FUNC std::vector<TraceEntry> HistoryRecorder::trace_entries(const detail::HistoryCopy& copy, detail::FrameResolver& frames, const TraceClock::Converter& clock) {
+GPUMEMPROF_FUNC std::vector<TraceEntry> HistoryRecorder::trace_entries(const detail::HistoryCopy& copy,
+                                                                       detail::FrameResolver& frames,
+                                                                       const TraceClock::Converter& clock) {
   const std::vector<std::string> metadata = metadata_of(copy);
   std::vector<TraceEntry> out;
   out.reserve(copy.entries.size());
@@ -146,7 +150,8 @@ GPUMEMPROF_FUNC std::vector<TraceEntry> HistoryRecorder::trace_entries(const det
   return out;
 }
 
-GPUMEMPROF_FUNC std::vector<CategoryChange> HistoryRecorder::category_changes(const detail::HistoryCopy& copy, const TraceClock::Converter& clock) {
+GPUMEMPROF_FUNC std::vector<CategoryChange> HistoryRecorder::category_changes(const detail::HistoryCopy& copy,
+                                                                              const TraceClock::Converter& clock) {
   std::vector<CategoryChange> out;
   std::vector<std::string> metadata;
   std::size_t index = 0;  // trace entries so far
@@ -162,7 +167,8 @@ GPUMEMPROF_FUNC std::vector<CategoryChange> HistoryRecorder::category_changes(co
   return out;
 }
 
-GPUMEMPROF_FUNC std::vector<Annotation> HistoryRecorder::to_annotations(const detail::HistoryCopy& copy, const TraceClock::Converter& clock) {
+GPUMEMPROF_FUNC std::vector<Annotation> HistoryRecorder::to_annotations(const detail::HistoryCopy& copy,
+                                                                        const TraceClock::Converter& clock) {
   std::vector<Annotation> out;
   out.reserve(copy.annotations.size());
   for (const auto& a : copy.annotations) {

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "gpumemprof/config.hpp"
-#include "gpumemprof/history/snapshot_builder.hpp"
 #include "gpumemprof/history/frame_resolver.hpp"
+#include "gpumemprof/history/snapshot_builder.hpp"
 #include "gpumemprof/history/trace_clock.hpp"
 #include "gpumemprof/history/user_metadata.hpp"
 
@@ -93,9 +93,7 @@ GPUMEMPROF_FUNC Snapshot build_snapshot(int device, std::vector<SegmentView> seg
 
 }  // namespace detail
 
-GPUMEMPROF_FUNC Snapshot snapshot(const Device& device) {
-  return gpumemprof::snapshot(default_allocator(device));
-}
+GPUMEMPROF_FUNC Snapshot snapshot(const Device& device) { return gpumemprof::snapshot(default_allocator(device)); }
 
 GPUMEMPROF_FUNC Snapshot snapshot_devices(const std::vector<Device>& devices) {
   Snapshot all;

@@ -32,7 +32,6 @@ Snapshot build_snapshot(int device, std::vector<SegmentView> segments, const His
                         const AllocatorConfig& config);
 }  // namespace detail
 
-
 /// torch.cuda.memory._snapshot() for `allocator`: its segments and, when its recorder (see
 /// history_recorder_of) is recording, the history -- read together under the allocator's lock.
 template <DeviceBackend B>

@@ -17,6 +17,7 @@
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/export/formats/atomic_file.hpp"
 #include "gpumemprof/export/formats/json_writer.hpp"
+#include "gpumemprof/export/formats/owners_writer.hpp"
 #include "gpumemprof/export/formats/pickle_writer.hpp"
 #include "gpumemprof/export/formats/snapshot_writer.hpp"
 #include "gpumemprof/export/formats/value_writer.hpp"
@@ -129,26 +130,6 @@ inline void write_trace_entry(ValueWriter& w, const TraceEntry& e, FrameStrings&
   w.key("frames");
   write_frames(w, e.frames, strings);
   w.end_dict();
-}
-
-inline void write_owners(ValueWriter& w, const char* key, const std::vector<OwnerMemory>& owners) {
-  w.key(key);
-  w.begin_list();
-  for (const OwnerMemory& o : owners) {
-    w.begin_dict();
-    w.field("owner", o.owner);
-    w.field("bytes", o.bytes);
-    w.field("count", o.count);
-    w.field("top_site", o.top_site);
-    if (!o.top_stack.empty()) {  // recorded only with track_external_memory({.stacks = true})
-      w.key("top_stack");
-      w.begin_list();
-      for (const std::string& frame : o.top_stack) w.value(frame);
-      w.end_list();
-    }
-    w.end_dict();
-  }
-  w.end_list();
 }
 
 // Our key, beside PyTorch's: the viewers read only the keys they know.

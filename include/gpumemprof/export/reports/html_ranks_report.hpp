@@ -47,6 +47,7 @@
 #include "gpumemprof/export/formats/html_escape.hpp"
 #include "gpumemprof/export/formats/json_writer.hpp"
 #include "gpumemprof/export/formats/snapshot_reader.hpp"
+#include "gpumemprof/export/formats/value_columns.hpp"
 #include "gpumemprof/export/reports/html_ranks_assets.hpp"
 #include "gpumemprof/export/reports/html_report.hpp"
 #include "gpumemprof/export/reports/html_report_assets.hpp"

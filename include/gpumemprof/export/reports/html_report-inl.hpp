@@ -17,6 +17,7 @@
 #include "gpumemprof/export/formats/html_escape.hpp"
 #include "gpumemprof/export/formats/json_writer.hpp"
 #include "gpumemprof/export/formats/output_buffer.hpp"
+#include "gpumemprof/export/formats/value_columns.hpp"
 #include "gpumemprof/export/formats/value_writer.hpp"
 #include "gpumemprof/export/reports/html_device_bar.hpp"
 #include "gpumemprof/export/reports/html_report.hpp"
@@ -31,28 +32,6 @@
 GPUMEMPROF_NAMESPACE_BEGIN
 
 namespace detail {
-
-/// `"k":[get(x) for x in items]`.
-template <class Items, class Get>
-void write_column(ValueWriter& w, std::string_view k, const Items& items, Get get) {
-  w.key(k);
-  w.begin_list();
-  for (const auto& x : items) w.value(get(x));
-  w.end_list();
-}
-
-/// Like write_column(), each value written as its difference to the previous one (the first to
-/// 0): growing values (states, times, addresses) then take a few digits each.
-template <class Items, class Get>
-void write_delta_column(ValueWriter& w, std::string_view k, const Items& items, Get get) {
-  std::int64_t prev = 0;
-  write_column(w, k, items, [&](const auto& x) {
-    const auto v = static_cast<std::int64_t>(get(x));
-    const std::int64_t d = v - prev;
-    prev = v;
-    return d;
-  });
-}
 
 /// The level of detail's data: "lod": {events, allocations, liveAtEnd, hidden, ev (the trace
 /// state of each page state, delta-coded; absent when they are the same), active, sites}.

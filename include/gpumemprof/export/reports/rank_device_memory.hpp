@@ -18,6 +18,7 @@
 #include "gpumemprof/analysis/cross_rank.hpp"
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/export/formats/json_writer.hpp"
+#include "gpumemprof/export/formats/owners_writer.hpp"
 #include "gpumemprof/export/formats/snapshot_writer.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN

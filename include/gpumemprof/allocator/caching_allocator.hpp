@@ -590,6 +590,12 @@ class CachingAllocator {
   // <= 1.03x peak requested and <= PyTorch's expandable figure (1.0255x on resnet50_train).
   static constexpr double kExpandableSlack = 0.025;
   std::size_t live_high_ GPUMEMPROF_GUARDED_BY(device_mutex_) = 0;
+  // allocated_bytes.all.allocated when live_high_ last rose. Once the workload has allocated
+  // kSettleAfter times live_high_ since, pages no longer move for the slack (kSettledSlack):
+  // growth maps fresh pages, within the device's and the fraction's limits.
+  std::size_t allocated_at_high_ GPUMEMPROF_GUARDED_BY(device_mutex_) = 0;
+  static constexpr double kSettleAfter = 8;
+  static constexpr double kSettledSlack = 1e6;
   // The planner's view of every expandable segment (layout_segments_[i] is layout_.segments[i]),
   // scratch kept between growths so that building it allocates nothing once warm. Exclusive.
   detail::ExpandableLayout layout_;

@@ -127,8 +127,11 @@ std::size_t CachingAllocator<Backend>::pages_to_recycle(std::size_t size, std::s
   // The budget's base: the most bytes ever live (a running high-water mark that
   // reset_peak_memory_stats does not lower), this request included.
   const Stat& live = stats_.allocated_bytes[StatPool::all];
-  live_high_ =
+  const std::size_t high =
       std::max({live_high_, static_cast<std::size_t>(live.peak), static_cast<std::size_t>(live.current) + size});
+  const auto total = static_cast<std::size_t>(live.allocated);
+  if (high > live_high_ || total < allocated_at_high_) allocated_at_high_ = total;  // a new high (or a reset)
+  live_high_ = high;
   detail::GrowthBudget g{.reserved = total_reserved_,
                          .need = need,
                          .live_high = live_high_,
@@ -136,6 +139,13 @@ std::size_t CachingAllocator<Backend>::pages_to_recycle(std::size_t size, std::s
                          .allowed_max = allowed_max_,
                          .page = page_};
   if constexpr (VirtualMemoryBackend<Backend>) g.device_free = backend_.mem_get_info().free;
+  // Pages move to stay within the slack only while the workload is still setting highs of live
+  // bytes: once it has allocated kSettleAfter times its high since the last new high, it repeats,
+  // and growth maps fresh pages instead, so its layout settles and its warm replays map nothing.
+  // The device's free memory and the memory fraction still bound it.
+  if (total - allocated_at_high_ > static_cast<std::size_t>(kSettleAfter * static_cast<double>(live_high_))) {
+    g.slack = kSettledSlack;
+  }
   return detail::bytes_to_recycle(g);
 }
 

@@ -4,8 +4,9 @@
 #  1. gpu_compare --repeat 1 over tests/data's traces: the "default parity" and "expandable parity"
 #     lines (peak allocated, peak reserved, device maps of the cold replay, gmp against c10 in one
 #     process) must all say "equal";
-#  2. every trace replayed with expandable_segments:True and compacting_expandable_segments:True on
-#     cuda:0 and sim:0 (3 warm replays): the two devices must agree; warm maps/unmaps are printed.
+#  2. every trace replayed by the CLI on cuda:0 with expandable_segments:True (must equal PyTorch's
+#     figures in tests/data/pytorch_replay_figures.json) and compacting_expandable_segments:True
+#     (3 warm replays each): warm maps/unmaps and ns/pair printed.
 # usage: OUT=dir bench/gpu_expandable_parity.sh [BUILD_DIR]   (default: build-gpu-expandable)
 # Logs: $OUT/parity_*.txt; last line "gpu_expandable_parity: N passed, N failed".
 set -uo pipefail
@@ -41,30 +42,33 @@ compare() {
 }
 step gpu-compare compare
 
-replays() {
-  local t dev conf bad=0
+replays() {  # cuda:0; expandable_segments:True must give PyTorch's recorded figures exactly
+  local t conf
   for conf in expandable_segments:True compacting_expandable_segments:True; do
     for t in tests/data/*.trace.gz; do
-      for dev in cuda:0 sim:0; do
-        timeout 60 "$build/tools/gpumemprof" replay "$t" --device "$dev" --config "$conf" --repeat 3 --json ||
-          echo "{\"trace\":\"$t\",\"device\":\"$dev\",\"config\":\"$conf\",\"error\":true}"
-      done
+      timeout 60 "$build/tools/gpumemprof" replay "$t" --device cuda:0 --config "$conf" --repeat 3 --json ||
+        echo "{\"trace\":\"$t\",\"error\":true}"
     done
   done > "$out/parity_replays.jsonl" 2> "$out/parity_replays_stderr.txt"
-  python3 - "$out/parity_replays.jsonl" <<'PY'
+  python3 - "$out/parity_replays.jsonl" tests/data/pytorch_replay_figures.json <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+want = json.load(open(sys.argv[2]))["traces"]
 bad = 0
-for i in range(0, len(rows) - 1, 2):
-    c, s = rows[i], rows[i + 1]
-    if "error" in c or "error" in s:
-        print("ERROR", c.get("trace"), c.get("config")); bad += 1; continue
-    keys = ("peak_allocated_bytes", "peak_reserved_bytes", "num_device_alloc")
-    same = all(c[k] == s[k] for k in keys)
-    bad += not same
-    print("%-40s cuda:0 %s sim:0 %s %s warm maps/unmaps %.1f/%.1f ns/pair %.1f" % (
-        c["trace"].split("/")[-1], [c[k] for k in keys], [s[k] for k in keys], "same" if same else "DIFFER",
-        c["warm_num_device_alloc"], c["warm_num_device_free"], c["ns_per_pair"]))
+for i, r in enumerate(rows):
+    conf = "expandable" if i < len(rows) // 2 else "compacting"
+    name = r["trace"].split("/")[-1].replace(".trace.gz", "")
+    if "error" in r:
+        print(conf, name, "ERROR"); bad += 1; continue
+    got = (r["peak_allocated_bytes"], r["peak_reserved_bytes"], r["num_device_alloc"])
+    note = ""
+    if conf == "expandable":
+        c = want[name]["expandable"]["cold"]
+        exp = (c["peak_allocated_bytes"], c["peak_reserved_bytes"], c["num_device_alloc"])
+        note = "= PyTorch" if got == exp else "DIFFERS from PyTorch %s" % (exp,)
+        bad += got != exp
+    print("%-11s %-20s %s %s warm maps/unmaps %.1f/%.1f ns/pair %.1f" % (conf, name, got, note,
+          r["warm_num_device_alloc"], r["warm_num_device_free"], r["ns_per_pair"]))
 sys.exit(1 if bad else 0)
 PY
 }

@@ -11,8 +11,8 @@
 #include <new>
 #include <vector>
 
-#include "catch.hpp"
 #include "../units.hpp"
+#include "catch.hpp"
 #include "gpumemprof/allocator/caching_allocator.hpp"
 #include "gpumemprof/allocator/pointer_map.hpp"
 #include "gpumemprof/device/simulated.hpp"

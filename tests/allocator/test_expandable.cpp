@@ -5,13 +5,12 @@
 #include <array>
 #include <string>
 
-#include "catch.hpp"
 #include "../units.hpp"
+#include "catch.hpp"
 #include "gpumemprof/device/host.hpp"
 #include "sim_allocator.hpp"
 
 namespace {
-
 
 struct Expandable : SimAlloc {
   explicit Expandable(std::size_t capacity = GiB) : SimAlloc("compacting_expandable_segments:True", capacity) {}

@@ -31,7 +31,7 @@ const gmp::DataValue& figures() {
   return v;
 }
 
-const char* const kTraces[] = {"resnet50_train", "gpt2_train",  "gpt2_generate",
+const char* const kTraces[] = {"resnet50_train",      "gpt2_train",  "gpt2_generate",
                                "two_stream_resnet18", "bert_varlen", "gpt2_varlen"};
 
 // One replay's figures, as the recording took them: peaks reset before it, device calls during it.
@@ -150,9 +150,9 @@ TEST_CASE("expandable_segments:True replays every trace exactly as PyTorch's all
 TEST_CASE("expandable_segments:True maps 20 MiB pages in the large pool, 2 MiB in the small one, at the end") {
   SimAlloc s("expandable_segments:True");
   void* small = s.a.allocate(1000);
-  void* a = s.a.allocate(3 * MiB);                            // one 20 MiB page
-  void* b = s.a.allocate(30 * MiB);                           // 13 MiB past the page: one more map, 20 MiB
-  CHECK(addr(b) == addr(a) + 3 * MiB);                        // at the end, contiguous
+  void* a = s.a.allocate(3 * MiB);                             // one 20 MiB page
+  void* b = s.a.allocate(30 * MiB);                            // 13 MiB past the page: one more map, 20 MiB
+  CHECK(addr(b) == addr(a) + 3 * MiB);                         // at the end, contiguous
   CHECK(s.stats().reserved_bytes.all().current == 42 * iMiB);  // 2 MiB small + 2 x 20 MiB
   CHECK(s.stats().num_device_alloc == 3);
   CHECK(s.stats().segment.all().current == 0);  // PyTorch counts mapped bytes, not segments

@@ -27,15 +27,14 @@
 #include <unordered_map>
 #include <vector>
 
+#include "../units.hpp"
 #include "gpumemprof/allocator/caching_allocator.hpp"
 #include "gpumemprof/allocator/size_policy.hpp"
 #include "gpumemprof/device/simulated.hpp"
-#include "../units.hpp"
 
 namespace gmp = gpumemprof;
 
 namespace {
-
 
 /// One configuration the sequence runs under.
 struct Variant {

@@ -102,6 +102,14 @@ class SimulatedBackend {
     s_->live.erase(it);
   }
 
+  /// From the next malloc on, mallocs land at these recorded addresses, in order (as
+  /// SimulatedOptions::placement says).
+  void set_placement(std::vector<std::pair<std::uintptr_t, std::size_t>> placement) {
+    std::lock_guard lock(s_->mutex);
+    s_->opt.placement = std::move(placement);
+    s_->start_placement();
+  }
+
   [[nodiscard]] MemInfo mem_get_info() const {
     std::lock_guard lock(s_->mutex);
     const std::size_t used = std::min(s_->opt.capacity, used_locked());
@@ -334,11 +342,14 @@ class SimulatedBackend {
       mapping = p;
       base = round_up(reinterpret_cast<std::uintptr_t>(p), opt.granularity);
       free_ranges.emplace(base, span);
-      if (!opt.placement.empty()) {
-        placement_low = opt.placement.front().first;
-        for (const auto& [a, n] : opt.placement) placement_low = std::min(placement_low, a);
-        placement_low -= placement_low % opt.granularity;
-      }
+      start_placement();
+    }
+    void start_placement() {
+      next_placement = 0;
+      if (opt.placement.empty()) return;
+      placement_low = opt.placement.front().first;
+      for (const auto& [a, n] : opt.placement) placement_low = std::min(placement_low, a);
+      placement_low -= placement_low % opt.granularity;
     }
     ~State() { ::munmap(mapping, span + opt.granularity); }
     State(const State&) = delete;

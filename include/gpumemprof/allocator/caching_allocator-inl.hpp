@@ -1,6 +1,7 @@
 // Layer 2: CachingAllocator's construction, the exclusive entries of allocate/deallocate, new
-// streams' shards, configuration and event sinks, and expandable segments. Included by
-// caching_allocator.hpp; not a header to include on its own.
+// streams' shards, configuration and event sinks (expandable segments:
+// caching_allocator_expandable-inl.hpp). Included by caching_allocator.hpp; not a header to
+// include on its own.
 #pragma once
 
 #include <algorithm>

@@ -45,7 +45,7 @@ struct SimulatedOptions {
   /// ties between equal-size free blocks by address: replays place segments as the recording did
   /// only with its addresses. A malloc past the list, or whose recorded range is taken or of
   /// another size, goes to the lowest free range.
-  std::vector<std::pair<std::uintptr_t, std::size_t>> placement;  ///< (address, bytes) per malloc
+  std::vector<std::pair<std::uintptr_t, std::size_t>> placement{};  ///< (address, bytes) per malloc
 };
 
 /// Counts of the calls the allocator made, for tests and the replay tool.

@@ -594,7 +594,7 @@ class CachingAllocator {
   // kSettleAfter times live_high_ since, pages no longer move for the slack (kSettledSlack):
   // growth maps fresh pages, within the device's and the fraction's limits.
   std::size_t allocated_at_high_ GPUMEMPROF_GUARDED_BY(device_mutex_) = 0;
-  static constexpr double kSettleAfter = 8;
+  static constexpr double kSettleAfter = 24;
   static constexpr double kSettledSlack = 1e6;
   // The planner's view of every expandable segment (layout_segments_[i] is layout_.segments[i]),
   // scratch kept between growths so that building it allocates nothing once warm. Exclusive.

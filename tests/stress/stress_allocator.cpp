@@ -52,7 +52,6 @@ const std::vector<Variant>& variants() {
       {"small_capacity_oom", "max_split_size_mb:20,roundup_power2_divisions:4", 160 * MiB, -1},
       {"expandable", "expandable_segments:True", 80 * GiB, -1},
       {"expandable_small_capacity_oom", "expandable_segments:True", 256 * MiB, -1},
-      {"compacting_small_capacity_oom", "compacting_expandable_segments:True", 256 * MiB, -1},
   };
   return list;
 }

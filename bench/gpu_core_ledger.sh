@@ -64,12 +64,12 @@ parity() {
     echo "$name sim:0  $("$build/tools/gpumemprof" replay "$t" --device sim:0 --json --repeat 1)"
   done
   [ -x "$build/bench/gpu_compare" ] || { echo "parity: gpu_compare not built (configure with -Dbenchmarks=true and torch)"; return 1; }
-  "$build/bench/gpu_compare" --repeat 1 tests/data/*.trace.gz | grep -E "^parity"
+  "$build/bench/gpu_compare" --repeat 1 tests/data/*.trace.gz | grep -E "^(default|expandable) parity"
 }
 export -f parity
 export build
 step replay-parity 200 bash -c parity
-grep -E "^parity" "$out/ledger-replay-parity.log" | sed 's/^/    /'
+grep -E "^(default|expandable) parity" "$out/ledger-replay-parity.log" | sed 's/^/    /'
 step two-stream-expandable 120 "$build/tools/gpumemprof" replay tests/data/two_stream_resnet18.trace.gz \
   --device cuda:0 --config expandable_segments:True --json
 # Speed before/after on the host side (simulated device, 16 quiet cores): bench_allocator of the

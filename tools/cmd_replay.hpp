@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <iostream>
 #include <limits>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "gpumemprof/allocator/caching_allocator.hpp"
 #include "gpumemprof/allocator/default_allocator.hpp"
 #include "gpumemprof/device/any_backend.hpp"
+#include "gpumemprof/device/simulated.hpp"
 #include "gpumemprof/export/formats/json_writer.hpp"
 #include "gpumemprof/export/formats/snapshot_writer.hpp"
 #include "gpumemprof/history/history_recorder.hpp"
@@ -29,6 +31,7 @@ namespace gpumemprof::tools {
 inline const char* replay_usage() {
   return "usage: gpumemprof replay TRACE [--device sim:0|cuda:0] [--config \"<ALLOC_CONF>\"]\n"
          "                        [--snapshot OUT.pickle [--max-entries N]] [--repeat N] [--json]\n"
+         "                        [--segment-addresses FILE]\n"
          "       gpumemprof replay SNAPSHOT [--config \"<ALLOC_CONF>\"] [--capacity BYTES] [--json]\n"
          "  Replays a trace (the format below, gzip or text) through the caching allocator.\n"
          "  Peaks come from the first (cold) replay; ns_per_pair is the best of N warm replays\n"
@@ -38,6 +41,10 @@ inline const char* replay_usage() {
          "  live at its end, as a PyTorch snapshot (.pickle) or JSON (.json); an annotation spanning\n"
          "  the trace says what it holds. History takes about 200 bytes an event while writing;\n"
          "  --max-entries N keeps only the newest N events (the annotation then says so).\n"
+         "  --segment-addresses FILE: the simulated device places its mallocs where the recording\n"
+         "  driver placed them (lines with 'segment_alloc ADDRESS BYTES', in order, as PyTorch's history\n"
+         "  lists them): the default policy breaks ties between equal-size free blocks by address, so\n"
+         "  replays then give the recording's own figures.\n"
          "  A SNAPSHOT (PyTorch's or ours, recognised by content) replays its recorded history on the\n"
          "  simulated device and compares peak reserved with what was recorded; --capacity sets the\n"
          "  device size (default: inferred from a recorded OOM, else 80GiB).\n"
@@ -85,10 +92,39 @@ inline std::string replay_snapshot_note(const std::string& trace, int repeat, st
 
 /// Cold replay (peaks; recorded into `snapshot_path` when given), then `repeat` warm replays
 /// (timing) on one allocator.
-inline ReplayReport run_replay(Trace& t, const Device& device, const AllocatorConfig& config, int repeat,
-                               bool progress, const std::string& snapshot_path = {}, std::size_t max_entries = 0) {
+/// The recorded cudaMalloc addresses in a file (--segment-addresses): every line with a
+/// `segment_alloc ADDRESS BYTES` word sequence, in order (as PyTorch's history lists them).
+inline std::vector<std::pair<std::uintptr_t, std::size_t>> read_segment_addresses(const std::string& path) {
+  std::istringstream in(read_gzip_file(path));
+  std::vector<std::pair<std::uintptr_t, std::size_t>> out;
+  std::string line;
+  for (std::size_t n = 1; std::getline(in, line); ++n) {
+    std::istringstream words(line);
+    std::string w;
+    while (words >> w && w != "segment_alloc") {
+    }
+    if (w != "segment_alloc") continue;
+    unsigned long long addr = 0, bytes = 0;
+    if (!(words >> addr >> bytes)) {
+      throw UsageError(path + ":" + std::to_string(n) + ": expected 'segment_alloc ADDRESS BYTES' (decimal integers)");
+    }
+    out.emplace_back(static_cast<std::uintptr_t>(addr), static_cast<std::size_t>(bytes));
+  }
+  if (out.empty())
+    throw UsageError(path + ": no 'segment_alloc ADDRESS BYTES' line; give the recorded segment history");
+  return out;
+}
+
+inline ReplayReport run_replay(Trace& t, const Device& device, const AllocatorConfig& config, int repeat, bool progress,
+                               const std::string& snapshot_path = {}, std::size_t max_entries = 0,
+                               const std::vector<std::pair<std::uintptr_t, std::size_t>>& segment_addresses = {}) {
   const ReplayStreams streams(device, t);  // outlives the allocator, whose cache refers to them
   DeviceAllocator alloc(AnyBackend::for_device(device), config);
+  if (!segment_addresses.empty()) {
+    SimulatedBackend* sim = alloc.backend().target<SimulatedBackend>();
+    if (sim == nullptr) throw UsageError("--segment-addresses applies to simulated devices (sim:N)");
+    sim->set_placement(segment_addresses);
+  }
   HistoryRecorder history(HistoryOptions{.enabled = HistoryEnabled::all,
                                          .context = HistoryContext::none,
                                          .stacks = HistoryStacks::none,
@@ -213,8 +249,9 @@ inline bool has_snapshot_extension(const std::string& path) {
 }
 
 inline int cmd_replay(int argc, char** argv) {
-  const Args args(argc, argv, 2, {"--json", "--help"},
-                  {"--device", "--config", "--snapshot", "--repeat", "--capacity", "--max-entries"});
+  const Args args(
+      argc, argv, 2, {"--json", "--help"},
+      {"--device", "--config", "--snapshot", "--repeat", "--capacity", "--max-entries", "--segment-addresses"});
   if (args.has("--help")) {
     std::fputs(replay_usage(), stdout);
     return 0;
@@ -234,8 +271,10 @@ inline int cmd_replay(int argc, char** argv) {
   const AllocatorConfig config = args.has("--config") ? AllocatorConfig(args.get("--config")) : AllocatorConfig{};
   const int repeat = static_cast<int>(args.count("--repeat", 3, 1000));
   Trace t = parse_trace(bytes, args.positional()[0]);
+  std::vector<std::pair<std::uintptr_t, std::size_t>> addresses;
+  if (args.has("--segment-addresses")) addresses = read_segment_addresses(args.get("--segment-addresses"));
   const ReplayReport rep = run_replay(t, device, config, repeat, ::isatty(2) != 0 && !args.has("--json"), snapshot_out,
-                                      args.count("--max-entries", 0));
+                                      args.count("--max-entries", 0), addresses);
   print_replay(rep, args.has("--json"));
   return 0;
 }

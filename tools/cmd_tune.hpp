@@ -30,7 +30,13 @@ inline std::vector<std::string> tune_grid() {
           "garbage_collection_threshold:0.6,per_process_memory_fraction:1.0",
           "garbage_collection_threshold:0.8,per_process_memory_fraction:1.0",
           "max_split_size_mb:128,roundup_power2_divisions:4",
-          "expandable_segments:True"};
+          "expandable_segments:True",
+          "compacting_expandable_segments:True"};
+}
+
+/// Configs PyTorch has no key for: ranked in their own rows, never the PYTORCH_CUDA_ALLOC_CONF line.
+inline bool gpumemprof_only(const std::string& conf) {
+  return conf.find("compacting_expandable_segments") != std::string::npos;
 }
 
 struct TuneRow {
@@ -116,7 +122,9 @@ inline int cmd_tune(int argc, char** argv) {
   const double def_peak = static_cast<double>(def->peak_reserved);
   int rank = 0;
   for (const TuneRow& r : rows) {
-    const std::string label = r.config.empty() ? "<default>" : r.config;
+    const std::string label = r.config.empty()            ? "<default>"
+                              : gpumemprof_only(r.config) ? r.config + "  (gpumemprof-only)"
+                                                          : r.config;
     if (!r.unsupported.empty()) {
       std::printf("%4s  %14s  %10s  %-18s  %s  (%s)\n", "-", "-", "-", "-", label.c_str(), r.unsupported.c_str());
       continue;
@@ -127,7 +135,14 @@ inline int cmd_tune(int argc, char** argv) {
                   def_peak > 0 ? (static_cast<double>(r.peak_reserved) - def_peak) * 100.0 / def_peak : 0.0);
     std::printf("%4d  %14s  %10s  %-18s  %s\n", ++rank, peak.c_str(), rel, r.oom_note.c_str(), label.c_str());
   }
-  const TuneRow& best = rows.front();
+  // The last line is PyTorch's best setting; a gpumemprof-only config that beats it gets its own line.
+  const TuneRow& best =
+      *std::find_if(rows.begin(), rows.end(), [](const TuneRow& r) { return !gpumemprof_only(r.config); });
+  const TuneRow& first = rows.front();
+  if (&first != &best && first.unsupported.empty() && (first.oom ? 1 : 0) <= (best.oom ? 1 : 0)) {
+    std::printf("gpumemprof only (not a PyTorch option): GPUMEMPROF_ALLOC_CONF=%s reserves %s\n", first.config.c_str(),
+                size_text(first.peak_reserved).c_str());
+  }
   if (best.oom) std::printf("no config in the grid avoids the OOM; the one with the lowest peak:\n");
   std::printf("PYTORCH_CUDA_ALLOC_CONF=%s\n", best.config.c_str());
   return 0;

@@ -11,8 +11,8 @@
 #include <new>
 #include <vector>
 
-#include "catch.hpp"
 #include "../units.hpp"
+#include "catch.hpp"
 #include "gpumemprof/allocator/caching_allocator.hpp"
 #include "gpumemprof/allocator/pointer_map.hpp"
 #include "gpumemprof/device/simulated.hpp"
@@ -311,10 +311,12 @@ TEST_CASE("exception safety: several streams (journaled stats) and the readers")
   });
 }
 
-TEST_CASE("exception safety: expandable segments") {
+TEST_CASE("exception safety: expandable segments, PyTorch's and the compacting policy") {
   const gmp::Stream s0(0), s1(1);
+  const char* conf = GENERATE("expandable_segments:True", "compacting_expandable_segments:True");
+  INFO(conf);
   fail_each_allocation(
-      "expandable_segments:True", 256 * MiB,
+      conf, 256 * MiB,
       [=](Fixture& f) {
         f.alloc(30 * MiB, s1);
         f.free_last();  // s1's pages are free, for s0 to take once the device is full

@@ -1,18 +1,19 @@
-// expandable_segments:True on the simulated device (2 MiB pages): exact pages, segments and
-// stats through growth, recycling, shrinking, OOM, record_stream and two streams.
+// compacting_expandable_segments:True (gpumemprof's compacting policy) on the simulated device
+// (2 MiB pages): exact pages, segments and stats through growth, recycling, shrinking, OOM,
+// record_stream and two streams. PyTorch's policy (expandable_segments:True):
+// test_expandable_pytorch.cpp.
 #include <array>
 #include <string>
 
-#include "catch.hpp"
 #include "../units.hpp"
+#include "catch.hpp"
 #include "gpumemprof/device/host.hpp"
 #include "sim_allocator.hpp"
 
 namespace {
 
-
 struct Expandable : SimAlloc {
-  explicit Expandable(std::size_t capacity = GiB) : SimAlloc("expandable_segments:True", capacity) {}
+  explicit Expandable(std::size_t capacity = GiB) : SimAlloc("compacting_expandable_segments:True", capacity) {}
   [[nodiscard]] std::int64_t reserved() const { return stats().reserved_bytes.all().current; }
   [[nodiscard]] std::uintptr_t base() { return a.segments().at(0).address; }
   // Map calls, pages mapped, unmap calls, pages unmapped, stream synchronizations.
@@ -42,9 +43,10 @@ struct Expandable : SimAlloc {
 }  // namespace
 
 TEST_CASE("expandable: needs a device with virtual memory") {
-  CHECK_THROWS_AS(
-      gmp::CachingAllocator<gmp::HostBackend>(gmp::HostBackend{}, gmp::AllocatorConfig("expandable_segments:True")),
-      gmp::ConfigError);
+  for (const char* conf : {"expandable_segments:True", "compacting_expandable_segments:True"}) {
+    CHECK_THROWS_AS(gmp::CachingAllocator<gmp::HostBackend>(gmp::HostBackend{}, gmp::AllocatorConfig(conf)),
+                    gmp::ConfigError);
+  }
 }
 
 TEST_CASE("expandable: grows page by page, contiguously, and recycles free pages before mapping new ones") {

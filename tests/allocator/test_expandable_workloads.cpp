@@ -1,5 +1,6 @@
 // Held-out workloads of the shared traces' kinds, generated with fixed seeds (not the traces):
-// variable sequence lengths, mixed precision, two streams. The expandable policy must keep peak
+// variable sequence lengths, mixed precision, two streams. The compacting policy
+// (compacting_expandable_segments:True) must keep peak
 // reserved within 3% of the peak live bytes on each; the default policy's figure is printed
 // beside it for comparison (bench/RESULTS.md).
 #include <cstdio>
@@ -111,7 +112,7 @@ Outcome replay(const Workload& w, const char* conf) {
 
 void compare(const char* name, const Workload& w) {
   const Outcome def = replay(w, "");
-  const Outcome exp = replay(w, "expandable_segments:True");
+  const Outcome exp = replay(w, "compacting_expandable_segments:True");
   std::printf("%-22s peak live %7.1f MiB | default %7.1f MiB (%.3fx) | expandable %7.1f MiB (%.3fx)\n", name,
               static_cast<double>(def.peak_live) / MiB, static_cast<double>(def.peak_reserved) / MiB, def.ratio(),
               static_cast<double>(exp.peak_reserved) / MiB, exp.ratio());
@@ -122,7 +123,7 @@ void compare(const char* name, const Workload& w) {
 
 }  // namespace
 
-TEST_CASE("expandable on held-out workloads: variable lengths, mixed precision, two streams") {
+TEST_CASE("compacting expandable segments on held-out workloads: variable lengths, mixed precision, two streams") {
   {
     Workload w;  // variable sequence lengths, bf16 activations
     std::mt19937_64 rng(7);

@@ -18,8 +18,9 @@
 
 /// A simulated device, its allocator and a recorder attached to it.
 struct Recorded {
-  explicit Recorded(const gmp::HistoryOptions& options = {}, std::size_t capacity = 80 * GiB)
-      : sim("", capacity), recorder(options) {
+  explicit Recorded(const gmp::HistoryOptions& options = {}, std::size_t capacity = 80 * GiB,
+                    std::string_view conf = "")
+      : sim(conf, capacity), recorder(options) {
     recorder.attach(sim.a);
   }
   SimAllocator& a() { return sim.a; }

@@ -27,18 +27,16 @@
 #include <unordered_map>
 #include <vector>
 
+#include "../units.hpp"
 #include "gpumemprof/allocator/caching_allocator.hpp"
 #include "gpumemprof/allocator/size_policy.hpp"
 #include "gpumemprof/device/simulated.hpp"
-#include "../units.hpp"
 
 namespace gmp = gpumemprof;
 
 namespace {
 
-
-/// One configuration the sequence runs under. Add expandable_segments:True here once the
-/// allocator has it.
+/// One configuration the sequence runs under.
 struct Variant {
   const char* name;
   const char* conf;
@@ -52,6 +50,8 @@ const std::vector<Variant>& variants() {
       {"roundup_power2_divisions", "roundup_power2_divisions:[64:8,256:4,>:2]", 80 * GiB, -1},
       {"gc_threshold+fraction", "garbage_collection_threshold:0.6", 8 * GiB, 0.5},
       {"small_capacity_oom", "max_split_size_mb:20,roundup_power2_divisions:4", 160 * MiB, -1},
+      {"expandable", "expandable_segments:True", 80 * GiB, -1},
+      {"expandable_small_capacity_oom", "expandable_segments:True", 256 * MiB, -1},
   };
   return list;
 }
@@ -467,9 +467,9 @@ int main(int argc, char** argv) {
         ooms += ModelRun(v, seed).run(per_variant);
         total += per_variant;
       }
-      if (threads > 0) {  // half with the lock held across the device's malloc, half without
-        const std::size_t per_thread = ops / 20 / static_cast<std::size_t>(threads);
-        for (const char* conf : {"", "release_lock_on_cudamalloc:True"}) {
+      if (threads > 0) {  // the lock held across the device's malloc and not; expandable segments
+        const std::size_t per_thread = ops / 30 / static_cast<std::size_t>(threads);
+        for (const char* conf : {"", "release_lock_on_cudamalloc:True", "expandable_segments:True"}) {
           threaded_run(seed, threads, per_thread, conf);
           total += per_thread * static_cast<std::size_t>(threads);
         }

@@ -315,34 +315,47 @@ p = run("replay", os.path.join(DATA, "resnet50_train.trace.gz"), "--repeat", "0"
 check(json.loads(p.stdout).get("ns_per_pair", 0) is None, "--repeat 0 --json: ns_per_pair must be null")
 p = run("replay", os.path.join(DATA, "resnet50_train.trace.gz"), "--repeat", "2", "--json")
 check(json.loads(p.stdout)["ns_per_pair"] > 0, "--repeat 2 --json: ns_per_pair measured")
-# Device calls per warm replay: none once the default policy's cache settled; none either with
-# expandable segments on resnet50_train (small requests that would move a page take free large
-# blocks: before, 1 map and 1.5 unmaps per warm replay here; before the 2.5% budget 47.5 and 75),
-# at 2992 MiB (PyTorch's expandable: 2994).
+# Device calls per warm replay: none once the default policy's cache settled.
 r = json.loads(p.stdout)
 check(r["warm_num_device_alloc"] == 0 and r["warm_num_device_free"] == 0, f"default policy, warm replays: {r}")
+# expandable_segments:True is PyTorch's policy: PyTorch's own figures (pytorch_replay_figures.json),
+# nothing mapped once warm.
+figures = json.load(open(os.path.join(DATA, "pytorch_replay_figures.json")))["traces"]
+for name in ("resnet50_train", "gpt2_generate"):
+    p = run("replay", os.path.join(DATA, name + ".trace.gz"), "--repeat", "2", "--json", "--config",
+            "expandable_segments:True")
+    r = json.loads(p.stdout)
+    c = figures[name]["expandable"]["cold"]
+    check((r["peak_allocated_bytes"], r["peak_reserved_bytes"], r["num_device_alloc"]) ==
+          (c["peak_allocated_bytes"], c["peak_reserved_bytes"], c["num_device_alloc"]), f"expandable {name}: {r} vs {c}")
+    check(r["warm_num_device_alloc"] == 0 and r["warm_num_device_free"] == 0, f"expandable {name}, warm replays: {r}")
+    check(r["warm_peak_reserved_bytes"] == r["peak_reserved_bytes"], f"expandable {name}: reserved crept up: {r}")
+# The compacting policy (gpumemprof-only): 2992 MiB on resnet50_train (PyTorch's expandable: 2994),
+# 536 MiB on gpt2_generate (574); gpt2_train moves pages in its first warm replay, then settles:
+# whole pages, as many mapped as unmapped before it settles.
 p = run("replay", os.path.join(DATA, "resnet50_train.trace.gz"), "--repeat", "2", "--json", "--config",
-        "expandable_segments:True")
+        "compacting_expandable_segments:True")
 r = json.loads(p.stdout)
-check(r["warm_num_device_alloc"] == 0 and r["warm_num_device_free"] == 0, f"expandable, warm replays: {r}")
-check(r["peak_reserved_bytes"] == 2992 << 20, f"expandable, peak reserved: {r}")
-check(r["warm_peak_reserved_bytes"] == 2992 << 20, f"expandable, reserved crept up over warm replays: {r}")
-# gpt2_generate's small and large requests take turns: its pages moved between the two pools on
-# every warm replay (49 maps and unmaps) until small requests took free large blocks instead.
+check(r["peak_reserved_bytes"] == 2992 << 20, f"compacting, peak reserved: {r}")
 p = run("replay", os.path.join(DATA, "gpt2_generate.trace.gz"), "--repeat", "2", "--json", "--config",
-        "expandable_segments:True")
+        "compacting_expandable_segments:True")
 r = json.loads(p.stdout)
-check(r["warm_num_device_alloc"] == 0 and r["warm_num_device_free"] == 0, f"expandable gpt2_generate: {r}")
-check(r["peak_reserved_bytes"] == r["warm_peak_reserved_bytes"] == 536 << 20, f"expandable gpt2_generate: {r}")
-check(r["warm_reserved_bytes_allocated"] == 0 and r["warm_reserved_bytes_freed"] == 0, f"expandable gpt2_generate: {r}")
-# gpt2_train still moves pages on every warm replay (issue 15): the bytes they moved are reported,
-# whole pages, as many mapped as unmapped (reserved neither creeps up nor shrinks).
-p = run("replay", os.path.join(DATA, "gpt2_train.trace.gz"), "--repeat", "2", "--json", "--config",
-        "expandable_segments:True")
+check(r["peak_reserved_bytes"] == 536 << 20, f"compacting gpt2_generate: {r}")
+# --segment-addresses: the default policy with the driver's addresses gives PyTorch's figures.
+d = figures["resnet50_train"]["default"]
+addresses = os.path.join(TMP, "resnet50_train.segments.txt")
+with open(addresses, "w") as f:
+    for action, addr, size in d["segment_events"]:
+        f.write(f"0 {action} {addr} {size} 0\n")
+p = run("replay", os.path.join(DATA, "resnet50_train.trace.gz"), "--repeat", "1", "--json", "--segment-addresses",
+        addresses)
 r = json.loads(p.stdout)
-moved = r["warm_reserved_bytes_allocated"]
-check(moved == r["warm_reserved_bytes_freed"] and moved * 2 % (2 << 20) == 0, f"expandable gpt2_train: {r}")
-check(moved >= r["warm_num_device_alloc"] * (2 << 20), f"expandable gpt2_train: each map is a page or more: {r}")
+c = d["cold"]
+check((r["peak_allocated_bytes"], r["peak_reserved_bytes"], r["num_device_alloc"]) ==
+      (c["peak_allocated_bytes"], c["peak_reserved_bytes"], c["num_device_alloc"]), f"--segment-addresses: {r} vs {c}")
+p = run("replay", os.path.join(DATA, "resnet50_train.trace.gz"), "--segment-addresses", os.path.join(TMP, "none.txt"),
+        expect_rc=2)
+check(len(p.stderr.strip().splitlines()) == 1, f"--segment-addresses of a missing file: one line: {p.stderr}")
 # Data loss (issue 18): no command writes over one of its inputs -- the same file by any path,
 # hard link or symbolic link; the input stays as it was, and the refusal is one line, exit 2.
 ref_pickle = os.path.join(DATA, "resnet50_train.snapshot.pickle")

@@ -105,21 +105,22 @@ oom_snap = {
 }
 path = write_pickle("oom.pickle", oom_snap)
 p = run("tune", path)
-want = f"""tune {path}: 12 configs replayed on the simulated device (1 device trace)
+want = f"""tune {path}: 13 configs replayed on the simulated device (1 device trace)
 device capacity 500.00 MiB (inferred from the recorded OOM); recorded: peak reserved 300.00 MiB, 1 OOM
 rank   peak reserved  vs default  OOM                 PYTORCH_CUDA_ALLOC_CONF
    1      400.00 MiB      +33.3%  no                  max_split_size_mb:64
    2      400.00 MiB      +33.3%  no                  max_split_size_mb:128
    3      400.00 MiB      +33.3%  no                  max_split_size_mb:256
    4      400.00 MiB      +33.3%  no                  expandable_segments:True
-   5      432.00 MiB      +44.0%  no                  max_split_size_mb:128,roundup_power2_divisions:4
-   6      300.00 MiB       +0.0%  yes, as recorded    <default>
-   7      300.00 MiB       +0.0%  yes, as recorded    max_split_size_mb:512
-   8      300.00 MiB       +0.0%  yes, as recorded    garbage_collection_threshold:0.6,per_process_memory_fraction:1.0
-   9      300.00 MiB       +0.0%  yes, as recorded    garbage_collection_threshold:0.8,per_process_memory_fraction:1.0
-  10      320.00 MiB       +6.7%  yes, as recorded    roundup_power2_divisions:4
-  11      320.00 MiB       +6.7%  yes, as recorded    roundup_power2_divisions:8
-  12      384.00 MiB      +28.0%  yes, as recorded    roundup_power2_divisions:2
+   5      400.00 MiB      +33.3%  no                  compacting_expandable_segments:True  (gpumemprof-only)
+   6      432.00 MiB      +44.0%  no                  max_split_size_mb:128,roundup_power2_divisions:4
+   7      300.00 MiB       +0.0%  yes, as recorded    <default>
+   8      300.00 MiB       +0.0%  yes, as recorded    max_split_size_mb:512
+   9      300.00 MiB       +0.0%  yes, as recorded    garbage_collection_threshold:0.6,per_process_memory_fraction:1.0
+  10      300.00 MiB       +0.0%  yes, as recorded    garbage_collection_threshold:0.8,per_process_memory_fraction:1.0
+  11      320.00 MiB       +6.7%  yes, as recorded    roundup_power2_divisions:4
+  12      320.00 MiB       +6.7%  yes, as recorded    roundup_power2_divisions:8
+  13      384.00 MiB      +28.0%  yes, as recorded    roundup_power2_divisions:2
 PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:64
 """
 check_equal(p.stdout, want, "tune output on the constructed OOM snapshot")
@@ -128,10 +129,15 @@ check_equal(p.stdout, want, "tune output on the constructed OOM snapshot")
 p = run("tune", REF)
 check(p.stdout.splitlines()[-1].startswith("PYTORCH_CUDA_ALLOC_CONF="), f"tune's last line: {p.stdout}")
 check("3.43 GiB       +0.0%  no                  <default>" in p.stdout, f"tune's default row: {p.stdout}")
-# Expandable segments (where the allocator supports them) save the fragmentation: 2992 MiB
-# (2.5% above the peak live bytes, the slack that spares moving pages on warm replays).
+# Expandable segments (where the allocator supports them) save the fragmentation: PyTorch's policy
+# 2994 MiB; the compacting one (gpumemprof-only) 2992 MiB, ranked first but never on the
+# PYTORCH_CUDA_ALLOC_CONF line.
 if "not supported by this build" not in p.stdout:
-    check("   1        2.92 GiB      -14.9%  no                  expandable_segments:True" in p.stdout, p.stdout)
+    check("   1        2.92 GiB      -14.9%  no                  compacting_expandable_segments:True  (gpumemprof-only)"
+          in p.stdout, p.stdout)
+    check("   2        2.92 GiB      -14.8%  no                  expandable_segments:True" in p.stdout, p.stdout)
+    check("gpumemprof only (not a PyTorch option): GPUMEMPROF_ALLOC_CONF=compacting_expandable_segments:True" in p.stdout,
+          p.stdout)
     check(p.stdout.splitlines()[-1] == "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", p.stdout)
 
 # diff: two constructed snapshots (requests in whole 512-byte blocks: allocated = requested here). A: train.py:10 allocates 1 MiB twice (one freed), load.py:5

@@ -109,6 +109,8 @@ GPUMEMPROF_FUNC AllocatorConfig AllocatorConfig::parse(std::string_view conf) {
       i = c.parse_roundup(t, i);
     } else if (key == "expandable_segments") {
       c.expandable_segments = t.boolean(i, key);
+    } else if (key == "compacting_expandable_segments") {  // gpumemprof's own option
+      c.compacting_expandable_segments = t.boolean(i, key);
     } else if (key == "release_lock_on_cudamalloc" || key == "release_lock_on_hipmalloc") {
       c.release_lock_on_cudamalloc = t.boolean(i, key);  // PyTorch accepts the ROCm spelling too
     } else if (key == "per_process_memory_fraction") {
@@ -127,7 +129,8 @@ GPUMEMPROF_FUNC AllocatorConfig AllocatorConfig::parse(std::string_view conf) {
       t.fail(key,
              "is not an allocator option; known: max_split_size_mb, max_non_split_rounding_mb, "
              "garbage_collection_threshold, roundup_power2_divisions, expandable_segments, "
-             "release_lock_on_cudamalloc, per_process_memory_fraction, backend");
+             "release_lock_on_cudamalloc, per_process_memory_fraction, backend, "
+             "compacting_expandable_segments (gpumemprof-only)");
     }
     if (i + 1 < t.size()) t.expect(++i, ",", key);
   }

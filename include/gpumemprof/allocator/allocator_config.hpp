@@ -39,8 +39,15 @@ struct AllocatorConfig {
   /// With a memory fraction set: reclaim cached blocks when reserved memory exceeds this
   /// fraction of the allowed memory (0 = off).
   double garbage_collection_threshold = 0.0;
-  /// Segments grow by mapping pages into one reserved range instead of new cudaMallocs.
+  /// PyTorch's expandable segments: each (stream, pool) reserves one address range and maps pages
+  /// (20 MiB for the large pool, 2 MiB for the small one) at its end as it fills, instead of new
+  /// cudaMallocs; pages go back only in empty_cache and the OOM sequence, as in PyTorch.
   bool expandable_segments = false;
+  /// gpumemprof-only (key compacting_expandable_segments): expandable segments with a compacting
+  /// policy -- 2 MiB pages, growth where the fewest pages must be mapped, and free pages moved to
+  /// where they are needed once reserved reaches ~1.03x the most bytes ever live. Implies
+  /// expandable segments. PyTorch has no such option.
+  bool compacting_expandable_segments = false;
   /// PyTorch's option: a new segment's device malloc (cudaMalloc) runs with no allocator lock
   /// held, so other threads -- on the same stream too -- allocate, free and create segments
   /// meanwhile. Off, only the allocating stream and the other slow paths wait for it.
@@ -53,6 +60,11 @@ struct AllocatorConfig {
   AllocatorConfig() = default;
   /// Parses an ALLOC_CONF string; throws ConfigError.
   explicit AllocatorConfig(std::string_view conf) : AllocatorConfig(parse(conf)) {}
+
+  /// Whether segments are expandable, with PyTorch's policy or the compacting one.
+  [[nodiscard]] bool uses_expandable_segments() const noexcept {
+    return expandable_segments || compacting_expandable_segments;
+  }
 
   /// $GPUMEMPROF_ALLOC_CONF when set, else the defaults.
   static AllocatorConfig from_env();

@@ -1,6 +1,7 @@
 // Layer 2: CachingAllocator's construction, the exclusive entries of allocate/deallocate, new
-// streams' shards, configuration and event sinks, and expandable segments. Included by
-// caching_allocator.hpp; not a header to include on its own.
+// streams' shards, configuration and event sinks (expandable segments:
+// caching_allocator_expandable-inl.hpp). Included by caching_allocator.hpp; not a header to
+// include on its own.
 #pragma once
 
 #include <algorithm>
@@ -24,7 +25,7 @@ CachingAllocator<Backend>::CachingAllocator(Backend backend, AllocatorConfig con
   large_.stat_pool = StatPool::large_pool;
   large_.shards = &shards_;
   for (std::size_t d : cfg_.roundup_power2_divisions) has_roundup_ = has_roundup_ || d > 1;
-  if (cfg_.expandable_segments) {
+  if (cfg_.uses_expandable_segments()) {
     bool vm = false;
     if constexpr (VirtualMemoryBackend<Backend>) {
       vm = true;
@@ -38,6 +39,14 @@ CachingAllocator<Backend>::CachingAllocator(Backend backend, AllocatorConfig con
           backend_.name() + " has none; remove the key or set it to False");
     }
     expandable_ = true;
+    compacting_ = cfg_.compacting_expandable_segments;
+    // PyTorch maps pages of its segment sizes (kLargeBuffer, kSmallBuffer); the compacting
+    // policy maps pages of the device's granularity.
+    const auto pages_of = [this](std::size_t bytes) {
+      return compacting_ ? page_ : (bytes + page_ - 1) / page_ * page_;
+    };
+    large_page_ = pages_of(kLargeBuffer);
+    small_page_ = pages_of(kSmallBuffer);
   }
   if (cfg_.per_process_memory_fraction) set_memory_fraction(*cfg_.per_process_memory_fraction);
 }
@@ -182,7 +191,8 @@ void CachingAllocator<Backend>::deallocate_exclusive(void* ptr) {
   b->allocated = false;
   ledger_.apply_unallocate(pool.stat_pool, static_cast<std::int64_t>(b->size));
   notify_block(slow_events_, TraceAction::free_requested, *b);
-  if (!deferred) ledger_.apply_free(free_block(pool.at(b->stream), block_records_, b, /*deferred=*/false, slow_events_));
+  if (!deferred)
+    ledger_.apply_free(free_block(pool.at(b->stream), block_records_, b, /*deferred=*/false, slow_events_));
 }
 
 template <DeviceBackend Backend>

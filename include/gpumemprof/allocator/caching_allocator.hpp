@@ -9,8 +9,10 @@
 // full, the OOM sequence frees cached memory and retries once before OutOfMemoryError. A block
 // used on other streams (record_stream) is reused only once events recorded on those streams
 // at free time complete. With expandable_segments:True each (pool, stream) reserves one address
-// range and maps pages (2 MiB) as it fills; reserved bytes are mapped bytes (the expandable
-// section of caching_allocator-inl.hpp says how pages are chosen and moved).
+// range and maps pages (20 MiB large, 2 MiB small) as it fills, as PyTorch does; reserved bytes
+// are mapped bytes. compacting_expandable_segments:True (gpumemprof-only) maps 2 MiB pages and
+// moves free pages where they are needed (expandable_planner.hpp says how pages are chosen;
+// caching_allocator_expandable-inl.hpp carries the plans out).
 //
 // Data.
 //   Segment  one device allocation (or one expandable reservation); all segments form one list
@@ -68,8 +70,8 @@
 // cross-stream events, release_stream: caching_allocator_segments-inl.hpp. Stats readers:
 // caching_allocator_stats-inl.hpp. Views, errors and validate(): caching_allocator_views-inl.hpp.
 // Delivery of events: caching_allocator_events-inl.hpp. with_lock_then and the views it walks:
-// caching_allocator_locked-inl.hpp. Construction, new shards, expandable segments:
-// caching_allocator-inl.hpp.
+// caching_allocator_locked-inl.hpp. Construction, new shards: caching_allocator-inl.hpp.
+// Expandable segments: caching_allocator_expandable-inl.hpp.
 //
 // Streams the user destroys: release_stream() (before cudaStreamDestroy) waits for the stream,
 // returns its cached memory and moves its remaining segments to the default stream, so nothing
@@ -287,8 +289,8 @@ class CachingAllocator {
   struct Shard : detail::StatsLedger::Lane {  // its own lines: two streams never share one
     explicit Shard(Stream s) : stream(s), trees{Tree(kLargeExact), Tree(kSmallExact)} {}
     Stream stream;
-    Tree trees[2];    // [0] large pool, [1] small pool
-    Records records;  // block records split off and merged away
+    Tree trees[2];             // [0] large pool, [1] small pool
+    Records records;           // block records split off and merged away
     detail::EventLane events;  // this stream's events for the sinks (event_buffer.hpp)
   };
   // Creation order; changed under device_mutex_.
@@ -475,20 +477,31 @@ class CachingAllocator {
                        ExclusiveLock& lock) GPUMEMPROF_EXCLUSIVE;
   Block* new_segment(Shard& shard, Pool& pool, std::size_t segment_bytes, bool is_retry,
                      ExclusiveLock& lock) GPUMEMPROF_EXCLUSIVE;
-  // Expandable segments (caching_allocator_expandable-inl.hpp): the policy is
-  // expandable_planner.hpp's; these build its view and carry out its plans. All exclusive.
+  // Expandable segments (caching_allocator_expandable-inl.hpp): the policies are
+  // expandable_planner.hpp's -- PyTorch's (expandable_segments) and the compacting one
+  // (compacting_expandable_segments); these build its view and carry out its plans. All exclusive.
   Block* grow_expandable(Pool& pool, Stream stream, std::size_t size, bool is_retry) GPUMEMPROF_EXCLUSIVE;
+  Block* grow_compacting(Pool& pool, Stream stream, std::size_t size) GPUMEMPROF_EXCLUSIVE;
+  // Maps the planned holes of the growth at `place` (a new reservation when null), and returns
+  // the free block that holds the request; null when the device cannot map them.
+  Block* map_growth(Pool& pool, Stream stream, std::size_t size, const detail::GrowthPlace* place,
+                    bool may_recycle) GPUMEMPROF_EXCLUSIVE;
+  // PyTorch's best fit among free expandable blocks (get_free_block): from the smallest block that
+  // holds `size`, on to the next while its size plus the unmapped hole after it is smaller.
+  static Block* expandable_best_fit(const Tree& tree, Block* b) noexcept;
+  [[nodiscard]] std::size_t page_of(bool small_pool) const noexcept { return small_pool ? small_page_ : large_page_; }
   Block* take_spill(Stream stream, std::size_t size) GPUMEMPROF_EXCLUSIVE;  // a free large block for a small request
   Block* new_reservation(Pool& pool, Stream stream) GPUMEMPROF_EXCLUSIVE;
   Block* map_block(Block* unmapped, std::size_t bytes) GPUMEMPROF_EXCLUSIVE;
   void unmap_pages(Block* free_block, std::uintptr_t addr, std::size_t bytes) GPUMEMPROF_EXCLUSIVE;
   std::size_t pages_to_recycle(std::size_t size, std::size_t need) GPUMEMPROF_EXCLUSIVE;
   void plan_segment(const Segment& s, detail::PlannedSegment& into) const GPUMEMPROF_EXCLUSIVE;
-  detail::ExpandableLayout& refresh_layout() GPUMEMPROF_EXCLUSIVE;  // layout_ and layout_segments_, afresh
+  detail::ExpandableLayout& refresh_layout() GPUMEMPROF_EXCLUSIVE;             // layout_ and layout_segments_, afresh
   [[nodiscard]] Block* block_at(const Segment& s, std::uintptr_t addr) const;  // the block starting at addr
   void unmap_planned(const std::vector<detail::UnmapStep>& steps, const std::vector<Segment*>& segs,
                      std::vector<Stream> synced) GPUMEMPROF_EXCLUSIVE;
   void release_expandable() GPUMEMPROF_EXCLUSIVE;
+  void release_expandable_pool(Pool& pool) GPUMEMPROF_EXCLUSIVE;  // PyTorch's release_blocks
   void release_expandable_segment(Segment* s, bool synced) GPUMEMPROF_EXCLUSIVE;
   void rehome_segment(Segment* s, Shard& home) GPUMEMPROF_EXCLUSIVE;
   // Exclusive; not analysed: grow_expandable calls it from a lambda, which the analysis checks
@@ -565,15 +578,24 @@ class CachingAllocator {
 
   Backend backend_;
   AllocatorConfig cfg_;
-  bool has_roundup_ = false;  // any roundup_power2_divisions > 1 configured
-  bool gc_active_ = false;    // memory fraction and garbage_collection_threshold both set (written exclusively)
-  bool expandable_ = false;   // expandable_segments:True on a backend with virtual memory
-  std::size_t page_ = 0;      // the backend's mapping granularity (expandable only)
+  bool has_roundup_ = false;    // any roundup_power2_divisions > 1 configured
+  bool gc_active_ = false;      // memory fraction and garbage_collection_threshold both set (written exclusively)
+  bool expandable_ = false;     // expandable segments (either policy) on a backend with virtual memory
+  bool compacting_ = false;     // the compacting policy (compacting_expandable_segments:True)
+  std::size_t page_ = 0;        // the backend's mapping granularity (expandable only)
+  std::size_t large_page_ = 0;  // the pages mapped in the large / small pool: PyTorch's segment
+  std::size_t small_page_ = 0;  // sizes (20 / 2 MiB), or the granularity when compacting
   // Expandable growth maps fresh pages, not recycled ones, while reserved stays within this
   // fraction above the most bytes ever live (live_high_): see expandable_planner.hpp. The goal is
   // <= 1.03x peak requested and <= PyTorch's expandable figure (1.0255x on resnet50_train).
   static constexpr double kExpandableSlack = 0.025;
   std::size_t live_high_ GPUMEMPROF_GUARDED_BY(device_mutex_) = 0;
+  // allocated_bytes.all.allocated when live_high_ last rose. Once the workload has allocated
+  // kSettleAfter times live_high_ since, pages no longer move for the slack (kSettledSlack):
+  // growth maps fresh pages, within the device's and the fraction's limits.
+  std::size_t allocated_at_high_ GPUMEMPROF_GUARDED_BY(device_mutex_) = 0;
+  static constexpr double kSettleAfter = 24;
+  static constexpr double kSettledSlack = 1e6;
   // The planner's view of every expandable segment (layout_segments_[i] is layout_.segments[i]),
   // scratch kept between growths so that building it allocates nothing once warm. Exclusive.
   detail::ExpandableLayout layout_;
@@ -637,7 +659,7 @@ GPUMEMPROF_NAMESPACE_END
 #endif
 #include "gpumemprof/allocator/caching_allocator_hot-inl.hpp"
 #ifndef GPUMEMPROF_COMPILED_LIB  // after the hot path: clang -Wthread-safety flags deliver_events otherwise
-#include "gpumemprof/allocator/caching_allocator_views-inl.hpp"
 #include "gpumemprof/allocator/caching_allocator_events-inl.hpp"
+#include "gpumemprof/allocator/caching_allocator_views-inl.hpp"
 #endif
 #include "gpumemprof/allocator/caching_allocator_locked-inl.hpp"

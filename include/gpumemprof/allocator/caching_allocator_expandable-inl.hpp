@@ -20,6 +20,18 @@ template <DeviceBackend Backend>
 typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::grow_expandable(Pool& pool, Stream stream,
                                                                                       std::size_t size, bool is_retry) {
   if (is_retry) ++stats_.num_alloc_retries;
+  if (compacting_) return grow_compacting(pool, stream, size);
+  // PyTorch's alloc_block: the memory fraction is checked against the size a cudaMalloc would
+  // have taken, then the lowest-addressed room of the stream's reservation is mapped.
+  if (allowed_max_ && total_reserved_ + segment_size_for(size) > *allowed_max_) return nullptr;
+  const detail::ExpandableLayout& layout = refresh_layout();
+  const auto place = detail::find_first_fit_place(layout, stream, pool.small, size);
+  return map_growth(pool, stream, size, place ? &*place : nullptr, false);
+}
+
+template <DeviceBackend Backend>
+typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::grow_compacting(Pool& pool, Stream stream,
+                                                                                      std::size_t size) {
   // A small request that would move a page (its one page) takes a free block of the large pool
   // instead: the pools have reservations of their own, so the page would be unmapped there and
   // mapped here, and moved back once the large pool wants it again (gpt2_generate's small and
@@ -27,24 +39,34 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::grow_expan
   if (pool.small && pages_to_recycle(size, page_) != 0) {
     if (Block* b = take_spill(stream, size); b != nullptr) return b;
   }
-  // The plan (expandable_planner.hpp) comes first: nothing has changed if building it throws.
-  detail::ExpandableLayout& layout = refresh_layout();
+  const detail::ExpandableLayout& layout = refresh_layout();
+  const auto place = detail::find_growth_place(layout, stream, pool.small, size);
+  return map_growth(pool, stream, size, place ? &*place : nullptr, true);
+}
+
+// The one executor of both policies' plans: a new reservation when there is no place, the
+// compacting policy's unmaps (with `may_recycle`), then the maps. The plan comes first: nothing
+// has changed if building it throws.
+template <DeviceBackend Backend>
+typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::map_growth(Pool& pool, Stream stream,
+                                                                                 std::size_t size,
+                                                                                 const detail::GrowthPlace* planned,
+                                                                                 bool may_recycle) {
+  detail::ExpandableLayout& layout = layout_;
   std::vector<Segment*>& segs = layout_segments_;
-  std::optional<detail::GrowthPlace> place = detail::find_growth_place(layout, stream, pool.small, size);
+  std::optional<detail::GrowthPlace> place;
+  if (planned != nullptr) place = *planned;
   if (!place) {
     segs.reserve(segs.size() + 1);  // first: nothing throws once the address range is ours
     layout.segments.emplace_back().blocks.reserve(1);
     Block* start = new_reservation(pool, stream);
     if (start == nullptr || start->size < size) {  // no address space, or beyond the device
       layout.segments.pop_back();
+      if (start != nullptr) release_reservation(start->segment);
       return nullptr;
     }
     segs.push_back(start->segment);
-    detail::PlannedSegment& fresh = layout.segments.back();  // one hole: the whole range
-    fresh.stream = stream;
-    fresh.small_pool = pool.small;
-    fresh.end = start->addr + start->size;
-    fresh.blocks.push_back({start->addr, start->size, /*mapped=*/false, /*free=*/true});
+    plan_segment(*start->segment, layout.segments.back());  // one hole: the whole range
     place = detail::GrowthPlace{segs.size() - 1, 0, 0};
   }
   Segment* seg = segs[place->segment];
@@ -56,25 +78,38 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::grow_expan
   const detail::PlannedSegment& where = layout.segments[place->segment];
   const std::uintptr_t begin = where.blocks[place->block].addr;
   std::vector<detail::MapStep> maps;
-  std::vector<detail::UnmapStep> unmaps;
-  std::size_t need = 0;  // bytes of holes to map
   try {
-    maps = detail::pages_to_map(where, place->block, size, page_);
-    for (const detail::MapStep& m : maps) need += m.bytes;
-    unmaps = detail::pages_to_unmap(layout, pages_to_recycle(size, need), begin, begin + size);
-    unmap_planned(unmaps, segs, {});
-    if (allowed_max_ && total_reserved_ + need > *allowed_max_) return fail();
-    Block* cur = nullptr;  // unmapping may have merged holes: find each by address
-    for (const detail::MapStep& m : maps) {
+    maps = detail::pages_to_map(where, place->block, size, page_of(pool.small));
+    if (may_recycle) {
+      std::size_t need = 0;  // bytes of holes to map
+      for (const detail::MapStep& m : maps) need += m.bytes;
+      const std::vector<detail::UnmapStep> unmaps =
+          detail::pages_to_unmap(layout, pages_to_recycle(size, need), begin, begin + size);
+      unmap_planned(unmaps, segs, {});
+      if (allowed_max_ && total_reserved_ + need > *allowed_max_) return fail();
+    }
+    Block* cur = nullptr;
+    for (const detail::MapStep& m : maps) {  // unmapping may have merged holes: find each by address
       cur = map_block(block_at(*seg, m.addr), m.bytes);
       if (cur == nullptr) return fail();
     }
+    if (cur == nullptr) cur = block_at(*seg, begin);  // PyTorch: a free block before a hole held it
     if constexpr (VirtualMemoryBackend<Backend>) backend_.release_spare_pages();  // recycled pages were used
     return cur;  // free, in its tree: hand_out takes it
   } catch (...) {
     fail();
     throw;
   }
+}
+
+template <DeviceBackend Backend>
+typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::expandable_best_fit(const Tree& tree,
+                                                                                          Block* b) noexcept {
+  const auto reach = [](const Block* x) noexcept {
+    return x->size + (x->next != nullptr && !x->next->mapped ? x->next->size : 0);
+  };
+  for (Block* n = tree.next(b); n != nullptr && reach(n) < reach(b); n = tree.next(b)) b = n;
+  return b;
 }
 
 template <DeviceBackend Backend>
@@ -92,8 +127,11 @@ std::size_t CachingAllocator<Backend>::pages_to_recycle(std::size_t size, std::s
   // The budget's base: the most bytes ever live (a running high-water mark that
   // reset_peak_memory_stats does not lower), this request included.
   const Stat& live = stats_.allocated_bytes[StatPool::all];
-  live_high_ =
+  const std::size_t high =
       std::max({live_high_, static_cast<std::size_t>(live.peak), static_cast<std::size_t>(live.current) + size});
+  const auto total = static_cast<std::size_t>(live.allocated);
+  if (high > live_high_ || total < allocated_at_high_) allocated_at_high_ = total;  // a new high (or a reset)
+  live_high_ = high;
   detail::GrowthBudget g{.reserved = total_reserved_,
                          .need = need,
                          .live_high = live_high_,
@@ -101,6 +139,13 @@ std::size_t CachingAllocator<Backend>::pages_to_recycle(std::size_t size, std::s
                          .allowed_max = allowed_max_,
                          .page = page_};
   if constexpr (VirtualMemoryBackend<Backend>) g.device_free = backend_.mem_get_info().free;
+  // Pages move to stay within the slack only while the workload is still setting highs of live
+  // bytes: once it has allocated kSettleAfter times its high since the last new high, it repeats,
+  // and growth maps fresh pages instead, so its layout settles and its warm replays map nothing.
+  // The device's free memory and the memory fraction still bound it.
+  if (total - allocated_at_high_ > static_cast<std::size_t>(kSettleAfter * static_cast<double>(live_high_))) {
+    g.slack = kSettledSlack;
+  }
   return detail::bytes_to_recycle(g);
 }
 
@@ -108,6 +153,7 @@ template <DeviceBackend Backend>
 void CachingAllocator<Backend>::plan_segment(const Segment& s, detail::PlannedSegment& into) const {
   into.stream = s.stream;
   into.small_pool = s.small_pool;
+  into.base = s.addr;
   into.end = s.addr + s.reservation.size;
   into.blocks.clear();
   for (const Block* b = s.head; b != nullptr; b = b->next) {
@@ -160,7 +206,8 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::new_reserv
   if constexpr (VirtualMemoryBackend<Backend>) {
     // 9/8 of the device, as PyTorch reserves: room to grow even after holes were punched.
     const std::size_t total = backend_.mem_get_info().total;
-    const std::size_t bytes = (total + total / 8 + page_ - 1) & ~(page_ - 1);
+    const std::size_t page = page_of(pool.small);
+    const std::size_t bytes = (total + total / 8 + page - 1) / page * page;
     Segment* s = segment_records_.get();
     Block* b = nullptr;
     try {
@@ -257,12 +304,48 @@ void CachingAllocator<Backend>::unmap_pages(Block* b, std::uintptr_t addr, std::
 
 template <DeviceBackend Backend>
 void CachingAllocator<Backend>::release_expandable() {
-  for (Segment* s = segments_head_; s != nullptr;) {
-    Segment* next = s->list_next;
-    if (s->expandable) release_expandable_segment(s, /*synced=*/false);
-    s = next;
+  if (compacting_) {
+    for (Segment* s = segments_head_; s != nullptr;) {
+      Segment* next = s->list_next;
+      if (s->expandable) release_expandable_segment(s, /*synced=*/false);
+      s = next;
+    }
+  } else {
+    release_expandable_pool(large_);
+    release_expandable_pool(small_);
   }
   if constexpr (VirtualMemoryBackend<Backend>) backend_.release_spare_pages();
+}
+
+// PyTorch's release_blocks for expandable segments: every free mapped block of the pool, in the
+// order of its free set (stream, size, address), gives back its whole pages (one unmap each), and
+// a reservation left with nothing mapped goes back too.
+template <DeviceBackend Backend>
+void CachingAllocator<Backend>::release_expandable_pool(Pool& pool) {
+  std::vector<Block*> blocks;
+  pool.for_each_tree([&blocks](Stream, Tree& tree) {
+    for (Block* b = tree.first(); b != nullptr; b = tree.next(b)) {
+      if (b->segment->expandable) blocks.push_back(b);
+    }
+  });
+  std::stable_sort(blocks.begin(), blocks.end(),
+                   [](const Block* x, const Block* y) { return x->stream.id < y->stream.id; });
+  std::vector<Stream> synced;
+  synced.reserve(blocks.size());
+  const std::size_t page = page_of(pool.small);
+  for (Block* b : blocks) {
+    Segment* s = b->segment;
+    const std::uintptr_t lo = s->addr + detail::page_ceil(b->addr - s->addr, page);
+    const std::uintptr_t hi = s->addr + detail::page_floor(b->addr + b->size - s->addr, page);
+    if (hi > lo) {
+      if (std::find(synced.begin(), synced.end(), s->stream) == synced.end()) {
+        if constexpr (VirtualMemoryBackend<Backend>) backend_.synchronize_stream(s->stream);
+        synced.push_back(s->stream);
+      }
+      unmap_pages(b, lo, hi - lo);
+    }
+    if (!s->head->is_split() && !s->head->mapped) release_reservation(s);
+  }
 }
 
 // Unmaps every free page of expandable segment `s` (synchronizing its stream first, unless
@@ -271,7 +354,7 @@ template <DeviceBackend Backend>
 void CachingAllocator<Backend>::release_expandable_segment(Segment* s, bool synced) {
   detail::PlannedSegment view;
   plan_segment(*s, view);
-  unmap_planned(detail::pages_to_release(view, 0, page_), {s},
+  unmap_planned(detail::pages_to_release(view, 0, page_of(s->small_pool)), {s},
                 synced ? std::vector<Stream>{s->stream} : std::vector<Stream>{});
   if (!s->head->is_split() && !s->head->mapped) release_reservation(s);
 }

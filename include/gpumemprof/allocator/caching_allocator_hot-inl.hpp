@@ -102,6 +102,7 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::find_free_
   if (GPUMEMPROF_UNLIKELY(gc_active_)) pool.free_lookups.fetch_add(1, std::memory_order_relaxed);
   Block* b = tree.lower_bound(size);
   if (b == nullptr) return nullptr;
+  if (GPUMEMPROF_UNLIKELY(expandable_ && !compacting_)) b = expandable_best_fit(tree, b);
   const std::size_t max_split = cfg_.max_split_size;
   // An oversize block is never handed to a small request, and a large request only takes a
   // block that wastes less than max_non_split_rounding_size (these blocks are never split).
@@ -172,7 +173,7 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::hand_out(S
 
 template <DeviceBackend Backend>
 detail::StatRecord CachingAllocator<Backend>::free_block(Tree& tree, Records& records, Block* b, bool deferred,
-                                                        detail::EventLane& events) {
+                                                         detail::EventLane& events) {
   notify_block(events, TraceAction::free_completed, *b, deferred);
   Pool& pool = pool_of(b);
   detail::StatRecord c;

@@ -61,7 +61,7 @@ template <DeviceBackend Backend>
 void CachingAllocator<Backend>::throw_oom(Pool& pool, Stream stream, std::size_t size, std::size_t requested,
                                           ExclusiveLock& lock) {
   const MemInfo info = backend_.mem_get_info();
-  const std::size_t segment_bytes = expandable_ ? size : segment_size_for(size);
+  const std::size_t segment_bytes = compacting_ ? size : segment_size_for(size);  // PyTorch: alloc_size
   notify(slow_events_, TraceAction::oom, info.free, size, stream);
   ++stats_.num_ooms;
 
@@ -151,7 +151,8 @@ void CachingAllocator<Backend>::validate_locked() const {
       if (!b->mapped) {  // a hole of an expandable segment
         if (!s->expandable) fail("unmapped block in a segment that is not expandable");
         if (!b->is_free() || b->requested != 0) fail("an unmapped block is in use");
-        if (b->addr % page_ != 0 || b->size % page_ != 0) fail("an unmapped block is not page aligned");
+        const std::size_t page = page_of(s->small_pool);
+        if ((b->addr - s->addr) % page != 0 || b->size % page != 0) fail("an unmapped block is not page aligned");
         if (before != nullptr && !before->mapped) fail("two unmapped neighbours were not merged");
         if (b->stream != s->stream || b->small_pool != s->small_pool) fail("hole of another segment");
         continue;

@@ -14,7 +14,8 @@ GPUMEMPROF_NAMESPACE_BEGIN
 
 namespace detail {
 
-struct UnmapStep;  // expandable_planner.hpp: a plan's step, which CachingAllocator only declares
+struct UnmapStep;    // expandable_planner.hpp: a plan's step, which CachingAllocator only declares
+struct GrowthPlace;  // expandable_planner.hpp: where a growth goes
 
 /// One block of a reservation, as the planner sees it.
 struct PlannedBlock {
@@ -28,7 +29,8 @@ struct PlannedBlock {
 struct PlannedSegment {
   Stream stream;
   bool small_pool = false;
-  std::uintptr_t end = 0;  // the reservation's end address
+  std::uintptr_t base = 0;  // the reservation's first address (pages count from it)
+  std::uintptr_t end = 0;   // the reservation's end address
   std::vector<PlannedBlock> blocks;
 };
 

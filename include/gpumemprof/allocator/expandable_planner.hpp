@@ -4,7 +4,14 @@
 // of pages to take back from free blocks elsewhere and which. It touches no allocator, backend or
 // lock; CachingAllocator builds the view, asks, and carries the plan out (map, unmap, merge).
 //
-// The policy (why, in a line each):
+// Two policies. PyTorch's (expandable_segments:True, c10's find_expandable_block and
+// try_allocate_expandable_block): the lowest-addressed hole of the request's (stream, pool),
+// together with the free block just before it, whose run of free blocks holds the request; its
+// holes are mapped from their fronts in pages of the pool's segment size; pages go back only when
+// the cache is emptied (pages_to_release). The compacting one (compacting_expandable_segments:True,
+// gpumemprof-only), below.
+//
+// The compacting policy (why, in a line each):
 // - Place: among the runs of free blocks (mapped or holes) of the request's pool and stream, the
 //   place that holds it with the fewest hole bytes to map, the first found on ties: every page
 //   mapped there is a page taken from elsewhere once reserved is at its budget.
@@ -65,11 +72,36 @@ struct GrowthBudget {
   std::size_t page = 0;
 };
 
+// Pages need not be powers of two: PyTorch's large-pool page is 20 MiB.
 [[nodiscard]] constexpr std::uintptr_t page_floor(std::uintptr_t a, std::size_t page) noexcept {
-  return a & ~(static_cast<std::uintptr_t>(page) - 1);
+  return a / page * page;
 }
 [[nodiscard]] constexpr std::uintptr_t page_ceil(std::uintptr_t a, std::size_t page) noexcept {
   return page_floor(a + page - 1, page);
+}
+
+/// PyTorch's place for `size` bytes on (stream, pool): the lowest-addressed hole (or the free block
+/// just before it) from which free blocks and holes hold `size` bytes, or none (a new reservation).
+[[nodiscard]] inline std::optional<GrowthPlace> find_first_fit_place(const ExpandableLayout& layout, Stream stream,
+                                                                     bool small_pool, std::size_t size) {
+  std::optional<GrowthPlace> best;
+  std::uintptr_t best_addr = 0;
+  for (std::size_t si = 0; si < layout.segments.size(); ++si) {
+    const PlannedSegment& s = layout.segments[si];
+    if (s.stream != stream || s.small_pool != small_pool) continue;
+    const auto& bs = s.blocks;
+    for (std::size_t i = 0; i < bs.size(); ++i) {
+      if (bs[i].mapped || (best && bs[i].addr >= best_addr)) continue;
+      const std::size_t start = i > 0 && bs[i - 1].free ? i - 1 : i;
+      std::size_t bytes = 0;
+      for (std::size_t j = start; j < bs.size() && bytes < size && bs[j].free; ++j) bytes += bs[j].size;
+      if (bytes < size) continue;
+      best = GrowthPlace{si, start, 0};
+      best_addr = bs[i].addr;
+      break;  // later holes of this reservation lie higher
+    }
+  }
+  return best;
 }
 
 /// The place for `size` bytes on (stream, pool) with the fewest hole bytes to map, or none (no
@@ -106,7 +138,7 @@ struct GrowthBudget {
                                                        std::size_t page) {
   std::vector<MapStep> steps;
   const std::uintptr_t begin = s.blocks.at(start).addr;
-  const std::uintptr_t page_end = page_ceil(begin + size, page);
+  const std::uintptr_t page_end = s.base + page_ceil(begin + size - s.base, page);
   for (std::size_t i = start; i < s.blocks.size() && s.blocks[i].addr < begin + size; ++i) {
     const PlannedBlock& b = s.blocks[i];
     if (!b.mapped) steps.push_back({b.addr, std::min(b.addr + b.size, page_end) - b.addr});
@@ -175,8 +207,8 @@ struct GrowthBudget {
   std::vector<UnmapStep> steps;
   for (const PlannedBlock& b : s.blocks) {
     if (!b.mapped || !b.free) continue;
-    const std::uintptr_t lo = page_ceil(b.addr, page);
-    const std::uintptr_t hi = page_floor(b.addr + b.size, page);
+    const std::uintptr_t lo = s.base + page_ceil(b.addr - s.base, page);
+    const std::uintptr_t hi = s.base + page_floor(b.addr + b.size - s.base, page);
     if (hi > lo) steps.push_back({segment, b.addr, lo, hi - lo});
   }
   return steps;

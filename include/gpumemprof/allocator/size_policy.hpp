@@ -50,7 +50,7 @@ namespace detail {
 [[nodiscard]] inline bool should_split(std::size_t block_size, std::size_t rounded, bool small_pool,
                                        const AllocatorConfig& cfg) noexcept {
   const std::size_t remaining = block_size - rounded;
-  if (small_pool || cfg.expandable_segments) return remaining >= kMinBlockSize;
+  if (small_pool || cfg.uses_expandable_segments()) return remaining >= kMinBlockSize;
   return rounded < cfg.max_split_size && remaining > kSmallSize;
 }
 

@@ -38,6 +38,14 @@ struct SimulatedOptions {
   std::size_t granularity = std::size_t{2} << 20;  ///< allocation/mapping granularity, bytes
   bool auto_complete_events = false;               ///< events complete as soon as recorded
   std::size_t context_bytes = 0;                   ///< taken from the start, as a CUDA context takes it
+  /// Where mallocs land, in call order: the addresses a recording driver gave its cudaMallocs (as
+  /// in PyTorch's segment_alloc history entries), kept in their layout -- shifted as a whole into
+  /// this device's range. The CUDA driver does not hand out rising addresses (large segments go
+  /// to falling 32 MiB-aligned addresses, small ones fill gaps), and the caching allocator breaks
+  /// ties between equal-size free blocks by address: replays place segments as the recording did
+  /// only with its addresses. A malloc past the list, or whose recorded range is taken or of
+  /// another size, goes to the lowest free range.
+  std::vector<std::pair<std::uintptr_t, std::size_t>> placement{};  ///< (address, bytes) per malloc
 };
 
 /// Counts of the calls the allocator made, for tests and the replay tool.
@@ -70,7 +78,7 @@ class SimulatedBackend {
       ++s_->counters.malloc_failures;
       return nullptr;
     }
-    const std::uintptr_t addr = s_->take_range(charged);
+    const std::uintptr_t addr = s_->place(charged);
     if (addr == 0) {  // address space exhausted (only with pathological fragmentation)
       ++s_->counters.malloc_failures;
       return nullptr;
@@ -92,6 +100,14 @@ class SimulatedBackend {
     s_->discard(addr, it->second);  // before give_range: the range may be handed out again at once
     s_->give_range(addr, it->second);
     s_->live.erase(it);
+  }
+
+  /// From the next malloc on, mallocs land at these recorded addresses, in order (as
+  /// SimulatedOptions::placement says).
+  void set_placement(std::vector<std::pair<std::uintptr_t, std::size_t>> placement) {
+    std::lock_guard lock(s_->mutex);
+    s_->opt.placement = std::move(placement);
+    s_->start_placement();
   }
 
   [[nodiscard]] MemInfo mem_get_info() const {
@@ -326,6 +342,14 @@ class SimulatedBackend {
       mapping = p;
       base = round_up(reinterpret_cast<std::uintptr_t>(p), opt.granularity);
       free_ranges.emplace(base, span);
+      start_placement();
+    }
+    void start_placement() {
+      next_placement = 0;
+      if (opt.placement.empty()) return;
+      placement_low = opt.placement.front().first;
+      for (const auto& [a, n] : opt.placement) placement_low = std::min(placement_low, a);
+      placement_low -= placement_low % opt.granularity;
     }
     ~State() { ::munmap(mapping, span + opt.granularity); }
     State(const State&) = delete;
@@ -343,6 +367,27 @@ class SimulatedBackend {
         }
       }
       return 0;
+    }
+    // The next recorded address, shifted into this range, when it is free and of this size;
+    // else the lowest free range.
+    std::uintptr_t place(std::size_t size) {
+      if (next_placement < opt.placement.size()) {
+        const auto [recorded, bytes] = opt.placement[next_placement++];
+        const std::uintptr_t want = base + (recorded - placement_low);
+        if (bytes == size && want % opt.granularity == 0 && take_range_at(want, size)) return want;
+      }
+      return take_range(size);
+    }
+    bool take_range_at(std::uintptr_t addr, std::size_t size) {
+      auto it = free_ranges.upper_bound(addr);
+      if (it == free_ranges.begin()) return false;
+      --it;
+      const auto [start, bytes] = *it;
+      if (addr + size > start + bytes) return false;
+      free_ranges.erase(it);
+      if (addr > start) free_ranges.emplace(start, addr - start);
+      if (start + bytes > addr + size) free_ranges.emplace(addr + size, start + bytes - addr - size);
+      return true;
     }
     // Gives the pages of a range back to the system; they read as zeros when touched again.
     void discard(std::uintptr_t addr, std::size_t size) const noexcept {
@@ -377,6 +422,8 @@ class SimulatedBackend {
     std::uintptr_t base = 0;
     std::size_t span = 0;
     std::map<std::uintptr_t, std::size_t> free_ranges;         // address -> bytes
+    std::size_t next_placement = 0;                            // opt.placement's next entry
+    std::uintptr_t placement_low = 0;                          // its lowest address (page aligned)
     std::map<std::uintptr_t, std::size_t> live;                // malloc'd address -> charged bytes
     std::map<std::uintptr_t, std::vector<bool>> reservations;  // base -> mapped state per page
     std::size_t used = 0;

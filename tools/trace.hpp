@@ -1,4 +1,4 @@
-// Reading allocation traces (../shared/traces/README.md): gzip or plain text, one event a line:
+// Reading allocation traces (docs/pytorch-compat.md, "Allocation traces"): gzip or plain text, one event a line:
 //   # comment / header
 //   a <id> <bytes> <stream>     allocate block <id> of <bytes> on <stream>
 //   f <id>                      free block <id>

@@ -1,6 +1,6 @@
 // Layer 5: a streaming pickle writer limited to what PyTorch's browser memory viewer reads.
 //
-// Opcodes are a subset of check_snapshot.py's VIEWER_OPCODES: PROTO, FRAME (protocol 4),
+// Opcodes are a subset of tools/check_snapshot.py's VIEWER_OPS: PROTO, FRAME (protocol 4),
 // MARK, EMPTY_DICT/LIST/TUPLE, TUPLE/TUPLE1..3, SETITEMS, APPENDS, BININT1/BININT2/BININT/
 // LONG1, BINFLOAT, NEWTRUE/NEWFALSE, NONE, SHORT_BINUNICODE (protocol 4)/BINUNICODE,
 // MEMOIZE (protocol 4) or BINPUT/LONG_BINPUT (protocol 2), BINGET/LONG_BINGET, STOP.

@@ -17,8 +17,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "gpumemprof/codec/atomic_file.hpp"
 #include "gpumemprof/error.hpp"
-#include "gpumemprof/export/formats/atomic_file.hpp"
 
 namespace gpumemprof::tools {
 

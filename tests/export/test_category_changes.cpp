@@ -11,7 +11,7 @@
 #include "catch.hpp"
 #include "export_support.hpp"
 #include "gpumemprof/analysis/timeline.hpp"
-#include "gpumemprof/export/formats/json_reader.hpp"
+#include "gpumemprof/codec/json_reader.hpp"
 #include "gpumemprof/export/formats/snapshot_reader.hpp"
 #include "gpumemprof/export/reports/memory_timeline.hpp"
 #include "gpumemprof/history/category_ledger.hpp"

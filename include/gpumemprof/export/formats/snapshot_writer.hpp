@@ -19,8 +19,8 @@
 #include <string>
 #include <string_view>
 
+#include "gpumemprof/codec/value_writer.hpp"
 #include "gpumemprof/config.hpp"
-#include "gpumemprof/export/formats/value_writer.hpp"
 #include "gpumemprof/history/snapshot.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN

@@ -11,14 +11,14 @@
 #include <string_view>
 #include <vector>
 
+#include "gpumemprof/codec/atomic_file.hpp"
+#include "gpumemprof/codec/html_escape.hpp"
+#include "gpumemprof/codec/json_writer.hpp"
+#include "gpumemprof/codec/output_buffer.hpp"
+#include "gpumemprof/codec/value_columns.hpp"
+#include "gpumemprof/codec/value_writer.hpp"
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/error.hpp"
-#include "gpumemprof/export/formats/atomic_file.hpp"
-#include "gpumemprof/export/formats/html_escape.hpp"
-#include "gpumemprof/export/formats/json_writer.hpp"
-#include "gpumemprof/export/formats/output_buffer.hpp"
-#include "gpumemprof/export/formats/value_columns.hpp"
-#include "gpumemprof/export/formats/value_writer.hpp"
 #include "gpumemprof/export/reports/html_device_bar.hpp"
 #include "gpumemprof/export/reports/html_report.hpp"
 #include "gpumemprof/export/reports/html_report_assets.hpp"

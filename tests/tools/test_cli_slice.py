@@ -153,6 +153,5 @@ help_text = run("help").stdout
 check("slice SNAPSHOT" in help_text, "gpumemprof help does not list slice")
 
 shutil.rmtree(TMP, ignore_errors=True)
-if checked_with:
-    print(f"slices checked with {checked_with}")
+print("slices checked with tools/check_snapshot.py")
 cli_checks.finish("slice checks")

@@ -7,8 +7,8 @@
 // log-uniform stream, the same on two streams, and the recorded traces given on the command
 // line, replayed on the streams they record (trace stream 0 is the default stream, every other
 // id a stream created for it). Each trace is replayed cold once (peak reserved bytes) and then
-// warm `repeat` times on the same allocator (best ns per pair), as in
-// ../shared/traces/anchor_bench_h200.txt. The results end in markdown tables for RESULTS.md.
+// warm `repeat` times on the same allocator (best ns per pair), as PyTorch's own figures in
+// RESULTS.md were measured. The results end in markdown tables for RESULTS.md.
 //
 // Contenders: gpumemprof with the default policy and with expandable_segments:True, c10 with
 // whatever PYTORCH_CUDA_ALLOC_CONF says and then (when it says nothing) with expandable_segments:True

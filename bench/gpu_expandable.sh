@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Expandable segments on the H100 against c10's expandable segments, in one go (< 3 minutes):
-#  1. every trace (shared traces and tests/data) replayed with expandable_segments:True on cuda:0
+#  1. every trace in tests/data replayed with expandable_segments:True on cuda:0
 #     and on sim:0: page moves per warm replay (maps / unmaps and the bytes they moved), peak
 #     reserved against peak requested, ns/pair; cuda:0 and sim:0 must give the same figures;
 #  2. the GPU expandable tests (test_gpu "expandable GPU*");
@@ -28,8 +28,7 @@ cli="$build/tools/gpumemprof"
 for f in "$cli" "$build/bench/gpu_compare" "$build/tests/gpu/test_gpu"; do
   [ -x "$f" ] || echo "gpu_expandable: missing $f (was the build folder built with plain ninja?)"
 done
-traces=(/work/shared/traces/*.trace.gz tests/data/*.trace.gz)
-[ -d /work/shared/traces ] || traces=(tests/data/*.trace.gz)
+traces=(tests/data/*.trace.gz)
 
 replays() {  # one JSON line per trace and device; an error line when the CLI fails
   local t dev rc

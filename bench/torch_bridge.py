@@ -164,14 +164,10 @@ def check_snapshot(path):
     ok = r.returncode == 0
     if not ok:
         fail("torch.cuda._memory_viz stats could not read %s" % path)
-    checker = os.path.join(REPO, "shared", "tools", "check_snapshot.py")
-    if not os.path.exists(checker):
-        checker = os.path.join(os.path.dirname(REPO), "shared", "tools", "check_snapshot.py")
-    if os.path.exists(checker):
-        c = subprocess.run([sys.executable, checker, path], capture_output=True, text=True)
-        print("-- check_snapshot.py (exit %d): %s%s" % (c.returncode, c.stdout[-1500:], c.stderr[-1500:]))
-        ok = ok and c.returncode == 0
-    return ok
+    checker = os.path.join(REPO, "tools", "check_snapshot.py")
+    c = subprocess.run([sys.executable, checker, path], capture_output=True, text=True)
+    print("-- tools/check_snapshot.py (exit %d): %s%s" % (c.returncode, c.stdout[-1500:], c.stderr[-1500:]))
+    return ok and c.returncode == 0
 
 
 def main():

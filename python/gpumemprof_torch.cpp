@@ -12,8 +12,8 @@
 #include <string>
 
 #include "gpumemprof/allocator/default_allocator.hpp"
+#include "gpumemprof/codec/json_writer.hpp"
 #include "gpumemprof/export/formats/dump_snapshot.hpp"
-#include "gpumemprof/export/formats/json_writer.hpp"
 #include "gpumemprof/export/formats/rank_dump.hpp"
 #include "gpumemprof/export/reports/rank_summary.hpp"
 #include "gpumemprof/history/category_ledger.hpp"

@@ -10,7 +10,7 @@
 #include "cmd_ranks.hpp"
 #include "cmd_replay_snapshot.hpp"
 #include "gpumemprof/analysis/memory_diff.hpp"
-#include "gpumemprof/export/formats/json_reader.hpp"
+#include "gpumemprof/codec/json_reader.hpp"
 #include "gpumemprof/export/formats/snapshot_reader.hpp"
 #include "trace.hpp"
 

@@ -11,8 +11,8 @@
 
 #include "cli_args.hpp"
 #include "gpumemprof/analysis/snapshot_replay.hpp"
+#include "gpumemprof/codec/json_writer.hpp"
 #include "gpumemprof/device/any_backend.hpp"
-#include "gpumemprof/export/formats/json_writer.hpp"
 #include "gpumemprof/export/formats/snapshot_reader.hpp"
 #include "trace.hpp"
 

@@ -12,7 +12,7 @@
 #include "cmd_replay_snapshot.hpp"
 #include "gpumemprof/analysis/snapshot_replay.hpp"
 #include "gpumemprof/analysis/timeline.hpp"
-#include "gpumemprof/export/formats/json_writer.hpp"
+#include "gpumemprof/codec/json_writer.hpp"
 #include "gpumemprof/export/formats/snapshot_reader.hpp"
 #include "gpumemprof/export/reports/perfetto.hpp"
 #include "gpumemprof/export/reports/snapshot_summary.hpp"

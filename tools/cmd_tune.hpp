@@ -11,7 +11,7 @@
 #include "cmd_ranks.hpp"
 #include "cmd_replay_snapshot.hpp"
 #include "gpumemprof/analysis/snapshot_replay.hpp"
-#include "gpumemprof/export/formats/atomic_file.hpp"
+#include "gpumemprof/codec/atomic_file.hpp"
 #include "gpumemprof/export/formats/snapshot_reader.hpp"
 
 namespace gpumemprof::tools {

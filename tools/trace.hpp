@@ -1,4 +1,4 @@
-// Reading allocation traces (../shared/traces/README.md): gzip or plain text, one event a line:
+// Reading allocation traces (docs/pytorch-compat.md, "Allocation traces"): gzip or plain text, one event a line:
 //   # comment / header
 //   a <id> <bytes> <stream>     allocate block <id> of <bytes> on <stream>
 //   f <id>                      free block <id>
@@ -17,8 +17,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "gpumemprof/codec/atomic_file.hpp"
 #include "gpumemprof/error.hpp"
-#include "gpumemprof/export/formats/atomic_file.hpp"
 
 namespace gpumemprof::tools {
 

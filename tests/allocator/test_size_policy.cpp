@@ -1,4 +1,4 @@
-// Rounding, pool choice, segment sizes and split rules with exact numbers (PYTORCH-COMPAT.md).
+// Rounding, pool choice, segment sizes and split rules with exact numbers (docs/pytorch-compat.md).
 #include "catch.hpp"
 #include "gpumemprof/allocator/size_policy.hpp"
 #include "sim_allocator.hpp"

@@ -12,7 +12,7 @@
 #include "gpumemprof/allocator/device_memory.hpp"
 #include "gpumemprof/analysis/cross_rank.hpp"
 #include "gpumemprof/analysis/rank_budget.hpp"
-#include "gpumemprof/export/formats/json_reader.hpp"
+#include "gpumemprof/codec/json_reader.hpp"
 #include "gpumemprof/export/formats/rank_dump.hpp"
 #include "gpumemprof/export/formats/snapshot_reader.hpp"
 #include "gpumemprof/export/formats/snapshot_writer.hpp"

@@ -1,5 +1,5 @@
 // Snapshots of replayed traces name where each block came from: the trace file and line
-// (tools/trace_frames.hpp), accepted by ../shared/tools/check_snapshot.py.
+// (tools/trace_frames.hpp), accepted by tools/check_snapshot.py.
 #include <unistd.h>
 
 #include <algorithm>
@@ -109,16 +109,11 @@ TEST_CASE("replay --snapshot: every replayed block and event names its trace lin
   std::size_t copies = 0;
   for (std::size_t at = bytes.find(kPath); at != std::string::npos; at = bytes.find(kPath, at + 1)) ++copies;
   CHECK(copies == 1);
-  const char* shared = std::getenv("GPUMEMPROF_SHARED_DIR");
   const char* source = std::getenv("GPUMEMPROF_SOURCE_DIR");
-  const std::string checker =
-      (shared != nullptr ? std::string(shared) : std::string(source != nullptr ? source : ".") + "/../shared") +
-      "/tools/check_snapshot.py";
-  if (std::system("python3 -c 'import pickle' >/dev/null 2>&1") == 0 && fs::exists(checker)) {
-    CHECK(std::system(("python3 '" + checker + "' '" + file.string() + "' >/dev/null").c_str()) == 0);
-  } else {
-    WARN("python3 or " << checker << " missing: the pickle is not checked");
-  }
+  const std::string checker = std::string(source != nullptr ? source : ".") + "/tools/check_snapshot.py";
+  REQUIRE(fs::exists(checker));
+  REQUIRE(std::system("python3 -c 'import pickle' >/dev/null 2>&1") == 0);
+  CHECK(std::system(("python3 '" + checker + "' '" + file.string() + "' >/dev/null").c_str()) == 0);
   fs::remove(file);
 }
 

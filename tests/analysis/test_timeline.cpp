@@ -13,7 +13,7 @@
 #include "gpumemprof/analysis/category_rules.hpp"
 #include "gpumemprof/analysis/memory_diff.hpp"
 #include "gpumemprof/analysis/timeline.hpp"
-#include "gpumemprof/export/formats/json_reader.hpp"
+#include "gpumemprof/codec/json_reader.hpp"
 #include "gpumemprof/export/reports/html_report_model.hpp"
 #include "gpumemprof/export/reports/perfetto.hpp"
 #include "history/history_util.hpp"

@@ -29,17 +29,8 @@ inline std::string source_dir() {
   return dir != nullptr ? dir : ".";
 }
 
-/// check_snapshot.py from the shared folder beside the checkout, or "" when it is not there.
-inline std::string check_snapshot_script() {
-  for (const std::string& base :
-       {std::string(std::getenv("GPUMEMPROF_SHARED_DIR") ? std::getenv("GPUMEMPROF_SHARED_DIR") : ""),
-        source_dir() + "/../shared"}) {
-    if (base.empty()) continue;
-    const std::string path = base + "/tools/check_snapshot.py";
-    if (std::filesystem::exists(path)) return path;
-  }
-  return {};
-}
+/// The repository's checker of PyTorch's snapshot schema and the viewer's invariants.
+inline std::string check_snapshot_script() { return source_dir() + "/tools/check_snapshot.py"; }
 
 /// The snapshot PyTorch 2.11 wrote (tests/data).
 inline std::string reference_pickle() { return source_dir() + "/tests/data/resnet50_train.snapshot.pickle"; }

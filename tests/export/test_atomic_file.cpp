@@ -22,8 +22,8 @@
 
 #include "catch.hpp"
 #include "export_support.hpp"
+#include "gpumemprof/codec/atomic_file.hpp"
 #include "gpumemprof/error.hpp"
-#include "gpumemprof/export/formats/atomic_file.hpp"
 #include "gpumemprof/export/formats/snapshot_writer.hpp"
 
 using export_test::TempDir;

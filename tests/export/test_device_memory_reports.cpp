@@ -87,9 +87,8 @@ TEST_CASE("device memory: a snapshot carries the ledger in its own key and reads
   // PyTorch's schema still holds: the key is beside segments and device_traces, not in them.
   const std::string path = dir.file("s.pickle");
   const std::string checker = export_test::check_snapshot_script();
-  if (!export_test::have_python()) {
-    WARN("python3 not found: schema check skipped");
-  } else {
+  REQUIRE(export_test::have_python());
+  {
     std::string out;
     const int rc = export_test::run_python(R"(
 import pickle, sys
@@ -105,11 +104,9 @@ print('ok')
                                            {path}, &out);
     INFO(out);
     CHECK(rc == 0);
-    if (!checker.empty()) {
-      CHECK(export_test::run_python(export_test::read_bytes(checker), {path}, &out) == 0);
-      INFO(out);
-      CHECK(out.find(path + ": ok") != std::string::npos);
-    }
+    CHECK(export_test::run_python(export_test::read_bytes(checker), {path}, &out) == 0);
+    INFO(out);
+    CHECK(out.find(path + ": ok") != std::string::npos);
   }
   d.a.deallocate(p);
 }

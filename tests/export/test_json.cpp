@@ -7,9 +7,9 @@
 
 #include "catch.hpp"
 #include "export_support.hpp"
+#include "gpumemprof/codec/json_reader.hpp"
+#include "gpumemprof/codec/json_writer.hpp"
 #include "gpumemprof/error.hpp"
-#include "gpumemprof/export/formats/json_reader.hpp"
-#include "gpumemprof/export/formats/json_writer.hpp"
 
 using gmp::DataValue;
 using gmp::FormatError;

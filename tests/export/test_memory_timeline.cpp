@@ -9,7 +9,7 @@
 
 #include "catch.hpp"
 #include "export_support.hpp"
-#include "gpumemprof/export/formats/json_reader.hpp"
+#include "gpumemprof/codec/json_reader.hpp"
 #include "gpumemprof/export/reports/memory_timeline.hpp"
 #include "gpumemprof/history/history_recorder.hpp"
 

@@ -9,9 +9,9 @@
 
 #include "catch.hpp"
 #include "export_support.hpp"
-#include "gpumemprof/export/formats/json_reader.hpp"
-#include "gpumemprof/export/reports/perfetto.hpp"
+#include "gpumemprof/codec/json_reader.hpp"
 #include "gpumemprof/export/formats/snapshot_reader.hpp"
+#include "gpumemprof/export/reports/perfetto.hpp"
 
 using export_test::TempDir;
 using gmp::DataValue;

@@ -9,8 +9,8 @@
 
 #include "catch.hpp"
 #include "export_support.hpp"
+#include "gpumemprof/codec/pickle_reader.hpp"
 #include "gpumemprof/error.hpp"
-#include "gpumemprof/export/formats/pickle_reader.hpp"
 #include "gpumemprof/export/formats/snapshot_writer.hpp"
 
 using export_test::bin;

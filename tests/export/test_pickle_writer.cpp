@@ -6,8 +6,8 @@
 
 #include "catch.hpp"
 #include "export_support.hpp"
-#include "gpumemprof/export/formats/pickle_reader.hpp"
-#include "gpumemprof/export/formats/pickle_writer.hpp"
+#include "gpumemprof/codec/pickle_reader.hpp"
+#include "gpumemprof/codec/pickle_writer.hpp"
 
 using export_test::bin;
 using gmp::DataValue;

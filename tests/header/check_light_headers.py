@@ -1,6 +1,6 @@
 """The light entry headers stay light: gpumemprof/allocator.hpp includes nothing of the history,
 profiler, analysis or export layers, and gpumemprof/profiler.hpp nothing of the export layer
-(snapshot writers and readers, the HTML report and its assets, Perfetto). Asks the compiler
+or the codecs (snapshot writers and readers, pickle and JSON, the HTML report and its assets, Perfetto). Asks the compiler
 which files each one pulls in (-M). In the compiled library's mode (-DGPUMEMPROF_COMPILED_LIB)
 the two headers leave out the library's bodies and what the profiler's API does not need (history
 recording, LeakDetector, MemoryTracker: their own headers bring them), and stay under a budget
@@ -16,8 +16,8 @@ import subprocess
 import sys
 
 FORBIDDEN = {
-    "gpumemprof/allocator.hpp": ("history/", "profiler/", "analysis/", "export/"),
-    "gpumemprof/profiler.hpp": ("export/",),
+    "gpumemprof/allocator.hpp": ("history/", "profiler/", "analysis/", "export/", "codec/"),
+    "gpumemprof/profiler.hpp": ("export/", "codec/"),
 }
 
 
@@ -53,10 +53,10 @@ UMBRELLA_LINE_BUDGET = 5350
 # lib/profiler.cpp): the exporters, their assets and their helpers, the history recorder, the
 # category ledgers, the snapshot builder, the stack capture, the external-memory ledger, the NVTX
 # ranges, the OOM report, the summaries, the leak detector and the tracker.
-UMBRELLA_LIBRARY_BODIES = ("export/formats/profile_export-inl.hpp", "export/formats/atomic_file.hpp",
+UMBRELLA_LIBRARY_BODIES = ("export/formats/profile_export-inl.hpp", "codec/atomic_file.hpp",
                            "export/formats/rank_dump-inl.hpp", "export/formats/snapshot_reader-inl.hpp",
-                           "export/formats/snapshot_writer-inl.hpp", "export/formats/pickle_writer.hpp",
-                           "export/formats/pickle_reader.hpp", "export/reports/html_report-inl.hpp",
+                           "export/formats/snapshot_writer-inl.hpp", "codec/pickle_writer.hpp",
+                           "codec/pickle_reader.hpp", "export/reports/html_report-inl.hpp",
                            "export/reports/html_report_assets.hpp", "export/reports/memory_timeline-inl.hpp",
                            "export/reports/perfetto-inl.hpp", "analysis/timeline.hpp", "export/formats/dump_snapshot-inl.hpp",
                            "history/history_recorder-inl.hpp", "history/category_ledger-inl.hpp",

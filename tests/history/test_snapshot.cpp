@@ -1,5 +1,5 @@
 // Snapshots in PyTorch's schema: a replay of a real PyTorch trace with history on, checked
-// here, then written by the export layer and checked by ../shared/tools/check_snapshot.py and
+// here, then written by the export layer and checked by tools/check_snapshot.py and
 // against the keys of the pickle PyTorch 2.11 wrote for the same workload.
 #include <cstdlib>
 #include <filesystem>
@@ -20,10 +20,6 @@ namespace {
 std::string source_dir() {
   const char* src = std::getenv("GPUMEMPROF_SOURCE_DIR");
   return src != nullptr ? src : ".";
-}
-std::string shared_dir() {
-  const char* shared = std::getenv("GPUMEMPROF_SHARED_DIR");
-  return shared != nullptr ? shared : source_dir() + "/../shared";
 }
 
 // Compares the key sets (and the allocator_settings key order) of two snapshot pickles.
@@ -161,15 +157,11 @@ TEST_CASE("A replay of resnet50_train with history on gives a snapshot in PyTorc
   const fs::path file = temp_path("resnet50.pickle");
   gmp::write_snapshot_file(s, file.string());
   REQUIRE(fs::exists(file));
-  const std::string checker = shared_dir() + "/tools/check_snapshot.py";
-  if (!have_python()) {
-    WARN("python3 not found: the pickle is not checked by check_snapshot.py");
-  } else {
-    if (fs::exists(checker)) {
-      CHECK(std::system(("python3 '" + checker + "' '" + file.string() + "'").c_str()) == 0);
-    } else {
-      WARN("no " << checker << ": skipping that check");
-    }
+  const std::string checker = source_dir() + "/tools/check_snapshot.py";
+  REQUIRE(have_python());
+  REQUIRE(fs::exists(checker));
+  {
+    CHECK(std::system(("python3 '" + checker + "' '" + file.string() + "'").c_str()) == 0);
     const fs::path script = temp_path("schema.py");
     std::ofstream(script) << kSchemaScript;
     const std::string reference = source_dir() + "/tests/data/resnet50_train.snapshot.pickle";

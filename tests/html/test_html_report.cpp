@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "catch.hpp"
-#include "gpumemprof/export/formats/json_reader.hpp"
+#include "gpumemprof/codec/json_reader.hpp"
 #include "gpumemprof/export/reports/html_report.hpp"
 #include "synthetic_snapshot.hpp"
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include <gpumemprof/export/formats/json_reader.hpp>
+#include <gpumemprof/codec/json_reader.hpp>
 #include <gpumemprof/export/formats/snapshot_reader.hpp>
 #include <gpumemprof/gpumemprof.hpp>
 #include <gpumemprof/integrations/mpi.hpp>

@@ -36,10 +36,8 @@ def mpirun(binary, *args, env_extra=None, timeout=180):
 
 
 def check_snapshot_schema(path):
-    shared = os.environ.get("GPUMEMPROF_SHARED_DIR", "/work/shared")
-    tool = os.path.join(shared, "tools", "check_snapshot.py")
-    if not os.path.isfile(tool):
-        return
+    source = os.environ.get("GPUMEMPROF_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+    tool = os.path.join(source, "tools", "check_snapshot.py")
     p = subprocess.run([sys.executable, tool, path], capture_output=True, text=True, timeout=120)
     check(p.returncode == 0, f"check_snapshot.py {path}: {p.stdout}{p.stderr}")
 

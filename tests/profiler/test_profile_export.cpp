@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "catch.hpp"
-#include "gpumemprof/export/formats/atomic_file.hpp"
+#include "gpumemprof/codec/atomic_file.hpp"
 #include "gpumemprof/export/formats/profile_export.hpp"
 #include "profiler_test_util.hpp"
 

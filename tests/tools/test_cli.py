@@ -2,7 +2,7 @@
 """End-to-end tests of the gpumemprof CLI: replay (text, JSON, --snapshot), summary, html, demo,
 and the one-line error / exit 2 contract for bad input.
 
-usage: test_cli.py GPUMEMPROF_BINARY [--with-demo]   (env: GPUMEMPROF_SOURCE_DIR, GPUMEMPROF_SHARED_DIR)"""
+usage: test_cli.py GPUMEMPROF_BINARY [--with-demo]   (env: GPUMEMPROF_SOURCE_DIR)"""
 import gzip
 import json
 import os
@@ -19,12 +19,12 @@ BIN = sys.argv[1]
 WITH_DEMO = "--with-demo" in sys.argv[2:]  # the build has the examples (-Dexamples=true)
 SRC = os.environ.get("GPUMEMPROF_SOURCE_DIR", ".")
 DATA = os.path.join(SRC, "tests", "data")
-SHARED_CHECKER = os.path.join(os.environ.get("GPUMEMPROF_SHARED_DIR", ""), "tools", "check_snapshot.py")
+CHECKER = os.path.join(SRC, "tools", "check_snapshot.py")
 TMP = tempfile.mkdtemp(prefix="gpumemprof-cli-")
 failures = cli_checks.failures
 check = cli_checks.check
 
-# PyTorch 2.11's peak reserved MiB replaying the same traces (../shared/traces/README.md).
+# PyTorch 2.11's peak reserved MiB replaying the same traces (tests/data/README.md).
 PYTORCH_RESERVED_MIB = {"resnet50_train": 3514, "gpt2_train": 8462, "gpt2_generate": 584}
 
 
@@ -42,20 +42,9 @@ def check_one_error_line(p, *needles):
 
 
 def check_snapshot_file(path):
-    if os.path.exists(SHARED_CHECKER):
-        p = subprocess.run([sys.executable, SHARED_CHECKER, path], capture_output=True, text=True)
-        check(p.returncode == 0, f"check_snapshot.py rejects {path}:\n{p.stdout}")
-        return "check_snapshot.py"
-    # Without the shared checker: the properties the viewer depends on, checked directly.
-    with open(path, "rb") as f:
-        data = f.read()
-    check(data[:1] == b"\x80" and 2 <= data[1] <= 4, f"{path}: pickle protocol must be 2..4")
-    snap = pickle.loads(data)
-    check(isinstance(snap.get("segments"), list) and isinstance(snap.get("device_traces"), list),
-          f"{path}: segments and device_traces must be lists")
-    for seg in snap["segments"]:
-        check(sum(b["size"] for b in seg["blocks"]) == seg["total_size"], f"{path}: blocks do not tile a segment")
-    return "built-in checks (shared check_snapshot.py not found)"
+    p = subprocess.run([sys.executable, CHECKER, path], capture_output=True, text=True)
+    check(p.returncode == 0, f"tools/check_snapshot.py rejects {path}:\n{p.stdout}{p.stderr}")
+    return "tools/check_snapshot.py"
 
 
 # replay: JSON fields and PyTorch parity on every shared trace; --snapshot passes the checker.

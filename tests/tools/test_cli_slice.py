@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """`gpumemprof slice`: windows of PyTorch's reference snapshot and of a replay-written snapshot.
-Each slice holds exactly the window's entries, passes the shared viewer checker, replays with
+Each slice holds exactly the window's entries, passes the viewer checker (tools/check_snapshot.py), replays with
 `gpumemprof replay`, and its live blocks are the state at the window's end: what the input's end
 state gives when the later entries are undone, and what the viewer's backward walk of the slice's
 trace needs (every alloc in it finds its block live). Bad bounds: one error line, exit 2.
 
-usage: test_cli_slice.py GPUMEMPROF_BINARY   (env: GPUMEMPROF_SOURCE_DIR, GPUMEMPROF_SHARED_DIR)"""
+usage: test_cli_slice.py GPUMEMPROF_BINARY   (env: GPUMEMPROF_SOURCE_DIR)"""
 import os
 import pickle
 import shutil
@@ -20,14 +20,9 @@ BIN = sys.argv[1]
 SRC = os.environ.get("GPUMEMPROF_SOURCE_DIR", ".")
 REFERENCE = os.path.join(SRC, "tests", "data", "resnet50_train.snapshot.pickle")
 TRACE = os.path.join(SRC, "tests", "data", "resnet50_train.trace.gz")
-SHARED = os.environ.get("GPUMEMPROF_SHARED_DIR", "")
-CHECKER = os.path.join(SHARED, "tools", "check_snapshot.py") if SHARED else ""
+CHECKER = os.path.join(SRC, "tools", "check_snapshot.py")
 TMP = tempfile.mkdtemp(prefix="gpumemprof-slice-")
 check = cli_checks.check
-checked_with = "the shared check_snapshot.py"
-if not CHECKER or not os.path.exists(CHECKER):
-    checked_with = None
-    print("note: ../shared/tools/check_snapshot.py not found (GPUMEMPROF_SHARED_DIR); skipping the viewer checker")
 
 
 def run(*args, expect_rc=0):
@@ -76,9 +71,8 @@ def check_slice(name, whole, out, first, last):
             live.discard(e["addr"])
         elif e["action"] == "free_completed":
             live.add(e["addr"])
-    if checked_with:
-        p = subprocess.run([sys.executable, CHECKER, out], capture_output=True, text=True)
-        check(p.returncode == 0, f"{name}: check_snapshot.py rejects the slice:\n{p.stdout}")
+    p = subprocess.run([sys.executable, CHECKER, out], capture_output=True, text=True)
+    check(p.returncode == 0, f"{name}: check_snapshot.py rejects the slice:\n{p.stdout}{p.stderr}")
     r = run("replay", out)
     check("replay of" in r.stdout, f"{name}: replay of the slice printed {r.stdout[:200]!r}")
     return sl
@@ -159,6 +153,5 @@ help_text = run("help").stdout
 check("slice SNAPSHOT" in help_text, "gpumemprof help does not list slice")
 
 shutil.rmtree(TMP, ignore_errors=True)
-if checked_with:
-    print(f"slices checked with {checked_with}")
+print("slices checked with tools/check_snapshot.py")
 cli_checks.finish("slice checks")

@@ -1,4 +1,4 @@
-// Layer 2: the caching device allocator, with PyTorch's default policy (PYTORCH-COMPAT.md).
+// Layer 2: the caching device allocator, with PyTorch's default policy (docs/pytorch-compat.md).
 //
 // Map (read this first; validate() checks every invariant marked [v]).
 //

@@ -5,11 +5,11 @@
 //
 // A trace entry carries the requested bytes, not the block's. The block an `alloc` took starts at
 // its address and holds the rounded request, unless the free block it was cut from was too small
-// to split (PYTORCH-COMPAT.md, "Best fit, split, merge"): then it holds that whole free block. Free
-// neighbours of a segment are always merged, so that free block reached from the address to the
-// next block still active (allocated, or pending free on another stream's events) in the same
-// segment, or to the segment's end. Expandable segments are bounded by their mapped pages
-// (segment_map / segment_unmap), and their blocks split like small ones.
+// to split (docs/pytorch-compat.md, "Finding, splitting and merging blocks"): then it holds that
+// whole free block. Free neighbours of a segment are always merged, so that free block reached
+// from the address to the next block still active (allocated, or pending free on another
+// stream's events) in the same segment, or to the segment's end. Expandable segments are bounded
+// by their mapped pages (segment_map / segment_unmap), and their blocks split like small ones.
 // The level follows memory_stats: up at `alloc`, down at `free_requested`.
 // A trace that starts mid-run (a full history ring): the segments and live blocks before it are the
 // replay's seed (the end state with the trace undone; a block freed but never allocated in the

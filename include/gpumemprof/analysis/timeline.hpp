@@ -3,7 +3,7 @@
 // a TraceTimeline, so they agree on every curve.
 //
 // The levels, named as PyTorch names its numbers (allocated = block bytes, requested = the bytes
-// asked for, reserved = segments; PYTORCH-COMPAT.md, the stats table). A trace entry carries the
+// asked for, reserved = segments; docs/pytorch-compat.md, the stats table). A trace entry carries the
 // requested size only, so a trace gives no allocated (block) level:
 //   requested        -- up at `alloc`, down at `free_completed`: PyTorch's requested_bytes (a
 //                       block pending free on other streams' events still counts);

@@ -38,11 +38,11 @@
 #include "gpumemprof/allocator/default_allocator.hpp"
 #include "gpumemprof/allocator/memory_stats.hpp"
 #include "gpumemprof/analysis/rank_budget.hpp"
+#include "gpumemprof/codec/atomic_file.hpp"
+#include "gpumemprof/codec/json_writer.hpp"
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/device/device.hpp"
 #include "gpumemprof/error.hpp"
-#include "gpumemprof/export/formats/atomic_file.hpp"
-#include "gpumemprof/export/formats/json_writer.hpp"
 #include "gpumemprof/export/formats/rank_dump.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN

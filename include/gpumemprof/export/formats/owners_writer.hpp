@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "gpumemprof/codec/value_writer.hpp"
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/device/owner_memory.hpp"
-#include "gpumemprof/export/formats/value_writer.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
 namespace detail {

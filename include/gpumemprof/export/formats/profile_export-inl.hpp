@@ -13,9 +13,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "gpumemprof/codec/atomic_file.hpp"
+#include "gpumemprof/codec/json_writer.hpp"
 #include "gpumemprof/config.hpp"
-#include "gpumemprof/export/formats/atomic_file.hpp"
-#include "gpumemprof/export/formats/json_writer.hpp"
 #include "gpumemprof/export/formats/profile_export.hpp"
 #include "gpumemprof/history/snapshot.hpp"
 #include "gpumemprof/profiler/profiler.hpp"

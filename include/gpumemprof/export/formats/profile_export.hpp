@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "gpumemprof/codec/value_writer.hpp"
 #include "gpumemprof/config.hpp"
-#include "gpumemprof/export/formats/value_writer.hpp"
 #include "gpumemprof/profiler/profiler.hpp"
 #include "gpumemprof/profiler/tracker.hpp"
 

@@ -15,9 +15,9 @@
 #include <string_view>
 #include <system_error>
 
+#include "gpumemprof/codec/atomic_file.hpp"
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/error.hpp"
-#include "gpumemprof/export/formats/atomic_file.hpp"
 #include "gpumemprof/export/formats/rank_dump.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN

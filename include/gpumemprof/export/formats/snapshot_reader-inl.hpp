@@ -18,13 +18,13 @@
 #include <utility>
 #include <vector>
 
+#include "gpumemprof/codec/atomic_file.hpp"
+#include "gpumemprof/codec/data_value.hpp"
+#include "gpumemprof/codec/flat_item.hpp"
+#include "gpumemprof/codec/json_reader.hpp"
+#include "gpumemprof/codec/pickle_reader.hpp"
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/error.hpp"
-#include "gpumemprof/export/formats/atomic_file.hpp"
-#include "gpumemprof/export/formats/data_value.hpp"
-#include "gpumemprof/export/formats/flat_item.hpp"
-#include "gpumemprof/export/formats/json_reader.hpp"
-#include "gpumemprof/export/formats/pickle_reader.hpp"
 #include "gpumemprof/export/formats/snapshot_reader.hpp"
 #include "gpumemprof/history/compact_snapshot.hpp"
 #include "gpumemprof/history/snapshot.hpp"

@@ -25,7 +25,7 @@
 
 GPUMEMPROF_NAMESPACE_BEGIN
 
-class DataValue;  // export/formats/data_value.hpp
+class DataValue;  // codec/data_value.hpp
 
 /// Converts a value tree in PyTorch's snapshot schema (what read_pickle/parse_json return) to
 /// a Snapshot; `name` (a path) starts every error message.

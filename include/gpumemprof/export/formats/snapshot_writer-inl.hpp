@@ -14,13 +14,13 @@
 #include <variant>
 #include <vector>
 
+#include "gpumemprof/codec/atomic_file.hpp"
+#include "gpumemprof/codec/json_writer.hpp"
+#include "gpumemprof/codec/pickle_writer.hpp"
+#include "gpumemprof/codec/value_writer.hpp"
 #include "gpumemprof/config.hpp"
-#include "gpumemprof/export/formats/atomic_file.hpp"
-#include "gpumemprof/export/formats/json_writer.hpp"
 #include "gpumemprof/export/formats/owners_writer.hpp"
-#include "gpumemprof/export/formats/pickle_writer.hpp"
 #include "gpumemprof/export/formats/snapshot_writer.hpp"
-#include "gpumemprof/export/formats/value_writer.hpp"
 #include "gpumemprof/history/snapshot.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN

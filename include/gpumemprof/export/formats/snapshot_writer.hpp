@@ -1,7 +1,7 @@
 // Layer 5: a Snapshot in PyTorch's schema (torch.cuda.memory._snapshot()), as a pickle that
 // pytorch.org/memory_viz and torch.cuda._memory_viz read, or as the same data in JSON.
 //
-// Key names and their order follow what PyTorch 2.11 writes (see PYTORCH-COMPAT.md and
+// Key names and their order follow what PyTorch 2.11 writes (see docs/pytorch-compat.md and
 // tests/data/resnet50_train.snapshot.pickle): segments carry segment_pool_id (0, 0) and
 // is_expandable, trace entries compile_context and user_metadata, the oom entry device_free
 // in place of addr, annotations stage "START"/"END". A frames list shared by many entries
@@ -19,8 +19,8 @@
 #include <string>
 #include <string_view>
 
+#include "gpumemprof/codec/value_writer.hpp"
 #include "gpumemprof/config.hpp"
-#include "gpumemprof/export/formats/value_writer.hpp"
 #include "gpumemprof/history/snapshot.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN

@@ -13,8 +13,8 @@
 
 #include "gpumemprof/allocator/device_memory.hpp"
 #include "gpumemprof/allocator/format_size.hpp"
+#include "gpumemprof/codec/html_escape.hpp"
 #include "gpumemprof/config.hpp"
-#include "gpumemprof/export/formats/html_escape.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
 namespace detail {

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "gpumemprof/analysis/timeline.hpp"
+#include "gpumemprof/codec/atomic_file.hpp"
+#include "gpumemprof/codec/json_writer.hpp"
 #include "gpumemprof/config.hpp"
-#include "gpumemprof/export/formats/atomic_file.hpp"
-#include "gpumemprof/export/formats/json_writer.hpp"
 #include "gpumemprof/export/reports/perfetto.hpp"
 #include "gpumemprof/history/compact_snapshot.hpp"
 #include "gpumemprof/history/snapshot.hpp"

@@ -16,8 +16,8 @@
 #include "gpumemprof/allocator/device_memory.hpp"
 #include "gpumemprof/allocator/format_size.hpp"
 #include "gpumemprof/analysis/cross_rank.hpp"
+#include "gpumemprof/codec/json_writer.hpp"
 #include "gpumemprof/config.hpp"
-#include "gpumemprof/export/formats/json_writer.hpp"
 #include "gpumemprof/export/formats/owners_writer.hpp"
 #include "gpumemprof/export/formats/snapshot_writer.hpp"
 

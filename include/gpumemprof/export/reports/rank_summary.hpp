@@ -34,9 +34,9 @@
 #include "gpumemprof/allocator/format_size.hpp"
 #include "gpumemprof/analysis/cross_rank.hpp"
 #include "gpumemprof/analysis/memory_facts.hpp"
+#include "gpumemprof/codec/json_writer.hpp"
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/error.hpp"
-#include "gpumemprof/export/formats/json_writer.hpp"
 #include "gpumemprof/export/formats/snapshot_reader.hpp"
 #include "gpumemprof/export/reports/rank_device_memory.hpp"
 

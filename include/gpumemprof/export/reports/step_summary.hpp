@@ -10,9 +10,9 @@
 
 #include "gpumemprof/allocator/format_size.hpp"
 #include "gpumemprof/analysis/steps.hpp"
+#include "gpumemprof/codec/html_escape.hpp"
+#include "gpumemprof/codec/value_writer.hpp"
 #include "gpumemprof/config.hpp"
-#include "gpumemprof/export/formats/html_escape.hpp"
-#include "gpumemprof/export/formats/value_writer.hpp"
 #include "gpumemprof/history/compact_snapshot.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN

@@ -1,4 +1,4 @@
-// Layer 5: the streaming pickle reader's flat path (PickleItemStream::on_flat_item), part of
+// Layer 0 (codecs): the streaming pickle reader's flat path (PickleItemStream::on_flat_item), part of
 // PickleMachine (pickle_reader.hpp).
 //
 // A trace entry is a dict of about eight str keys -- after the first entry, memo references --
@@ -14,8 +14,8 @@
 #include <cstring>
 #include <string_view>
 
+#include "gpumemprof/codec/pickle_reader.hpp"
 #include "gpumemprof/config.hpp"
-#include "gpumemprof/export/formats/pickle_reader.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
 namespace detail {

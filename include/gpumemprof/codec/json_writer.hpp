@@ -1,4 +1,4 @@
-// Layer 5: the ValueWriter as compact JSON (RFC 8259), for snapshots, traces and reports.
+// Layer 0 (codecs): the ValueWriter as compact JSON (RFC 8259), for snapshots, traces and reports.
 //
 // Tuples become arrays; reuse() is always false (JSON has no references), so shared values
 // are written out in full. Floats use the shortest form that reads back exactly and keep a
@@ -17,10 +17,10 @@
 #include <string_view>
 #include <vector>
 
+#include "gpumemprof/codec/output_buffer.hpp"
+#include "gpumemprof/codec/utf8.hpp"
+#include "gpumemprof/codec/value_writer.hpp"
 #include "gpumemprof/config.hpp"
-#include "gpumemprof/export/formats/output_buffer.hpp"
-#include "gpumemprof/export/formats/utf8.hpp"
-#include "gpumemprof/export/formats/value_writer.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
 

@@ -1,4 +1,4 @@
-// Layer 5: a small, safe pickle reader (protocols 2..5) into DataValue.
+// Layer 0 (codecs): a small, safe pickle reader (protocols 2..5) into DataValue.
 //
 // It runs the pickle machine for plain data only -- None, bool, int (64-bit), float, str,
 // bytes, list, tuple, dict with str or int keys -- with every opcode CPython emits for those
@@ -31,12 +31,12 @@
 #include <unordered_map>
 #include <vector>
 
+#include "gpumemprof/codec/data_value.hpp"
+#include "gpumemprof/codec/flat_item.hpp"
+#include "gpumemprof/codec/pickle_opcodes.hpp"
+#include "gpumemprof/codec/utf8.hpp"
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/error.hpp"
-#include "gpumemprof/export/formats/data_value.hpp"
-#include "gpumemprof/export/formats/flat_item.hpp"
-#include "gpumemprof/export/formats/pickle_opcodes.hpp"
-#include "gpumemprof/export/formats/utf8.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
 
@@ -573,7 +573,7 @@ class PickleMachine {
 
 GPUMEMPROF_NAMESPACE_END
 
-#include "gpumemprof/export/formats/pickle_flat_item-inl.hpp"
+#include "gpumemprof/codec/pickle_flat_item-inl.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
 

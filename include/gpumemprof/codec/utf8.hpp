@@ -1,4 +1,4 @@
-// Layer 5 (detail): UTF-8 checks shared by the writers and the readers.
+// Layer 0 (codecs): UTF-8 checks shared by the writers and the readers.
 //
 // Python decodes pickle strings as UTF-8 and JSON must be UTF-8, so one stray byte in a symbol
 // or file name would make a whole snapshot unreadable. Writers therefore replace invalid

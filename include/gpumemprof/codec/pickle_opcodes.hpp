@@ -1,4 +1,4 @@
-// Layer 5 (detail): the pickle machine's opcodes (CPython's Lib/pickletools.py), one list that
+// Layer 0 (codecs): the pickle machine's opcodes (CPython's Lib/pickletools.py), one list that
 // gives both the byte values and the names used in error messages.
 #pragma once
 

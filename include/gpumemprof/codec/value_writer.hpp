@@ -1,4 +1,4 @@
-// Layer 5: the streaming interface that serializers drive (dicts, lists, tuples, scalars).
+// Layer 0 (codecs): the streaming interface that serializers drive (dicts, lists, tuples, scalars).
 //
 // One serializer walks a Snapshot (or a trace) once and calls this interface; PickleWriter and
 // JsonWriter turn the calls into bytes, so the schema is spelled in one place. Values stream

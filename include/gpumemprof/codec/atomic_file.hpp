@@ -1,4 +1,4 @@
-// Layer 5: files written all-or-nothing, and whole files read back.
+// Layer 0 (codecs): files written all-or-nothing, and whole files read back.
 //
 // A snapshot or report is written to a temporary file in the target's directory, flushed
 // and fsync'ed, then renamed over the target: readers see the old file or the complete new

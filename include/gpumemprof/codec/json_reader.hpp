@@ -1,4 +1,4 @@
-// Layer 5: a strict JSON (RFC 8259) parser into DataValue, for reading our JSON snapshots.
+// Layer 0 (codecs): a strict JSON (RFC 8259) parser into DataValue, for reading our JSON snapshots.
 //
 // Strict: no comments, trailing commas, NaN, single quotes or raw control characters;
 // strings must be valid UTF-8 with paired \u surrogates. Numbers without fraction or exponent
@@ -13,10 +13,10 @@
 #include <string_view>
 #include <system_error>
 
+#include "gpumemprof/codec/data_value.hpp"
+#include "gpumemprof/codec/utf8.hpp"
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/error.hpp"
-#include "gpumemprof/export/formats/data_value.hpp"
-#include "gpumemprof/export/formats/utf8.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
 

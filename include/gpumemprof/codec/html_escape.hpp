@@ -1,4 +1,4 @@
-// Layer 5: text into HTML (element content and quoted attribute values).
+// Layer 0 (codecs): text into HTML (element content and quoted attribute values).
 #pragma once
 
 #include <string>

@@ -1,4 +1,4 @@
-// Layer 5: a dict read without building a dict -- its str keys and its values as plain views, in
+// Layer 0 (codecs): a dict read without building a dict -- its str keys and its values as plain views, in
 // pickle order. The streaming pickle reader hands a snapshot's trace entries over this way
 // (PickleItemStream::on_flat_item): a million entries then cost no dict, no key string and no
 // shared value each. ValueView is also how the snapshot decoder looks at a DataValue, so both
@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "gpumemprof/codec/data_value.hpp"
 #include "gpumemprof/config.hpp"
-#include "gpumemprof/export/formats/data_value.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
 

@@ -1,6 +1,6 @@
-// Layer 5: a streaming pickle writer limited to what PyTorch's browser memory viewer reads.
+// Layer 0 (codecs): a streaming pickle writer limited to what PyTorch's browser memory viewer reads.
 //
-// Opcodes are a subset of check_snapshot.py's VIEWER_OPCODES: PROTO, FRAME (protocol 4),
+// Opcodes are a subset of tools/check_snapshot.py's VIEWER_OPS: PROTO, FRAME (protocol 4),
 // MARK, EMPTY_DICT/LIST/TUPLE, TUPLE/TUPLE1..3, SETITEMS, APPENDS, BININT1/BININT2/BININT/
 // LONG1, BINFLOAT, NEWTRUE/NEWFALSE, NONE, SHORT_BINUNICODE (protocol 4)/BINUNICODE,
 // MEMOIZE (protocol 4) or BINPUT/LONG_BINPUT (protocol 2), BINGET/LONG_BINGET, STOP.
@@ -23,11 +23,11 @@
 #include <string_view>
 #include <vector>
 
+#include "gpumemprof/codec/output_buffer.hpp"
+#include "gpumemprof/codec/pickle_opcodes.hpp"
+#include "gpumemprof/codec/utf8.hpp"
+#include "gpumemprof/codec/value_writer.hpp"
 #include "gpumemprof/config.hpp"
-#include "gpumemprof/export/formats/output_buffer.hpp"
-#include "gpumemprof/export/formats/pickle_opcodes.hpp"
-#include "gpumemprof/export/formats/utf8.hpp"
-#include "gpumemprof/export/formats/value_writer.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
 namespace detail {

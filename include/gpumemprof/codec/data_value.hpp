@@ -1,4 +1,4 @@
-// Layer 5: a generic data value -- what a pickle or JSON file holds once read (None, bool,
+// Layer 0 (codecs): a generic data value -- what a pickle or JSON file holds once read (None, bool,
 // int, float, str, bytes, list, tuple, dict) -- the input of the snapshot reader.
 //
 // Containers and strings are shared, as Python objects are: copying a DataValue copies a

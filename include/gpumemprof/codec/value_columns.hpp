@@ -1,12 +1,12 @@
-// Layer 5: columns of values for the reports' embedded data -- `"k":[v, ...]` from a list, plain or
+// Layer 0 (codecs): columns of values for the reports' embedded data -- `"k":[v, ...]` from a list, plain or
 // delta-coded -- written through a ValueWriter (the HTML report, the cross-rank page).
 #pragma once
 
 #include <cstdint>
 #include <string_view>
 
+#include "gpumemprof/codec/value_writer.hpp"
 #include "gpumemprof/config.hpp"
-#include "gpumemprof/export/formats/value_writer.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
 namespace detail {

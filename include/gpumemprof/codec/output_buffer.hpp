@@ -1,4 +1,4 @@
-// Layer 5 (detail): the byte buffer the streaming writers fill.
+// Layer 0 (codecs): the byte buffer the streaming writers fill.
 //
 // Writers check for room once per token and then append without checks, so the per-byte
 // cost is a store; std::ostream sees only large writes.

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "catch.hpp"
-#include "gpumemprof/export/formats/json_reader.hpp"
+#include "gpumemprof/codec/json_reader.hpp"
 #include "replay.hpp"
 #include "sim_allocator.hpp"
 

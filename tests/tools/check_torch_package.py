@@ -152,6 +152,25 @@ h.remove()
           "categorize(): parameters (requested and block bytes), gradients, optimizer state, input and the ReLU's saved output exact "
           "(differences printed; activations freed by backward): " + out)
 
+    # The Python frames an allocation carries with stacks="python": captured through the interpreter
+    # this library is loaded into (ctypes releases the GIL; the capture takes it again), resolved to
+    # file, line and function, innermost first; a thread of its own has its own frames.
+    frames = """import threading, gpumemprof_torch as g
+def forward():
+    return g.python_stack()
+def model():
+    return forward()
+out = []
+t = threading.Thread(target=lambda: out.append(forward()))
+t.start(); t.join()
+for f in model()[2:5] + out[0][2:3]:
+    print(f["filename"], f["line"], f["name"])
+"""
+    rc, out = child(packaged, {}, frames)
+    check(rc == 0 and out.splitlines()[-4:] == ["<string> 3 forward", "<string> 5 model", "<string> 9 <module>",
+                                                 "<string> 3 forward"],
+          "python_stack(): the caller's Python frames with their lines, on the main thread and another: " + out)
+
     print("%d checks failed" % len(failures) if failures else "all checks passed")
     return 1 if failures else 0
 

@@ -93,8 +93,8 @@ def memory_api():
     try:
         torch.empty(int(torch.cuda.get_device_properties(0).total_memory * 0.6), dtype=torch.uint8, device="cuda")
         say(False, "an allocation beyond the 0.5 fraction succeeded")
-    except torch.cuda.OutOfMemoryError as e:
-        say(True, "the 0.5 fraction caps allocations: %s" % str(e).splitlines()[0][:100])
+    except RuntimeError as e:  # gpumemprof's OOM reaches Python as a RuntimeError
+        say("out of memory" in str(e), "the 0.5 fraction caps allocations: %s" % str(e).splitlines()[0][:160])
     torch.cuda.set_per_process_memory_fraction(1.0)
     path = os.path.join(tempfile.mkdtemp(), "mine.pickle")
     torch.cuda.memory._dump_snapshot(path)

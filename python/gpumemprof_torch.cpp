@@ -54,6 +54,9 @@ const std::pair<std::string, std::string>& alloc_conf() {
   return conf;
 }
 
+// gpumemprof_raise_on_error: malloc failures throw (under PyTorch) instead of returning NULL.
+std::atomic<bool> raise_on_oom{false};
+
 // The devices whose allocator the bridge has used (served, read or configured), and the history
 // options that PyTorch's _record_memory_history asked for: they apply to every such device, and
 // to each device when it is first used (PyTorch records every device).
@@ -74,15 +77,19 @@ gmp::DeviceAllocator& allocator_of(int device) {
   // PyTorch's variable is handed on through it, checked first so that an error names it.
   static const bool configured = [] {
     const auto& [name, value] = alloc_conf();
-    if (!name.empty() && name != "GPUMEMPROF_ALLOC_CONF") {
-      try {
-        (void)gmp::AllocatorConfig::parse(value);
-      } catch (const gmp::ConfigError& e) {
-        throw gmp::ConfigError("$" + name + "='" + value + "' (which gpumemprof follows while $GPUMEMPROF_ALLOC_CONF " +
-                               "is unset): " + e.what());
-      }
-      ::setenv("GPUMEMPROF_ALLOC_CONF", value.c_str(), 0);
+    if (name.empty()) return true;
+    gmp::AllocatorConfig parsed;
+    try {
+      parsed = gmp::AllocatorConfig::parse(value);
+    } catch (const gmp::ConfigError& e) {
+      if (name == "GPUMEMPROF_ALLOC_CONF") throw;
+      throw gmp::ConfigError("$" + name + "='" + value + "' (which gpumemprof follows while $GPUMEMPROF_ALLOC_CONF " +
+                             "is unset): " + e.what());
     }
+    // PyTorch's keys that gpumemprof accepts and does not use: one line each, once.
+    for (const std::string& line : parsed.ignored)
+      std::fprintf(stderr, "gpumemprof_torch: $%s: %s\n", name.c_str(), line.c_str());
+    if (name != "GPUMEMPROF_ALLOC_CONF") ::setenv("GPUMEMPROF_ALLOC_CONF", value.c_str(), 0);
     return true;
   }();
   (void)configured;
@@ -133,12 +140,25 @@ std::string json_text(F&& write) {
 extern "C" {
 
 void* gpumemprof_malloc(ssize_t size, int device, cudaStream_t stream) {
+  if (raise_on_oom.load(std::memory_order_relaxed) && size > 0) {
+    // Under PyTorch: an error reaches the caller as an exception (torch's bindings turn it into a
+    // RuntimeError). A null pointer would become a tensor without memory.
+    try {
+      last_error[0] = '\0';
+      return allocator_of(device).allocate(static_cast<std::size_t>(size), gmp::Stream(stream));
+    } catch (const std::exception& e) {
+      set_last_error(std::string("gpumemprof_malloc: ") + e.what());
+      throw std::runtime_error(e.what());
+    }
+  }
   return guarded("gpumemprof_malloc", true, static_cast<void*>(nullptr), [&] {
     if (size < 0) throw std::invalid_argument("negative size " + std::to_string(size));
     if (size == 0) return static_cast<void*>(nullptr);  // as PyTorch's own allocator: no block
     return allocator_of(device).allocate(static_cast<std::size_t>(size), gmp::Stream(stream));
   });
 }
+
+void gpumemprof_raise_on_error(int on) { raise_on_oom.store(on != 0, std::memory_order_relaxed); }
 
 void gpumemprof_free(void* ptr, ssize_t /*size*/, int device, cudaStream_t /*stream*/) {
   if (ptr == nullptr) return;

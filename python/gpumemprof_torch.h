@@ -27,6 +27,11 @@ extern "C" {
 /* Allocates `size` bytes on device `device` for use on `stream`; NULL for size 0 (as PyTorch's
  * allocator) and on failure (OOM: the message explains it). */
 GPUMEMPROF_TORCH_API void* gpumemprof_malloc(ssize_t size, int device, cudaStream_t stream);
+/* From now on (on != 0), a failed gpumemprof_malloc -- out of memory, a memory-fraction cap --
+ * throws a C++ exception (std::runtime_error with the message) instead of returning NULL: PyTorch
+ * calls gpumemprof_malloc from C++ and turns the exception into a Python RuntimeError, where a NULL
+ * pointer would become a tensor without memory. gpumemprof_torch.install() turns it on. */
+GPUMEMPROF_TORCH_API void gpumemprof_raise_on_error(int on);
 /* Frees a pointer from gpumemprof_malloc (size and stream are PyTorch's bookkeeping: unused). */
 GPUMEMPROF_TORCH_API void gpumemprof_free(void* ptr, ssize_t size, int device, cudaStream_t stream);
 /* Marks `ptr` as used on `stream` (torch's Tensor.record_stream); 0 on success, -1 on error. */

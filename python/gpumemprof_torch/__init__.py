@@ -147,7 +147,11 @@ def install():
                            "CUDA %s); gpumemprof's allocator serves CUDA devices only."
                            % (torch.__version__, torch.version.cuda))
     path = library_path()
-    _load()
+    lib = _load()
+    lib.gpumemprof_raise_on_error.argtypes = [ctypes.c_int]
+    # A failed allocation raises (RuntimeError "CUDA out of memory ...") instead of handing PyTorch
+    # a tensor without memory.
+    lib.gpumemprof_raise_on_error(1)
     try:
         allocator = torch.cuda.memory.CUDAPluggableAllocator(path, "gpumemprof_malloc", "gpumemprof_free")
         torch.cuda.memory.change_current_allocator(allocator)

@@ -8,6 +8,7 @@
                                         # native or gpumemprof), interleaved, median ms per mode
     gpu_bridge.py bert ALLOC [CONF]     # BERT-base MLM, variable sequence lengths, bf16 autocast, AdamW:
                                         # median step ms and per-step device mallocs/frees/syncs
+    gpu_bridge.py pairs ALLOC           # host ns per CUDA tensor allocated and freed from Python (torch.empty)
     gpu_bridge.py compare LOG...        # the native-vs-bridge table of `bert` and `stacks` lines
 
 Every line a check prints starts with "ok " or "FAIL "; measurements are "RESULT {json}" lines.
@@ -227,6 +228,26 @@ def bert(alloc, conf=""):
            peak_reserved_mib=round(torch.cuda.max_memory_reserved() / MIB, 1))
 
 
+def pairs(alloc):
+    """Host time of one CUDA tensor's allocation and free from Python (torch.empty + del), through
+    PyTorch's whole path: the bridge's extra (pluggable allocator, C ABI) shows against native."""
+    torch = use_allocator(alloc)
+    sizes = [512, 4096, 65536, 1 << 20, 3 << 20, 12 << 20]
+    keep = [torch.empty(s, dtype=torch.uint8, device="cuda") for s in sizes]  # segments exist
+    del keep
+    for label, batch in (("one_by_one", 1), ("batch_of_64", 64)):
+        best = float("inf")
+        for _run in range(5):
+            n = 0
+            t = time.perf_counter()
+            for _ in range(400):
+                live = [torch.empty(sizes[(n + k) % len(sizes)], dtype=torch.uint8, device="cuda") for k in range(batch)]
+                n += batch
+                del live
+            best = min(best, (time.perf_counter() - t) / n * 1e9)
+        result(bench="tensor_alloc_free_ns", alloc=alloc, mode=label, median_ms=round(best / 1e6, 6), ns=round(best, 1))
+
+
 def compare(paths):
     rows = []
     for p in paths:
@@ -244,10 +265,8 @@ def compare(paths):
         nat = by[(bench, conf, mode, "native")]
         ours = by.get((bench, conf, mode, "gpumemprof"), [])
         ratio = statistics.median(ours) / statistics.median(nat) if ours else float("nan")
-        print("| %s | %s | %.2f (%s) | %s | %.3f |" % (bench, conf or mode, statistics.median(nat),
-                                                      " / ".join("%.1f" % v for v in nat),
-                                                      "%.2f (%s)" % (statistics.median(ours), " / ".join(
-                                                          "%.1f" % v for v in ours)) if ours else "-", ratio))
+        runs = lambda vs: "%.4g (%s)" % (statistics.median(vs), " / ".join("%.4g" % v for v in vs))  # noqa: E731
+        print("| %s | %s | %s | %s | %.3f |" % (bench, conf or mode, runs(nat), runs(ours) if ours else "-", ratio))
 
 
 def main(argv):
@@ -263,6 +282,8 @@ def main(argv):
         stacks(args[0])
     elif cmd == "bert":
         bert(args[0], args[1] if len(args) > 1 else "")
+    elif cmd == "pairs":
+        pairs(args[0])
     elif cmd == "compare":
         compare(args)
     else:

@@ -67,6 +67,9 @@ else
 fi
 for a in native gpumemprof; do run stacks 120 python3 "$P" stacks "$a"; done
 
+# 3. BERT with variable sequence lengths: native vs bridge, interleaved, 3 runs each; before it, the
+# host cost of one tensor's allocation and free through each path (into stacks.log's table).
+for a in native gpumemprof; do run stacks 60 python3 "$P" pairs "$a"; done
 # 3. BERT with variable sequence lengths: native vs bridge, interleaved, 3 runs each.
 for i in 1 2 3; do
   for a in native gpumemprof; do run bert 120 python3 "$P" bert "$a"; done

@@ -85,7 +85,7 @@ std::unordered_set<PyObj*>& kept_code() {
 std::size_t capture(std::uintptr_t* out, std::size_t capacity) noexcept {
   const PythonApi& py = api();
   // No thread state: this thread never ran Python, and PyGILState_Ensure would create one.
-  if (!py.ok || py.this_thread_state() == nullptr || !py.alive()) return 0;
+  if (!py.ok || !py.alive() || py.this_thread_state() == nullptr) return 0;
   const int gil = py.gil_ensure();
   std::size_t n = 0;
   try {

@@ -4,8 +4,9 @@
     gpu_bridge.py memory-api            # run under python -m gpumemprof_torch.run: each torch.cuda memory
                                         # function vs gpumemprof_torch.memory_stats(); own history + dump
     gpu_bridge.py history-script        # a small model whose allocations the launcher's --history names
-    gpu_bridge.py stacks ALLOC          # ResNet-50 step: history off / stacks=python / stacks=all (ALLOC:
-                                        # native or gpumemprof), interleaved, median ms per mode
+    gpu_bridge.py stacks ALLOC          # ResNet-50 and BERT-base (batch 16 x 256) steps: history off /
+                                        # stacks=python / stacks=all (ALLOC: native or gpumemprof),
+                                        # interleaved, median ms per mode
     gpu_bridge.py bert ALLOC [CONF]     # BERT-base MLM, variable sequence lengths, bf16 autocast, AdamW:
                                         # median step ms and per-step device mallocs/frees/syncs
     gpu_bridge.py pairs ALLOC           # host ns per CUDA tensor allocated and freed from Python (torch.empty)
@@ -146,19 +147,8 @@ def history_script():
 # ---------------------------------------------------------------------------------------------
 # Item 2: the cost of stacks on a ResNet-50 step.
 
-def stacks(alloc):
-    torch = use_allocator(alloc)
-    import torchvision
-    model = torchvision.models.resnet50(weights=None).cuda()
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    x = torch.randn(32, 3, 224, 224, device="cuda")
-    y = torch.randint(0, 1000, (32,), device="cuda")
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        torch.nn.functional.cross_entropy(model(x), y).backward()
-        opt.step()
-
+def _time_modes(torch, name, alloc, step):
+    """Median step ms with history off, stacks="python" and stacks="all" (context "all"), interleaved."""
     modes = {"off": None, "python": "python", "all": "all"}
     times = {m: [] for m in modes}
     for _ in range(3):
@@ -178,8 +168,43 @@ def stacks(alloc):
                 times[mode].append((time.perf_counter() - t) * 1e3)
     torch.cuda.memory._record_memory_history(None)
     for mode in modes:
-        result(bench="resnet50_stacks", alloc=alloc, mode=mode, median_ms=round(statistics.median(times[mode]), 3),
+        result(bench=name, alloc=alloc, mode=mode, median_ms=round(statistics.median(times[mode]), 3),
                steps=len(times[mode]))
+
+
+def stacks(alloc):
+    torch = use_allocator(alloc)
+    import torchvision
+    model = torchvision.models.resnet50(weights=None).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    x = torch.randn(32, 3, 224, 224, device="cuda")
+    y = torch.randint(0, 1000, (32,), device="cuda")
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+
+    _time_modes(torch, "resnet50_stacks", alloc, step)
+    del model, opt, x, y
+    try:
+        from transformers import BertConfig, BertForMaskedLM
+    except ImportError as e:
+        print("no transformers (%s): no transformer step" % e)
+        return
+    cfg = BertConfig()
+    bert = BertForMaskedLM(cfg).cuda().train()
+    bopt = torch.optim.AdamW(bert.parameters(), lr=1e-4)
+    ids = torch.randint(0, cfg.vocab_size, (16, 256), device="cuda")
+
+    def bert_step():
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = bert(input_ids=ids, labels=ids).loss
+        loss.backward()
+        bopt.step()
+        bopt.zero_grad(set_to_none=True)
+
+    _time_modes(torch, "bert256_stacks", alloc, bert_step)
 
 
 # ---------------------------------------------------------------------------------------------

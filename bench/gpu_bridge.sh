@@ -5,7 +5,7 @@
 #                      gpumemprof_torch.memory_stats(); its own _record_memory_history +
 #                      _dump_snapshot hold gpumemprof's snapshot with its Python lines. "ok"/"FAIL" lines.
 #   2. history.log     a small model under the launcher's --history: the summary's top sites must
-#                      name gpu_bridge.py's lines, not the bridge; stacks.log: a ResNet-50 step with
+#                      name gpu_bridge.py's lines, not the bridge; stacks.log: a ResNet-50 and a BERT step with
 #                      history off / stacks="python" / stacks="all", PyTorch's own vs gpumemprof's.
 #   3. bert.log        BERT-base MLM, sequence lengths 64..512, bf16 autocast, AdamW: native vs
 #                      bridge, 3 interleaved runs each, median of 12 steps after 4, and per step the

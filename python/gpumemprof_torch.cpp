@@ -389,6 +389,8 @@ int gpumemprof_reset_category_peaks(int device) {
   });
 }
 
+int gpumemprof_python_waiting_thread(int on) { return gpumemprof_torch_set_waiting_thread(on != 0) ? 1 : 0; }
+
 ssize_t gpumemprof_python_stack_json(char* buf, size_t capacity) {
   return guarded("gpumemprof_python_stack_json", false, static_cast<ssize_t>(-1), [&] {
     const std::vector<gmp::Frame> frames = gpumemprof_torch_python_stack();

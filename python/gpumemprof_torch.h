@@ -115,6 +115,11 @@ GPUMEMPROF_TORCH_API int gpumemprof_reset_category_peaks(int device);
  * first: what an allocation made here carries with stacks="python" (an empty list outside Python).
  * Written to buf like gpumemprof_memory_stats_json. */
 GPUMEMPROF_TORCH_API ssize_t gpumemprof_python_stack_json(char* buf, size_t capacity);
+/* on != 0: from now on, an allocation on a thread that runs no Python code (autograd's threads run
+ * backward while the caller waits in backward()) carries the calling thread's Python frames, so
+ * backward's memory is named by the script's backward() line; 0: such allocations carry none, as
+ * with PyTorch's stacks="python". Returns 1, or 0 outside Python. */
+GPUMEMPROF_TORCH_API int gpumemprof_python_waiting_thread(int on);
 /* Where the allocators' configuration comes from, as "VARIABLE=value": $GPUMEMPROF_ALLOC_CONF
  * when set, else PyTorch's $PYTORCH_ALLOC_CONF or $PYTORCH_CUDA_ALLOC_CONF; "" when none is set. */
 GPUMEMPROF_TORCH_API const char* gpumemprof_alloc_conf(void);

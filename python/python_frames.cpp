@@ -14,6 +14,8 @@
 
 #include <dlfcn.h>
 
+#include <atomic>
+
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -82,14 +84,14 @@ std::unordered_set<PyObj*>& kept_code() {
   return *set;
 }
 
-std::size_t capture(std::uintptr_t* out, std::size_t capacity) noexcept {
-  const PythonApi& py = api();
-  // No thread state: this thread never ran Python, and PyGILState_Ensure would create one.
-  if (!py.ok || !py.alive() || py.this_thread_state() == nullptr) return 0;
-  const int gil = py.gil_ensure();
+// The thread whose Python frames stand in for a thread that runs none (gpumemprof_torch_set_
+// waiting_thread), or nullptr: autograd's threads run backward while that thread waits in it.
+std::atomic<PyObj*> waiting_thread{nullptr};
+
+// Writes the frames of `frame` and its callers (consumes the reference); the GIL is held.
+std::size_t walk(const PythonApi& py, PyObj* frame, std::uintptr_t* out, std::size_t capacity) {
   std::size_t n = 0;
   try {
-    PyObj* frame = py.thread_state_frame(py.thread_state_get());
     while (frame != nullptr && n + 2 <= capacity) {
       PyObj* code = py.frame_code(frame);
       if (code != nullptr) {
@@ -105,6 +107,21 @@ std::size_t capture(std::uintptr_t* out, std::size_t capacity) noexcept {
     }
     if (frame != nullptr) py.decref(frame);
   } catch (...) {  // out of memory in the set: the frames so far
+    if (frame != nullptr) py.decref(frame);
+  }
+  return n;
+}
+
+std::size_t capture(std::uintptr_t* out, std::size_t capacity) noexcept {
+  const PythonApi& py = api();
+  // No thread state: this thread never ran Python, and PyGILState_Ensure would create one.
+  if (!py.ok || !py.alive() || py.this_thread_state() == nullptr) return 0;
+  const int gil = py.gil_ensure();
+  PyObj* self = py.thread_state_get();
+  std::size_t n = walk(py, py.thread_state_frame(self), out, capacity);
+  if (n == 0) {
+    PyObj* waiting = waiting_thread.load(std::memory_order_acquire);
+    if (waiting != nullptr && waiting != self) n = walk(py, py.thread_state_frame(waiting), out, capacity);
   }
   py.gil_release(gil);
   return n;
@@ -149,6 +166,13 @@ std::vector<gmp::Frame> gpumemprof_torch_python_stack() {
     out.push_back(std::move(f));
   }
   return out;
+}
+
+bool gpumemprof_torch_set_waiting_thread(bool on) {
+  const PythonApi& py = api();
+  if (!py.ok || !py.alive()) return false;
+  waiting_thread.store(on ? py.this_thread_state() : nullptr, std::memory_order_release);
+  return true;
 }
 
 bool gpumemprof_torch_install_python_frames() {

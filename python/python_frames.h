@@ -12,3 +12,8 @@ bool gpumemprof_torch_install_python_frames();
 /// The calling thread's Python frames now, innermost first, resolved (what an allocation made here
 /// would carry with stacks="python"); empty outside Python or on a thread that runs no Python code.
 std::vector<gpumemprof::Frame> gpumemprof_torch_python_stack();
+
+/// With `on`, the calling thread's Python frames stand in for those of threads that run no Python
+/// code when they allocate (autograd's threads run backward while this thread waits in
+/// backward()); off, such threads get none (PyTorch's stacks="python"). False outside Python.
+bool gpumemprof_torch_set_waiting_thread(bool on);

@@ -105,6 +105,7 @@ def _load():
         lib.gpumemprof_reset_accumulated_memory_stats.argtypes = [ctypes.c_int]
         lib.gpumemprof_set_memory_fraction.argtypes = [ctypes.c_int, ctypes.c_double]
         lib.gpumemprof_alloc_conf.restype = ctypes.c_char_p
+        lib.gpumemprof_python_waiting_thread.argtypes = [ctypes.c_int]
         lib.gpumemprof_python_stack_json.restype = ctypes.c_ssize_t
         lib.gpumemprof_python_stack_json.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
         _lib = lib
@@ -190,16 +191,21 @@ def memory_stats(device=None):
     return json.loads(buf.value.decode())
 
 
-def record_memory_history(enabled="all", max_entries=0, device=None, stacks=None, context="all"):
+def record_memory_history(enabled="all", max_entries=0, device=None, stacks=None, context="all",
+                          backward_frames=False):
     """Records allocation history (enabled: "all", "state" or None = off). Without `stacks`: on
     `device` only, with C++ stacks. With stacks ("python": each allocation's Python frames, as
     PyTorch's stacks="python"; "all": C++ frames, then the Python frames; "cpp"): on every device,
-    as torch.cuda.memory._record_memory_history(enabled, context, stacks, max_entries) does."""
+    as torch.cuda.memory._record_memory_history(enabled, context, stacks, max_entries) does.
+    backward_frames=True (gpumemprof's own, not PyTorch's): allocations on threads that run no Python
+    code -- autograd's, during backward -- carry the Python frames of the calling thread, which waits
+    in backward(), so backward's memory is named by the script's backward() line instead of none."""
     levels = {None: 0, "none": 0, "off": 0, "state": 1, "all": 2}
     if enabled not in levels:
         raise ValueError('gpumemprof_torch.record_memory_history: enabled must be "all", "state" or None, not %r'
                          % (enabled,))
     if stacks is not None:
+        _load().gpumemprof_python_waiting_thread(1 if backward_frames else 0)
         memory_api.record_history(None if levels[enabled] == 0 else enabled, context, stacks,
                                   max_entries or sys.maxsize)
         return

@@ -84,6 +84,20 @@ std::unordered_set<PyObj*>& kept_code() {
   return *set;
 }
 
+// A direct-mapped cache in front of kept_code() (GIL held): a code object kept is never freed, so
+// an address found here is that object. One load and compare per frame in the common case.
+constexpr std::size_t kSeenSlots = 4096;
+PyObj* seen_code[kSeenSlots];
+
+// Keeps `code` (a new reference) alive for good, dropping the reference when it is kept already.
+void keep(const PythonApi& py, PyObj* code) {
+  PyObj*& slot = seen_code[(reinterpret_cast<std::uintptr_t>(code) >> 4) & (kSeenSlots - 1)];
+  if (slot == code || !kept_code().insert(code).second) {
+    py.decref(code);  // kept already: one reference is enough
+  }
+  slot = code;
+}
+
 // The thread whose Python frames stand in for a thread that runs none (gpumemprof_torch_set_
 // waiting_thread), or nullptr: autograd's threads run backward while that thread waits in it.
 std::atomic<PyObj*> waiting_thread{nullptr};
@@ -95,7 +109,7 @@ std::size_t walk(const PythonApi& py, PyObj* frame, std::uintptr_t* out, std::si
     while (frame != nullptr && n + 2 <= capacity) {
       PyObj* code = py.frame_code(frame);
       if (code != nullptr) {
-        if (!kept_code().insert(code).second) py.decref(code);  // kept already: one reference is enough
+        keep(py, code);
         out[n++] = gmp::detail::kPythonFrameTag | reinterpret_cast<std::uintptr_t>(code);
         out[n++] = py.frame_lasti != nullptr
                        ? gmp::detail::python_position(static_cast<std::uintptr_t>(py.frame_lasti(frame)), false)

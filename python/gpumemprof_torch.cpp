@@ -3,13 +3,16 @@
 #include "gpumemprof_torch.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "gpumemprof/allocator/default_allocator.hpp"
 #include "gpumemprof/codec/json_writer.hpp"
@@ -19,6 +22,7 @@
 #include "gpumemprof/history/category_ledger.hpp"
 #include "gpumemprof/history/history_recorder.hpp"
 #include "gpumemprof/history/memory_category.hpp"
+#include "python_frames.h"
 
 namespace gmp = gpumemprof;
 
@@ -50,24 +54,48 @@ const std::pair<std::string, std::string>& alloc_conf() {
   return conf;
 }
 
+// gpumemprof_raise_on_error: malloc failures throw (under PyTorch) instead of returning NULL.
+std::atomic<bool> raise_on_oom{false};
+
+// The devices whose allocator the bridge has used (served, read or configured), and the history
+// options that PyTorch's _record_memory_history asked for: they apply to every such device, and
+// to each device when it is first used (PyTorch records every device).
+std::atomic<bool> device_in_use[gmp::detail::max_cuda_devices];
+std::mutex history_mutex;
+bool history_wanted = false;  // guarded by history_mutex
+gmp::HistoryOptions wanted_history;
+
+void first_use(int device) {
+  std::lock_guard lock(history_mutex);
+  if (device_in_use[device].load(std::memory_order_relaxed)) return;
+  if (history_wanted) gmp::record_memory_history(wanted_history, gmp::Device::cuda(device));
+  device_in_use[device].store(true, std::memory_order_release);
+}
+
 gmp::DeviceAllocator& allocator_of(int device) {
   // Before the first allocator exists: the default allocators read $GPUMEMPROF_ALLOC_CONF, so
   // PyTorch's variable is handed on through it, checked first so that an error names it.
   static const bool configured = [] {
     const auto& [name, value] = alloc_conf();
-    if (!name.empty() && name != "GPUMEMPROF_ALLOC_CONF") {
-      try {
-        (void)gmp::AllocatorConfig::parse(value);
-      } catch (const gmp::ConfigError& e) {
-        throw gmp::ConfigError("$" + name + "='" + value + "' (which gpumemprof follows while $GPUMEMPROF_ALLOC_CONF " +
-                               "is unset): " + e.what());
-      }
-      ::setenv("GPUMEMPROF_ALLOC_CONF", value.c_str(), 0);
+    if (name.empty()) return true;
+    gmp::AllocatorConfig parsed;
+    try {
+      parsed = gmp::AllocatorConfig::parse(value);
+    } catch (const gmp::ConfigError& e) {
+      if (name == "GPUMEMPROF_ALLOC_CONF") throw;
+      throw gmp::ConfigError("$" + name + "='" + value + "' (which gpumemprof follows while $GPUMEMPROF_ALLOC_CONF " +
+                             "is unset): " + e.what());
     }
+    // PyTorch's keys that gpumemprof accepts and does not use: one line each, once.
+    for (const std::string& line : parsed.ignored)
+      std::fprintf(stderr, "gpumemprof_torch: $%s: %s\n", name.c_str(), line.c_str());
+    if (name != "GPUMEMPROF_ALLOC_CONF") ::setenv("GPUMEMPROF_ALLOC_CONF", value.c_str(), 0);
     return true;
   }();
   (void)configured;
-  return gmp::default_allocator(gmp::Device::cuda(device));
+  gmp::DeviceAllocator& a = gmp::default_allocator(gmp::Device::cuda(device));  // checks the index
+  if (!device_in_use[device].load(std::memory_order_acquire)) first_use(device);
+  return a;
 }
 
 /// Runs `f`; on an exception keeps its message (and prints it when `print`) and returns `fail`.
@@ -112,12 +140,25 @@ std::string json_text(F&& write) {
 extern "C" {
 
 void* gpumemprof_malloc(ssize_t size, int device, cudaStream_t stream) {
+  if (raise_on_oom.load(std::memory_order_relaxed) && size > 0) {
+    // Under PyTorch: an error reaches the caller as an exception (torch's bindings turn it into a
+    // RuntimeError). A null pointer would become a tensor without memory.
+    try {
+      last_error[0] = '\0';
+      return allocator_of(device).allocate(static_cast<std::size_t>(size), gmp::Stream(stream));
+    } catch (const std::exception& e) {
+      set_last_error(std::string("gpumemprof_malloc: ") + e.what());
+      throw std::runtime_error(e.what());
+    }
+  }
   return guarded("gpumemprof_malloc", true, static_cast<void*>(nullptr), [&] {
     if (size < 0) throw std::invalid_argument("negative size " + std::to_string(size));
     if (size == 0) return static_cast<void*>(nullptr);  // as PyTorch's own allocator: no block
     return allocator_of(device).allocate(static_cast<std::size_t>(size), gmp::Stream(stream));
   });
 }
+
+void gpumemprof_raise_on_error(int on) { raise_on_oom.store(on != 0, std::memory_order_relaxed); }
 
 void gpumemprof_free(void* ptr, ssize_t /*size*/, int device, cudaStream_t /*stream*/) {
   if (ptr == nullptr) return;
@@ -184,6 +225,74 @@ int gpumemprof_record_memory_history(int device, int enabled, size_t max_entries
     options.enabled = static_cast<gmp::HistoryEnabled>(enabled);
     if (max_entries != 0) options.max_entries = max_entries;
     gmp::record_memory_history(options, gmp::Device::cuda(device));
+    return 0;
+  });
+}
+
+int gpumemprof_history(const char* enabled, const char* context, const char* stacks, size_t max_entries,
+                       int clear_history) {
+  return guarded("gpumemprof_history", false, -1, [&] {
+    gmp::HistoryOptions options;
+    options.enabled = gmp::parse_history_enabled(enabled != nullptr ? enabled : "");
+    options.context = gmp::parse_history_context(context != nullptr ? context : "");
+    options.stacks = gmp::parse_history_stacks(stacks != nullptr ? stacks : "");
+    options.max_entries = max_entries == 0 ? options.max_entries : max_entries;
+    options.clear_history = clear_history != 0;
+    if (options.stacks == gmp::HistoryStacks::python || options.stacks == gmp::HistoryStacks::all) {
+      (void)gpumemprof_torch_install_python_frames();  // outside Python: C++ frames (python_frames.hpp)
+    }
+    std::lock_guard lock(history_mutex);
+    history_wanted = options.enabled != gmp::HistoryEnabled::off;
+    wanted_history = options;
+    for (int d = 0; d < gmp::detail::max_cuda_devices; ++d) {
+      if (device_in_use[d].load(std::memory_order_acquire)) gmp::record_memory_history(options, gmp::Device::cuda(d));
+    }
+    return 0;
+  });
+}
+
+int gpumemprof_devices_in_use(int* out, int capacity) {
+  int n = 0;
+  for (int d = 0; d < gmp::detail::max_cuda_devices; ++d) {
+    if (!device_in_use[d].load(std::memory_order_acquire)) continue;
+    if (out != nullptr && n < capacity) out[n] = d;
+    ++n;
+  }
+  return n;
+}
+
+int gpumemprof_dump_snapshot_devices(const char* path) {
+  return guarded("gpumemprof_dump_snapshot_devices", false, -1, [&] {
+    if (path == nullptr) throw std::invalid_argument("no path");
+    std::vector<gmp::Device> devices;
+    for (int d = 0; d < gmp::detail::max_cuda_devices; ++d) {
+      if (device_in_use[d].load(std::memory_order_acquire)) devices.push_back(gmp::Device::cuda(d));
+    }
+    gmp::dump_snapshot_devices(path, devices);
+    return 0;
+  });
+}
+
+int gpumemprof_reset_peak_memory_stats(int device) {
+  return guarded("gpumemprof_reset_peak_memory_stats", false, -1, [&] {
+    allocator_of(device).reset_peak_memory_stats();
+    return 0;
+  });
+}
+
+int gpumemprof_reset_accumulated_memory_stats(int device) {
+  return guarded("gpumemprof_reset_accumulated_memory_stats", false, -1, [&] {
+    allocator_of(device).reset_accumulated_memory_stats();
+    return 0;
+  });
+}
+
+int gpumemprof_set_memory_fraction(int device, double fraction) {
+  return guarded("gpumemprof_set_memory_fraction", false, -1, [&] {
+    if (!(fraction >= 0.0 && fraction <= 1.0)) {
+      throw std::invalid_argument("fraction " + std::to_string(fraction) + " is outside 0..1");
+    }
+    allocator_of(device).set_memory_fraction(fraction);
     return 0;
   });
 }
@@ -277,6 +386,26 @@ int gpumemprof_reset_category_peaks(int device) {
   return guarded("gpumemprof_reset_category_peaks", false, -1, [&] {
     gmp::reset_category_peaks(gmp::Device::cuda(device));
     return 0;
+  });
+}
+
+int gpumemprof_python_waiting_thread(int on) { return gpumemprof_torch_set_waiting_thread(on != 0) ? 1 : 0; }
+
+ssize_t gpumemprof_python_stack_json(char* buf, size_t capacity) {
+  return guarded("gpumemprof_python_stack_json", false, static_cast<ssize_t>(-1), [&] {
+    const std::vector<gmp::Frame> frames = gpumemprof_torch_python_stack();
+    return copy_out(json_text([&](gmp::JsonWriter& json) {
+                      json.begin_list();
+                      for (const gmp::Frame& f : frames) {
+                        json.begin_dict();
+                        json.field("filename", f.filename);
+                        json.field("line", f.line);
+                        json.field("name", f.name);
+                        json.end_dict();
+                      }
+                      json.end_list();
+                    }),
+                    buf, capacity);
   });
 }
 

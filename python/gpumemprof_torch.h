@@ -27,6 +27,11 @@ extern "C" {
 /* Allocates `size` bytes on device `device` for use on `stream`; NULL for size 0 (as PyTorch's
  * allocator) and on failure (OOM: the message explains it). */
 GPUMEMPROF_TORCH_API void* gpumemprof_malloc(ssize_t size, int device, cudaStream_t stream);
+/* From now on (on != 0), a failed gpumemprof_malloc -- out of memory, a memory-fraction cap --
+ * throws a C++ exception (std::runtime_error with the message) instead of returning NULL: PyTorch
+ * calls gpumemprof_malloc from C++ and turns the exception into a Python RuntimeError, where a NULL
+ * pointer would become a tensor without memory. gpumemprof_torch.install() turns it on. */
+GPUMEMPROF_TORCH_API void gpumemprof_raise_on_error(int on);
 /* Frees a pointer from gpumemprof_malloc (size and stream are PyTorch's bookkeeping: unused). */
 GPUMEMPROF_TORCH_API void gpumemprof_free(void* ptr, ssize_t size, int device, cudaStream_t stream);
 /* Marks `ptr` as used on `stream` (torch's Tensor.record_stream); 0 on success, -1 on error. */
@@ -50,6 +55,25 @@ GPUMEMPROF_TORCH_API ssize_t gpumemprof_rank_summary(const char* dir, char* buf,
 /* record_memory_history on `device`: enabled 0 = off, 1 = state, 2 = all; max_entries 0 =
  * unbounded. 0 or -1. */
 GPUMEMPROF_TORCH_API int gpumemprof_record_memory_history(int device, int enabled, size_t max_entries);
+/* torch.cuda.memory._record_memory_history for every device, in PyTorch's words: enabled
+ * "all"/"state"/"" (off), context "all"/"alloc"/"state"/"", stacks "python" (the calling thread's
+ * Python frames), "all" (C++ frames, then the Python frames), "cpp" or ""; max_entries 0 =
+ * unbounded; clear_history != 0 drops the events so far. Applies to each device the bridge has
+ * used and to each device when first used. 0 or -1 (a bad word: the message names it). */
+GPUMEMPROF_TORCH_API int gpumemprof_history(const char* enabled, const char* context, const char* stacks,
+                                            size_t max_entries, int clear_history);
+/* The devices the bridge has used (served, read or configured), ascending: writes up to `capacity`
+ * of them to out and returns how many there are. */
+GPUMEMPROF_TORCH_API int gpumemprof_devices_in_use(int* out, int capacity);
+/* Writes one snapshot of every device in use to `path` (a pickle; one device_traces list per
+ * device up to the highest in use, the segments of all), as torch.cuda.memory._snapshot(); 0 or -1. */
+GPUMEMPROF_TORCH_API int gpumemprof_dump_snapshot_devices(const char* path);
+/* torch.cuda.reset_peak_memory_stats / reset_accumulated_memory_stats of `device`; 0 or -1. */
+GPUMEMPROF_TORCH_API int gpumemprof_reset_peak_memory_stats(int device);
+GPUMEMPROF_TORCH_API int gpumemprof_reset_accumulated_memory_stats(int device);
+/* torch.cuda.set_per_process_memory_fraction: caps `device`'s reserved memory at `fraction`
+ * (0..1) of its total memory; 0 or -1. */
+GPUMEMPROF_TORCH_API int gpumemprof_set_memory_fraction(int device, double fraction);
 /* Releases cached, unused memory of `device` to CUDA (torch.cuda.empty_cache); 0 or -1. */
 GPUMEMPROF_TORCH_API int gpumemprof_empty_cache(int device);
 /* Starts tracking device memory outside the allocator on every GPU (NCCL's buffers, cuBLAS's
@@ -87,6 +111,15 @@ GPUMEMPROF_TORCH_API ssize_t gpumemprof_category_stats_json(int device, char* bu
 /* Sets every category's peak on `device` to its current bytes; 0 or -1. */
 GPUMEMPROF_TORCH_API int gpumemprof_reset_category_peaks(int device);
 
+/* The calling thread's Python frames now, as a JSON list of {"filename", "line", "name"}, innermost
+ * first: what an allocation made here carries with stacks="python" (an empty list outside Python).
+ * Written to buf like gpumemprof_memory_stats_json. */
+GPUMEMPROF_TORCH_API ssize_t gpumemprof_python_stack_json(char* buf, size_t capacity);
+/* on != 0: from now on, an allocation on a thread that runs no Python code (autograd's threads run
+ * backward while the caller waits in backward()) carries the calling thread's Python frames, so
+ * backward's memory is named by the script's backward() line; 0: such allocations carry none, as
+ * with PyTorch's stacks="python". Returns 1, or 0 outside Python. */
+GPUMEMPROF_TORCH_API int gpumemprof_python_waiting_thread(int on);
 /* Where the allocators' configuration comes from, as "VARIABLE=value": $GPUMEMPROF_ALLOC_CONF
  * when set, else PyTorch's $PYTORCH_ALLOC_CONF or $PYTORCH_CUDA_ALLOC_CONF; "" when none is set. */
 GPUMEMPROF_TORCH_API const char* gpumemprof_alloc_conf(void);

@@ -1,8 +1,9 @@
 /* ---------- data ---------- */
 let D = null;          // the parsed JSON
 let siteFrame = null;  // per grouping mode ('op', 'user'), per stack: the frame that names its site
-// Plumbing: the allocator, the C++ runtime and PyTorch's call machinery -- never a site.
-const PLUMB_FILE = /(^|\/)include\/gpumemprof\/|(^|\/)(c\+\+|bits)\/|^\/usr\/include\/|^<frozen|^\?*$/;
+// Plumbing: the allocator (and its PyTorch bridge), the C++ runtime, PyTorch's libraries and call
+// machinery, the Python interpreter -- never a site.
+const PLUMB_FILE = /(^|\/)include\/gpumemprof\/|gpumemprof_torch|(^|\/)(c\+\+|bits)\/|^\/usr\/include\/|^<frozen|^\?*$|\/torch\/lib\/|(^|\/)lib(torch|c10|python)[^\/]*$|(^|\/)python[0-9.]*$/;
 const PLUMB_NAME = /^(gpumemprof::|std::|c10::|at::|torch::|__gnu_cxx::|__libc_|__cxa_|_start$|start_thread$|clone3?$|_call_impl$|_wrapped_call_impl$|__call__$|_use_grad$|wrapper$|decorate_context$|\?*$)/;
 // Libraries: skipped too when looking for the first frame of the user's own code.
 const LIB_FILE = /(^|\/)(site-packages|dist-packages|c10|catch2|thrust|cub)\/|^\/usr\/(lib|local\/lib)\//;

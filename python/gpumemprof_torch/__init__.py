@@ -34,12 +34,15 @@ import glob
 import json
 import os
 import socket
+import sys
 import time
+
+from . import memory_api
 
 __all__ = ["library_path", "install", "installed", "memory_stats", "dump_snapshot", "dump_snapshots",
            "collect_rank_index", "dump_on_oom", "rank_summary", "record_memory_history", "empty_cache",
            "track_external_memory", "profile", "ProfileResult", "category", "tag", "categorize", "category_stats",
-           "reset_category_peaks"]
+           "reset_category_peaks", "restore_memory_api", "memory_api", "python_stack"]
 
 _LIB_NAME = "libgpumemprof_torch.so"
 _lib = None
@@ -94,6 +97,17 @@ def _load():
         lib.gpumemprof_category_stats_json.restype = ctypes.c_ssize_t
         lib.gpumemprof_category_stats_json.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
         lib.gpumemprof_reset_category_peaks.argtypes = [ctypes.c_int]
+        lib.gpumemprof_history.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t,
+                                           ctypes.c_int]
+        lib.gpumemprof_devices_in_use.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_int]
+        lib.gpumemprof_dump_snapshot_devices.argtypes = [ctypes.c_char_p]
+        lib.gpumemprof_reset_peak_memory_stats.argtypes = [ctypes.c_int]
+        lib.gpumemprof_reset_accumulated_memory_stats.argtypes = [ctypes.c_int]
+        lib.gpumemprof_set_memory_fraction.argtypes = [ctypes.c_int, ctypes.c_double]
+        lib.gpumemprof_alloc_conf.restype = ctypes.c_char_p
+        lib.gpumemprof_python_waiting_thread.argtypes = [ctypes.c_int]
+        lib.gpumemprof_python_stack_json.restype = ctypes.c_ssize_t
+        lib.gpumemprof_python_stack_json.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
         _lib = lib
     return _lib
 
@@ -134,7 +148,11 @@ def install():
                            "CUDA %s); gpumemprof's allocator serves CUDA devices only."
                            % (torch.__version__, torch.version.cuda))
     path = library_path()
-    _load()
+    lib = _load()
+    lib.gpumemprof_raise_on_error.argtypes = [ctypes.c_int]
+    # A failed allocation raises (RuntimeError "CUDA out of memory ...") instead of handing PyTorch
+    # a tensor without memory.
+    lib.gpumemprof_raise_on_error(1)
     try:
         allocator = torch.cuda.memory.CUDAPluggableAllocator(path, "gpumemprof_malloc", "gpumemprof_free")
         torch.cuda.memory.change_current_allocator(allocator)
@@ -149,6 +167,13 @@ def install():
             "launcher, which installs first: python -m gpumemprof_torch.run SCRIPT (under torchrun: "
             "torchrun --nproc_per_node N -m gpumemprof_torch.run SCRIPT)." % (e, when)) from e
     _installed = True
+    memory_api.patch()
+
+
+def restore_memory_api():
+    """Gives torch.cuda's memory functions PyTorch's own answers again (install() made them answer
+    from gpumemprof). PyTorch cannot switch allocators back: gpumemprof's stays installed."""
+    memory_api.restore()
 
 
 def installed():
@@ -166,12 +191,24 @@ def memory_stats(device=None):
     return json.loads(buf.value.decode())
 
 
-def record_memory_history(enabled="all", max_entries=0, device=None):
-    """Records allocation history with C++ stacks (enabled: "all", "state" or None = off)."""
+def record_memory_history(enabled="all", max_entries=0, device=None, stacks=None, context="all",
+                          backward_frames=False):
+    """Records allocation history (enabled: "all", "state" or None = off). Without `stacks`: on
+    `device` only, with C++ stacks. With stacks ("python": each allocation's Python frames, as
+    PyTorch's stacks="python"; "all": C++ frames, then the Python frames; "cpp"): on every device,
+    as torch.cuda.memory._record_memory_history(enabled, context, stacks, max_entries) does.
+    backward_frames=True (gpumemprof's own, not PyTorch's): allocations on threads that run no Python
+    code -- autograd's, during backward -- carry the Python frames of the calling thread, which waits
+    in backward(), so backward's memory is named by the script's backward() line instead of none."""
     levels = {None: 0, "none": 0, "off": 0, "state": 1, "all": 2}
     if enabled not in levels:
         raise ValueError('gpumemprof_torch.record_memory_history: enabled must be "all", "state" or None, not %r'
                          % (enabled,))
+    if stacks is not None:
+        _load().gpumemprof_python_waiting_thread(1 if backward_frames else 0)
+        memory_api.record_history(None if levels[enabled] == 0 else enabled, context, stacks,
+                                  max_entries or sys.maxsize)
+        return
     _check(_load().gpumemprof_record_memory_history(_device_index(device), levels[enabled], max_entries),
            "record_memory_history")
 
@@ -323,6 +360,13 @@ def _json_call(function, what, *args):
     buf = ctypes.create_string_buffer(n + 1)
     _check(function(*args, buf, n + 1), what)
     return json.loads(buf.value.decode())
+
+
+def python_stack():
+    """The calling thread's Python frames as the bridge captures them for an allocation made here
+    with stacks="python": [{"filename", "line", "name"}, ...], innermost first (this function's own
+    frames of gpumemprof_torch included)."""
+    return _json_call(_load().gpumemprof_python_stack_json, "python_stack")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,11 +1,15 @@
 """Runs a PyTorch script on gpumemprof's allocator, without changing the script.
 
-    python -m gpumemprof_torch.run [--out DIR] [--history] [--track-external] [--config ALLOC_CONF] SCRIPT [ARGS...]
+    python -m gpumemprof_torch.run [--out DIR] [--history [--stacks python|all|cpp]] [--track-external] [--config ALLOC_CONF] SCRIPT [ARGS...]
     torchrun --nproc_per_node N -m gpumemprof_torch.run [--out DIR] ... SCRIPT [ARGS...]
 
 Before the script runs (as __main__, through runpy), the launcher installs gpumemprof's allocator
 -- so the script's torch.cuda.set_device(rank) no longer comes too early -- and, with --history,
-records allocation history (C++ stacks) on this rank's GPU (LOCAL_RANK). Every rank writes
+records allocation history on every GPU the script uses, each allocation with its Python frames
+(--stacks all: C++ frames too; cpp: C++ frames only), so the summary's top sites name the script's
+own lines; memory that backward allocates on autograd's threads is named by the script's backward()
+line (the main thread's frames; --exact-stacks: none, as PyTorch records it). While installed, torch.cuda's memory functions (memory_stats, max_memory_reserved,
+memory._dump_snapshot, ...) answer from gpumemprof (docs/pytorch-memory-api.md). Every rank writes
 DIR/rank-<R>.pickle when the script ends (also when it raises), and DIR/rank-<R>.pickle with
 DIR/rank-<R>.oom.txt at an out-of-memory error, with no collective (the script may have destroyed
 its process group, or another rank may have failed). Rank 0 then writes DIR/ranks.json from the
@@ -44,7 +48,16 @@ def _parse(argv):
     p = argparse.ArgumentParser(prog="python -m " + _PROG, description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="gpumemprof-ranks", help="folder for the rank files (default: %(default)s)")
-    p.add_argument("--history", action="store_true", help="record allocation history (stacks) on this rank's GPU")
+    p.add_argument("--history", action="store_true",
+                   help="record allocation history with each allocation's stack (every GPU the script uses)")
+    p.add_argument("--stacks", choices=("python", "all", "cpp"), default="python",
+                   help="with --history: the Python frames (file, line, function: PyTorch's stacks=\"python\"), "
+                        "C++ frames then Python frames (\"all\"), or C++ frames only (default: %(default)s)")
+    p.add_argument("--exact-stacks", action="store_true",
+                   help="with --history: allocations on threads that run no Python code (autograd's, during "
+                        "backward) carry no Python frames, as with PyTorch's stacks=\"python\"; by default they "
+                        "carry the frames of the thread waiting in backward(), so the script's backward() line "
+                        "names them")
     p.add_argument("--track-external", action="store_true",
                    help="track device memory outside the allocator (NCCL, cuBLAS, the CUDA context) on every GPU "
                         "from the start; also GPUMEMPROF_TRACK_EXTERNAL=1 (=stacks: with each allocation's C++ "
@@ -86,7 +99,7 @@ def main(argv=None):
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     gt._forget_rank_entry(opts.out, gt._rank_and_world()[0])
     if opts.history:
-        gt.record_memory_history("all", device=local_rank)
+        gt.record_memory_history("all", stacks=opts.stacks, backward_frames=not opts.exact_stacks)
     gt.dump_on_oom(opts.out, device=local_rank)
 
     sys.argv = [opts.script] + opts.args

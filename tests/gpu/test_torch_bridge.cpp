@@ -4,9 +4,11 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -109,7 +111,7 @@ TEST_CASE("the bridge tags allocations with categories by pointer and by thread 
   CHECK(gpumemprof_pop_category() == -1);  // nothing pushed
   CHECK(std::string(gpumemprof_last_error()).find("no category was pushed") != std::string::npos);
   CHECK(gpumemprof_set_category(w, 0, "bridge_parameter", 0) == 1);
-  CHECK(gpumemprof_set_category(x, 0, "bridge_activation", 1) == 0);  // tagged: kept
+  CHECK(gpumemprof_set_category(x, 0, "bridge_activation", 1) == 0);                          // tagged: kept
   CHECK(gpumemprof_set_category(static_cast<char*>(w) + 512, 0, "bridge_gradient", 0) == 0);  // not a block start
   const std::string json = category_json();
   CHECK(json.find("\"bridge_parameter\":{\"current\":" + std::to_string(3 * MiB + 100)) != std::string::npos);
@@ -122,4 +124,61 @@ TEST_CASE("the bridge tags allocations with categories by pointer and by thread 
   gpumemprof_free(w, 3 * MiB + 100, 0, nullptr);
   CHECK(category_json().find("\"bridge_parameter\":{\"current\":0,\"peak\":" + std::to_string(3 * MiB + 100)) !=
         std::string::npos);
+}
+
+namespace {
+std::int64_t stat_of(int device, const std::string& key) {
+  const std::string json = stats_json(device);
+  const std::string needle = "\"" + key + "\":";
+  const std::size_t at = json.find(needle);
+  REQUIRE(at != std::string::npos);
+  return std::stoll(json.substr(at + needle.size()));
+}
+}  // namespace
+
+TEST_CASE("the bridge answers torch.cuda's resets, memory fraction and multi-device snapshot") {
+  void* p = gpumemprof_malloc(8 * MiB, 0, nullptr);
+  REQUIRE(p != nullptr);
+  gpumemprof_free(p, 8 * MiB, 0, nullptr);
+  CHECK(stat_of(0, "allocated_bytes.all.peak") >= 8 * MiB);
+  REQUIRE(gpumemprof_reset_peak_memory_stats(0) == 0);
+  CHECK(stat_of(0, "allocated_bytes.all.peak") == stat_of(0, "allocated_bytes.all.current"));
+  REQUIRE(gpumemprof_reset_accumulated_memory_stats(0) == 0);
+  CHECK(stat_of(0, "allocated_bytes.all.allocated") == 0);
+  CHECK(stat_of(0, "allocation.all.freed") == 0);
+  CHECK(stat_of(0, "num_device_alloc") == 0);
+
+  int devices[64];
+  const int n = gpumemprof_devices_in_use(devices, 64);
+  REQUIRE(n >= 1);
+  CHECK(devices[0] == 0);
+
+  // A memory fraction caps what the device may reserve; with raising on, the failure is an exception.
+  size_t free_bytes = 0, total = 0;
+  REQUIRE(cudaMemGetInfo(&free_bytes, &total) == cudaSuccess);
+  REQUIRE(gpumemprof_set_memory_fraction(0, 0.25) == 0);
+  CHECK(gpumemprof_malloc(static_cast<ssize_t>(total / 2), 0, nullptr) == nullptr);
+  CHECK(std::string(gpumemprof_last_error()).find("out of memory") != std::string::npos);
+  gpumemprof_raise_on_error(1);
+  CHECK_THROWS_WITH(gpumemprof_malloc(static_cast<ssize_t>(total / 2), 0, nullptr),
+                    Catch::Matchers::Contains("out of memory"));
+  gpumemprof_raise_on_error(0);
+  REQUIRE(gpumemprof_set_memory_fraction(0, 1.0) == 0);
+  CHECK(gpumemprof_set_memory_fraction(0, 1.5) == -1);
+
+  // History in PyTorch's words for every device in use; the snapshot of every device.
+  CHECK(gpumemprof_history("all", "all", "everything", 0, 0) == -1);
+  CHECK(std::string(gpumemprof_last_error()).find("stacks") != std::string::npos);
+  REQUIRE(gpumemprof_history("all", "all", "python", 1000, 1) == 0);  // no interpreter here: C++ frames
+  void* q = gpumemprof_malloc(MiB, 0, nullptr);
+  REQUIRE(q != nullptr);
+  const auto path = std::filesystem::temp_directory_path() / "gpumemprof_torch_devices.pickle";
+  REQUIRE(gpumemprof_dump_snapshot_devices(path.c_str()) == 0);
+  CHECK(std::filesystem::file_size(path) > 100);
+  std::ifstream in(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(bytes.find("filename") != std::string::npos);  // frames: C++ ones, as no interpreter hooks in
+  std::filesystem::remove(path);
+  gpumemprof_free(q, MiB, 0, nullptr);
+  REQUIRE(gpumemprof_history("", "all", "python", 0, 0) == 0);
 }

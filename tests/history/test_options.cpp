@@ -36,11 +36,15 @@ TEST_CASE("PyTorch's option strings parse, and print back") {
   CHECK(gmp::parse_history_context("alloc") == gmp::HistoryContext::alloc);
   CHECK(gmp::parse_history_context("all") == gmp::HistoryContext::all);
   CHECK(gmp::parse_history_context("none") == gmp::HistoryContext::none);
-  // PyTorch's Python and mixed stacks both mean C++ frames here.
-  CHECK(gmp::parse_history_stacks("python") == gmp::HistoryStacks::cpp);
-  CHECK(gmp::parse_history_stacks("all") == gmp::HistoryStacks::cpp);
+  // PyTorch's Python and mixed stacks (C++ frames where no interpreter hooks in: test_python_frames.cpp).
+  CHECK(gmp::parse_history_stacks("python") == gmp::HistoryStacks::python);
+  CHECK(gmp::parse_history_stacks("all") == gmp::HistoryStacks::all);
   CHECK(gmp::parse_history_stacks("cpp") == gmp::HistoryStacks::cpp);
   CHECK(gmp::parse_history_stacks("none") == gmp::HistoryStacks::none);
+  for (auto s :
+       {gmp::HistoryStacks::none, gmp::HistoryStacks::cpp, gmp::HistoryStacks::python, gmp::HistoryStacks::all}) {
+    CHECK(gmp::parse_history_stacks(gmp::to_string(s)) == s);
+  }
   for (auto e : {gmp::HistoryEnabled::off, gmp::HistoryEnabled::state, gmp::HistoryEnabled::all}) {
     CHECK(gmp::parse_history_enabled(gmp::to_string(e)) == e);
   }

@@ -144,6 +144,13 @@ TEST_CASE("Symbolizer::is_internal recognizes the library's own functions") {
   CHECK_FALSE(internal("std::vector<int, gpumemprof::v0::Allocator<int> >::push_back(int const&)"));
   CHECK_FALSE(internal("main"));
   CHECK_FALSE(internal("train_step(Model&)"));
+  // The PyTorch bridge's library: its C functions and helpers, with and without line tables.
+  const auto in_file = [](const char* file) { return gmp::Symbolizer::is_internal(gmp::Frame{file, 0, "f"}); };
+  CHECK(in_file("/src/gpumemprof/build/../python/gpumemprof_torch.cpp"));
+  CHECK(in_file("../python/python_frames.cpp"));
+  CHECK(in_file("/x/site-packages/gpumemprof_torch/libgpumemprof_torch.so"));
+  CHECK_FALSE(in_file("/home/me/python_frames.cpp.bak"));
+  CHECK_FALSE(in_file("/home/me/train.cpp"));
 }
 
 #if GPUMEMPROF_UNWIND_CACHE

@@ -152,6 +152,50 @@ h.remove()
           "categorize(): parameters (requested and block bytes), gradients, optimizer state, input and the ReLU's saved output exact "
           "(differences printed; activations freed by backward): " + out)
 
+    # The Python frames an allocation carries with stacks="python": captured through the interpreter
+    # this library is loaded into (ctypes releases the GIL; the capture takes it again), resolved to
+    # file, line and function, innermost first; a thread of its own has its own frames.
+    frames = """import threading, gpumemprof_torch as g
+def forward():
+    return g.python_stack()
+def model():
+    return forward()
+out = []
+t = threading.Thread(target=lambda: out.append(forward()))
+t.start(); t.join()
+for f in model()[2:5] + out[0][2:3]:
+    print(f["filename"], f["line"], f["name"])
+"""
+    rc, out = child(packaged, {}, frames)
+    check(rc == 0 and out.splitlines()[-4:] == ["<string> 3 forward", "<string> 5 model", "<string> 9 <module>",
+                                                 "<string> 3 forward"],
+          "python_stack(): the caller's Python frames with their lines, on the main thread and another: " + out)
+
+    # A thread that runs no Python code (as autograd's): its allocations carry no Python frames, or,
+    # with the waiting thread set (the launcher's --history), the frames of that thread, blocked
+    # meanwhile. The frameless thread runs the library's function directly as its target.
+    frameless = """import _thread, ctypes, json, time, gpumemprof_torch as g
+lib = g._load()
+def run_frameless():
+    buf = ctypes.create_string_buffer(1 << 16)
+    _thread.start_new_thread(lib.gpumemprof_python_stack_json, (buf, len(buf)))
+    while not buf.value:
+        time.sleep(0.01)
+    return [(f["filename"], f["line"], f["name"]) for f in json.loads(buf.value)]
+def waiting_in_backward():
+    return run_frameless()
+print(waiting_in_backward())
+lib.gpumemprof_python_waiting_thread(1)
+print([f[2] for f in waiting_in_backward()[:3]], waiting_in_backward()[1:3])
+lib.gpumemprof_python_waiting_thread(0)
+print(waiting_in_backward())
+"""
+    rc, out = child(packaged, {}, frameless)
+    check(rc == 0 and out.splitlines()[-3:] == [
+        "[]", "['run_frameless', 'waiting_in_backward', '<module>'] [('<string>', 10, 'waiting_in_backward'), "
+        "('<string>', 13, '<module>')]", "[]"],
+        "a thread without Python frames gets none, or the waiting thread's with gpumemprof_python_waiting_thread(1): " + out)
+
     print("%d checks failed" % len(failures) if failures else "all checks passed")
     return 1 if failures else 0
 

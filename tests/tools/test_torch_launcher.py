@@ -197,8 +197,9 @@ def check_end_of_run(source, tmp):
         os.makedirs(os.path.join(fake, package))
     with open(os.path.join(fake, "torch", "__init__.py"), "w") as f:
         f.write(FAKE_TORCH_GPU)
-    for name in ("__init__.py", "run.py"):
-        with open(os.path.join(source, "python", "gpumemprof_torch", name)) as f:
+    package = os.path.join(source, "python", "gpumemprof_torch")
+    for name in sorted(n for n in os.listdir(package) if n.endswith(".py")):
+        with open(os.path.join(package, name)) as f:
             text = f.read()
         with open(os.path.join(fake, "gpumemprof_torch", name), "w") as f:
             f.write(text + (STAND_IN_LIBRARY if name == "__init__.py" else ""))

@@ -121,20 +121,43 @@ GPUMEMPROF_FUNC AllocatorConfig AllocatorConfig::parse(std::string_view conf) {
       if (t.at(i, key) != "native") {
         t.fail(key, "gpumemprof is the native caching allocator; only backend:native is accepted");
       }
-    } else if (key == "pinned_use_cuda_host_register" || key == "pinned_num_register_threads" ||
-               key == "pinned_use_background_threads" || key == "pinned_reserve_segment_size_mb" ||
-               key == "graph_capture_record_stream_reuse") {
-      t.fail(key, "is a PyTorch option that gpumemprof does not implement; remove it");
+    } else if (key == "pinned_use_cuda_host_register" || key == "pinned_use_hip_host_register" ||
+               key == "pinned_use_background_threads") {
+      (void)t.boolean(i, key);
+      c.ignore(key, kPinnedReason);
+    } else if (key == "pinned_num_register_threads") {
+      const std::size_t v = t.unsigned_int(i, key);
+      if (!is_pow2(v)) t.fail(key, "the number of register threads must be a power of 2, got " + std::to_string(v));
+      if (v > kPinnedMaxRegisterThreads) {
+        t.fail(key, "the number of register threads must be <= " + std::to_string(kPinnedMaxRegisterThreads) +
+                        ", got " + std::to_string(v));
+      }
+      c.ignore(key, kPinnedReason);
+    } else if (key == "pinned_reserve_segment_size_mb") {
+      if (t.unsigned_int(i, key) == 0) t.fail(key, "must be greater than 0");
+      c.ignore(key, kPinnedReason);
+    } else if (key == "graph_capture_record_stream_reuse") {
+      if (t.boolean(i, key)) {
+        c.ignore(key,
+                 "gpumemprof does not hand out, during a CUDA graph capture, blocks freed while other streams "
+                 "still use them (PyTorch's behaviour with False); they wait until the capture ends");
+      }
     } else {
       t.fail(key,
              "is not an allocator option; known: max_split_size_mb, max_non_split_rounding_mb, "
              "garbage_collection_threshold, roundup_power2_divisions, expandable_segments, "
-             "release_lock_on_cudamalloc, per_process_memory_fraction, backend, "
-             "compacting_expandable_segments (gpumemprof-only)");
+             "release_lock_on_cudamalloc, per_process_memory_fraction, backend, PyTorch's pinned_* and "
+             "graph_capture_record_stream_reuse (accepted, ignored), and compacting_expandable_segments "
+             "(gpumemprof-only)");
     }
     if (i + 1 < t.size()) t.expect(++i, ",", key);
   }
   return c;
+}
+
+GPUMEMPROF_FUNC void AllocatorConfig::ignore(const std::string& key, std::string_view why) {
+  ignored.push_back("allocator config key '" + key +
+                    "': accepted as PyTorch reads it, ignored by gpumemprof: " + std::string(why));
 }
 
 GPUMEMPROF_FUNC std::size_t AllocatorConfig::parse_roundup(const Tokens& t, std::size_t i) {

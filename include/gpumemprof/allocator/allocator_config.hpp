@@ -1,6 +1,11 @@
 // Layer 2: the allocator's options, parsed from PyTorch's PYTORCH_CUDA_ALLOC_CONF syntax
 // ("key:value,key:[k:v,k:v]", whitespace ignored). Keys and value rules follow PyTorch 2.11
-// (c10/core/AllocatorConfig.cpp): an unknown key or a bad value is a ConfigError naming it.
+// (c10/core/AllocatorConfig.cpp, c10/cuda/CUDAAllocatorConfig.cpp): an unknown key or a bad value
+// is a ConfigError naming it. Every key PyTorch 2.11 accepts is accepted with PyTorch's value
+// rules; those gpumemprof's device allocator does not use are listed in `ignored`, one sentence
+// each saying why (the pinned_* keys configure PyTorch's pinned host allocator, which stays
+// PyTorch's under the bridge; graph_capture_record_stream_reuse:True asks for a capture-time reuse
+// gpumemprof does not do). backend:cudaMallocAsync is refused: gpumemprof is the native allocator.
 #pragma once
 
 #include <array>
@@ -10,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/error.hpp"
@@ -24,6 +30,26 @@ inline constexpr std::size_t kMinLargeAlloc = 10 << 20;         // below this, l
 inline constexpr std::size_t kLargeBuffer = 20 << 20;           // large-pool segment size for small requests
 inline constexpr std::size_t kRoundLarge = 2 << 20;             // large segments are multiples of this
 inline constexpr std::size_t kRoundUpPowerOfTwoIntervals = 16;  // 1 MiB ... 64 GiB
+
+/// Every key of PyTorch 2.11's allocator configuration (PYTORCH_ALLOC_CONF), ROCm spellings included.
+inline constexpr std::array<std::string_view, 15> kPyTorchAllocatorKeys = {"max_split_size_mb",
+                                                                           "max_non_split_rounding_mb",
+                                                                           "garbage_collection_threshold",
+                                                                           "roundup_power2_divisions",
+                                                                           "expandable_segments",
+                                                                           "release_lock_on_cudamalloc",
+                                                                           "release_lock_on_hipmalloc",
+                                                                           "per_process_memory_fraction",
+                                                                           "backend",
+                                                                           "pinned_use_cuda_host_register",
+                                                                           "pinned_use_hip_host_register",
+                                                                           "pinned_num_register_threads",
+                                                                           "pinned_use_background_threads",
+                                                                           "pinned_reserve_segment_size_mb",
+                                                                           "graph_capture_record_stream_reuse"};
+
+/// PyTorch's limit on pinned_num_register_threads.
+inline constexpr std::size_t kPinnedMaxRegisterThreads = 128;
 
 struct AllocatorConfig {
   static constexpr std::size_t unlimited = std::numeric_limits<std::size_t>::max();
@@ -56,6 +82,9 @@ struct AllocatorConfig {
   std::optional<double> per_process_memory_fraction;
   /// The string this config was parsed from (allocator_settings' PYTORCH_CUDA_ALLOC_CONF).
   std::string source;
+  /// PyTorch keys accepted but not used by gpumemprof, one sentence each naming the key and why
+  /// (a host such as the PyTorch bridge prints them once).
+  std::vector<std::string> ignored;
 
   AllocatorConfig() = default;
   /// Parses an ALLOC_CONF string; throws ConfigError.
@@ -89,6 +118,13 @@ struct AllocatorConfig {
   class Tokens;  // the string split at , : [ ]
 
   static bool is_pow2(std::size_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+  static constexpr std::string_view kPinnedReason =
+      "it configures PyTorch's pinned host-memory allocator, which gpumemprof does not replace (under the "
+      "bridge PyTorch still reads it)";
+
+  // Records a PyTorch key that gpumemprof accepts and does not use, with why.
+  void ignore(const std::string& key, std::string_view why);
 
   // "4" (every interval) or "[256:1,512:2,>:8]" (keys: MiB boundaries, powers of two).
   // Like PyTorch: the first boundary also fills every interval below it, ">" fills every

@@ -158,8 +158,7 @@ GPUMEMPROF_FUNC OomReport make_oom_report(const OomInfo& info, OomReportInput in
   const HistoryRecorder* recorder = input.recorder;
   if (recorder != nullptr) {
     const HistoryOptions o = recorder->options();
-    r.stacks_recorded = stacks_available && o.enabled != HistoryEnabled::off && o.stacks == HistoryStacks::cpp &&
-                        o.context != HistoryContext::none;
+    r.stacks_recorded = stacks_captured(o);
   }
   // Sites by stack: handles of one call site (reached through different allocator paths)
   // resolve to one Frames object.

@@ -1,7 +1,10 @@
 // Analysis layer: the user's frame of a stack -- the one line a report names for an allocation.
 // One rule for every report: the innermost frame that is not internal, where internal means
-// gpumemprof itself, PyTorch's own Python modules, the C++ runtime and system headers and
-// libraries, Boost, and frames with no file ("??"). When every frame is internal: the innermost
+// gpumemprof itself (with the PyTorch bridge's library and package), PyTorch's own Python modules,
+// libraries and C++ namespaces (torch, c10, libtorch), the Python interpreter and its standard
+// library, the C++ runtime and system headers and libraries, Boost, and frames with no file ("??").
+// C++ and Python frames (python_frames.hpp) follow the same rule, so a bridge's top site reads
+// like "forward at model.py:42". When every frame is internal: the innermost
 // frame outside gpumemprof, else the innermost frame.
 #pragma once
 

@@ -8,7 +8,13 @@
 //            alloc -- also on events: alloc/segment_alloc carry the allocating stack, frees the
 //                     stack of the allocation they free
 //            all   -- also capture a stack when a block is freed (and at segment_free)
-//   stacks   none / cpp -- PyTorch's "python" and "all" both mean C++ frames here
+//   stacks   none   -- no frames
+//            cpp    -- C++ frames
+//            python -- the calling thread's Python frames (file, line, function), as PyTorch's
+//                      "python"; threads running no Python code (autograd's) get none. Where no
+//                      Python frame hooks are installed (python_frames.hpp: a program without
+//                      an interpreter) it means C++ frames.
+//            all    -- C++ frames, then the Python frames (PyTorch's "all")
 #pragma once
 
 #include <cstddef>
@@ -24,7 +30,7 @@ GPUMEMPROF_NAMESPACE_BEGIN
 
 enum class HistoryEnabled : std::uint8_t { off, state, all };
 enum class HistoryContext : std::uint8_t { none, state, alloc, all };
-enum class HistoryStacks : std::uint8_t { none, cpp };
+enum class HistoryStacks : std::uint8_t { none, cpp, python, all };
 
 /// Options of record_memory_history(); the defaults are PyTorch's (record everything, unbounded).
 struct HistoryOptions {
@@ -64,10 +70,12 @@ inline bool is_none_word(std::string_view s) { return s.empty() || s == "none" |
   detail::bad_history_option("context", s, "\"state\", \"alloc\", \"all\" or \"none\"");
 }
 
-/// "cpp"/"c++", PyTorch's "python"/"all" (both mean C++ frames here), or "none". Throws ConfigError.
+/// "cpp"/"c++", PyTorch's "python" and "all", or "none". Throws ConfigError.
 [[nodiscard]] inline HistoryStacks parse_history_stacks(std::string_view s) {
   if (detail::is_none_word(s)) return HistoryStacks::none;
-  if (s == "cpp" || s == "c++" || s == "python" || s == "all") return HistoryStacks::cpp;
+  if (s == "cpp" || s == "c++") return HistoryStacks::cpp;
+  if (s == "python") return HistoryStacks::python;
+  if (s == "all") return HistoryStacks::all;
   detail::bad_history_option("stacks", s, "\"cpp\", \"python\", \"all\" or \"none\"");
 }
 
@@ -89,7 +97,13 @@ inline bool is_none_word(std::string_view s) { return s.empty() || s == "none" |
   return "none";
 }
 [[nodiscard]] constexpr const char* to_string(HistoryStacks s) noexcept {
-  return s == HistoryStacks::cpp ? "cpp" : "none";
+  switch (s) {
+    case HistoryStacks::none: return "none";
+    case HistoryStacks::cpp: return "cpp";
+    case HistoryStacks::python: return "python";
+    case HistoryStacks::all: return "all";
+  }
+  return "none";
 }
 
 GPUMEMPROF_NAMESPACE_END

@@ -39,7 +39,7 @@ GPUMEMPROF_FUNC void HistoryRecorder::detach() {
 
 GPUMEMPROF_FUNC void HistoryRecorder::set_options(const HistoryOptions& options) {
   if (options.enabled != HistoryEnabled::off && options.context != HistoryContext::none &&
-      options.stacks == HistoryStacks::cpp) {
+      options.stacks != HistoryStacks::none && !stacks_captured(options)) {
     warn_stacks_unavailable();
   }
   std::lock_guard attach(attach_mutex_);
@@ -188,9 +188,19 @@ GPUMEMPROF_FUNC std::uint64_t HistoryRecorder::prepare_event(void* user, TraceAc
   auto* self = static_cast<HistoryRecorder*>(user);
   const int level = self->capture_level_.load(std::memory_order_relaxed);
   if (level == 0 || (call != TraceAction::alloc && level < 2)) return 0;
-  std::uintptr_t raw[kMaxDepth + kInternalFrames];
+  std::uintptr_t raw[kMaxDepth + kInternalFrames + 2 * detail::kMaxPythonFrames];
   const std::size_t depth = self->capture_depth_.load(std::memory_order_relaxed);
-  const std::size_t n = capture_stack(raw, depth + kInternalFrames, /*skip=*/1);  // the walk: no lock
+  const HistoryStacks kind = self->capture_kind_.load(std::memory_order_relaxed);
+  const detail::PythonFrameHooks* python =
+      kind == HistoryStacks::cpp ? nullptr : detail::python_frame_hooks.load(std::memory_order_acquire);
+  if (python != nullptr && python->capture == nullptr) python = nullptr;
+  std::size_t n = 0;  // the walks: no lock
+  // "python" means C++ frames where no interpreter hooks in.
+  if (kind != HistoryStacks::python || python == nullptr) {
+    n = capture_stack(raw, depth + kInternalFrames, /*skip=*/1);
+  }
+  if (python != nullptr) n += python->capture(raw + n, 2 * detail::kMaxPythonFrames);
+  if (n == 0) return 0;
   std::lock_guard lock(self->mutex_);
   if (!self->capture_) return 0;
   try {
@@ -260,9 +270,9 @@ GPUMEMPROF_FUNC void HistoryRecorder::configure(const HistoryOptions& o) {
     return;
   }
   recording_ = true;
-  capture_ = stacks_available && o.stacks == HistoryStacks::cpp && o.context != HistoryContext::none &&
-             options_.stack_depth > 0;
+  capture_ = stacks_captured(o) && options_.stack_depth > 0;
   capture_depth_.store(options_.stack_depth, std::memory_order_relaxed);
+  capture_kind_.store(o.stacks, std::memory_order_relaxed);
   capture_level_.store(!capture_ ? 0 : o.context == HistoryContext::all ? 2 : 1, std::memory_order_relaxed);
   const std::size_t cap = o.enabled == HistoryEnabled::all ? std::max<std::size_t>(o.max_entries, 1) : 1;
   annotation_capacity_.store(cap, std::memory_order_relaxed);  // PyTorch bounds both alike

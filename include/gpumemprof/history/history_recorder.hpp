@@ -18,9 +18,9 @@
 // allocator buffers the call's events per stream and tells them to `on_events` afterwards in
 // batches, in its serial order, each with its time stamp and the stack prepared for it, and the
 // recorder stores 48 bytes per event in the ring (trace_ring.hpp) under one lock per batch.
-// Without stacks the sink has no `prepare`, so the allocator's calls do not call it. The snapshot turns handles and ids into frames
-// later. Readers (trace(), snapshots) first have the allocator deliver what it buffered.
-// Attaching registers the recorder in the history layer's registry (recorder_registry.hpp).
+// Without stacks the sink has no `prepare`, so the allocator's calls do not call it. The snapshot turns handles and ids
+// into frames later. Readers (trace(), snapshots) first have the allocator deliver what it buffered. Attaching
+// registers the recorder in the history layer's registry (recorder_registry.hpp).
 #pragma once
 
 #include <atomic>
@@ -46,6 +46,7 @@
 #include "gpumemprof/history/annotations.hpp"
 #include "gpumemprof/history/history_options.hpp"
 #include "gpumemprof/history/memory_category.hpp"
+#include "gpumemprof/history/python_frames.hpp"
 #include "gpumemprof/history/recorder_registry.hpp"
 #include "gpumemprof/history/snapshot.hpp"
 #include "gpumemprof/history/stack_table.hpp"
@@ -249,12 +250,13 @@ class HistoryRecorder final : private detail::AnnotationSink {
   // What prepare_event reads without mutex_: 0 no stacks, 1 allocations only, 2 every call.
   std::atomic<int> capture_level_{0};
   std::atomic<std::size_t> capture_depth_{0};
+  std::atomic<HistoryStacks> capture_kind_{HistoryStacks::none};
 
   // Guarded by attach_mutex_, which is never taken under the allocator's locks.
   mutable std::mutex attach_mutex_;
-  const void* allocator_ = nullptr;     // identity only, for the registry
+  const void* allocator_ = nullptr;                 // identity only, for the registry
   std::function<void(bool, bool, bool)> set_sink_;  // (on, was on, prepare): the sink on the attached allocator
-  std::function<void()> flush_;         // has the attached allocator deliver its events
+  std::function<void()> flush_;                     // has the attached allocator deliver its events
   bool sink_on_ = false;
   bool sink_prepares_ = false;
 
@@ -262,6 +264,16 @@ class HistoryRecorder final : private detail::AnnotationSink {
   std::deque<detail::RawAnnotation> annotations_;
   std::atomic<std::size_t> annotation_capacity_{1};
 };
+
+/// True when history with options `o` records stacks in this program: C++ frames where this build
+/// captures them, Python frames where Python frame hooks are installed (python_frames.hpp).
+[[nodiscard]] inline bool stacks_captured(const HistoryOptions& o) noexcept {
+  if (o.enabled == HistoryEnabled::off || o.context == HistoryContext::none || o.stacks == HistoryStacks::none) {
+    return false;
+  }
+  const detail::PythonFrameHooks* hooks = detail::python_frame_hooks.load(std::memory_order_acquire);
+  return stacks_available || (o.stacks != HistoryStacks::cpp && hooks != nullptr && hooks->capture != nullptr);
+}
 
 /// The recorder of default_allocator(device): created on first use, never destroyed.
 [[nodiscard]] HistoryRecorder& default_history_recorder(const Device& device = Device());

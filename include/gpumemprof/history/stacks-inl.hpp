@@ -89,6 +89,13 @@ GPUMEMPROF_FUNC const Frame& Symbolizer::frame(std::uintptr_t return_address) {
 }
 
 GPUMEMPROF_FUNC bool Symbolizer::is_internal(const Frame& f) {
+  // The PyTorch bridge's library (python/gpumemprof_torch.cpp and python_frames.cpp; the binary
+  // libgpumemprof_torch.so without line tables) is gpumemprof's too.
+  const std::string_view file = f.filename;
+  if (file.ends_with("gpumemprof_torch.cpp") || file.ends_with("python/python_frames.cpp") ||
+      file.ends_with("libgpumemprof_torch.so")) {
+    return true;
+  }
   std::string_view name = f.name;
   // A function template's demangled name starts with its return type: skip to the function.
   int depth = 0;
@@ -147,7 +154,8 @@ GPUMEMPROF_FUNC std::vector<std::string> symbolize_external_frames(const std::ui
 /// Installs the symbolizer above in every program that includes this header (with stacks built in;
 /// with the compiled library, when the library loads).
 GPUMEMPROF_FUNC const bool external_frames_symbolized = [] {
-  if constexpr (stacks_available) external_stack_symbolizer.store(&symbolize_external_frames, std::memory_order_release);
+  if constexpr (stacks_available)
+    external_stack_symbolizer.store(&symbolize_external_frames, std::memory_order_release);
   return stacks_available;
 }();
 

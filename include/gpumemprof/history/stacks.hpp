@@ -73,8 +73,9 @@ class Symbolizer {
   /// stays valid for the life of the process.
   const Frame& frame(std::uintptr_t return_address);
 
-  /// True for frames of gpumemprof itself (the allocator, the recorder): snapshots start at the
-  /// first frame outside the library, like PyTorch's stacks start in user code.
+  /// True for frames of gpumemprof itself (the allocator, the recorder, the PyTorch bridge's
+  /// library): snapshots start at the first frame outside the library, like PyTorch's stacks start
+  /// in user code.
   static bool is_internal(const Frame& f);
 
  private:

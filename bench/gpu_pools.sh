@@ -6,15 +6,13 @@
 # Look for "pools: capture test: exit 0" and "pools: compute-sanitizer: exit 0" with
 # "ERROR SUMMARY: 0 errors".
 set -uo pipefail
-cd "$(dirname "$0")/.."
-out="${OUT:-gpu-out}"
-build="${1:-${BUILD_DIR:-/tmp/gpumemprof-gpu-build}}"
+src=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-${BUILD_DIR:-/tmp/gpumemprof-gpu-build}}
+out=${OUT:-gpu-out}
 mkdir -p "$out"
-{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; date -u;
-  git rev-parse --short HEAD 2>/dev/null; } | tee "$out/pools_device.txt"
-if [ ! -d "$build" ]; then
-  meson setup "$build" -Dbuildtype=release -Dbenchmarks=false -Dexamples=false > "$out/pools_build.log" 2>&1
-fi
+echo "pools: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1), $(date -u), $(git -C "$src" rev-parse --short HEAD)" |
+  tee "$out/pools_device.txt"
+[ -d "$build" ] || meson setup "$build" "$src" -Dbuildtype=release -Dbenchmarks=false -Dexamples=false > "$out/pools_build.log" 2>&1
 timeout 240 ninja -C "$build" tests/gpu/test_gpu >> "$out/pools_build.log" 2>&1 ||
   { echo "pools: build failed: $out/pools_build.log"; grep -E -A8 "error" "$out/pools_build.log" | head -40; exit 1; }
 timeout 60 "$build/tests/gpu/test_gpu" "[graph]" > "$out/pools_capture.log" 2>&1

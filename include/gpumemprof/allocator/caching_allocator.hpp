@@ -12,6 +12,11 @@
 // range and maps pages (2 MiB) as it fills; reserved bytes are mapped bytes (the expandable
 // section of caching_allocator-inl.hpp says how pages are chosen and moved).
 //
+// Private pools (private_pools.hpp, caching_allocator_pools-inl.hpp): a CUDA graph's or a
+// MemPool's segments, used only by allocations routed to them (begin/end_allocate_to_pool). Their
+// free blocks sit in shards of their own (stream, pool); while a route is active every allocation
+// takes the slow path, and during capture nothing forbidden is called (that file says how).
+//
 // Data.
 //   Segment  one device allocation (or one expandable reservation); all segments form one list
 //            in creation order (segments_head_).
@@ -69,7 +74,7 @@
 // caching_allocator_stats-inl.hpp. Views, errors and validate(): caching_allocator_views-inl.hpp.
 // Delivery of events: caching_allocator_events-inl.hpp. with_lock_then and the views it walks:
 // caching_allocator_locked-inl.hpp. Construction, new shards, expandable segments:
-// caching_allocator-inl.hpp.
+// caching_allocator-inl.hpp. Private pools and capture: caching_allocator_pools-inl.hpp.
 //
 // Streams the user destroys: release_stream() (before cudaStreamDestroy) waits for the stream,
 // returns its cached memory and moves its remaining segments to the default stream, so nothing

@@ -60,7 +60,8 @@ struct SnapshotSegment {
   std::uint64_t stream = 0;
   bool is_large = true;  ///< segment_type "large" (else "small")
   bool is_expandable = false;
-  Frames frames;  ///< stack of the allocation that created the segment (when recorded)
+  MempoolId pool_id;  ///< segment_pool_id: (0, 0) the default pool, else a private pool's id
+  Frames frames;      ///< stack of the allocation that created the segment (when recorded)
   std::vector<SnapshotBlock> blocks;
 };
 

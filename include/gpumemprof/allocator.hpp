@@ -14,7 +14,6 @@
 #include "gpumemprof/allocator/caching_allocator.hpp"
 #include "gpumemprof/allocator/default_allocator.hpp"
 #include "gpumemprof/allocator/format_size.hpp"
-#include "gpumemprof/allocator/mem_pool.hpp"
 #include "gpumemprof/allocator/memory_resource.hpp"
 #include "gpumemprof/allocator/memory_stats.hpp"
 #include "gpumemprof/allocator/size_literals.hpp"

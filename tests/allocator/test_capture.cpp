@@ -214,3 +214,22 @@ TEST_CASE("capture: out of memory inside a routed capture fails cleanly") {
   CHECK(sa.stats().reserved_bytes.all().current == 0);
   a.validate();
 }
+
+TEST_CASE("capture: a deferred free whose only other stream is released is freed at once after") {
+  SimAlloc sa("", 1 * GiB);
+  auto& a = sa.a;
+  const gmp::Stream s3{3};
+  void* p = a.allocate(8 * MiB, s1);
+  a.record_stream(p, s3);
+  sa.sim().begin_capture(s1);
+  a.deallocate(p);  // s1 captures: deferred
+  a.validate();
+  CHECK(sa.sim().end_capture(s1));
+  a.release_stream(s3);  // its work is done: p no longer waits for it
+  a.validate();
+  void* q = a.allocate(8 * MiB, s1);  // the deferral is resolved: p's block is free again
+  CHECK(q == p);
+  a.deallocate(q);
+  a.validate();
+  CHECK(sa.sim().counters().capture_violations == 0);
+}

@@ -550,9 +550,28 @@ class CachingAllocator {
   // without relaxed mode: a route is active, or the backend says `s` captures.
   bool capturing(Stream s) GPUMEMPROF_EXCLUSIVE;
   bool any_capturing() GPUMEMPROF_EXCLUSIVE;  // routes, or any stream of a segment or event queue
-  // A backend call that may synchronize, in relaxed capture mode (c10's CUDAStreamCaptureModeGuard).
-  template <class F>
-  decltype(auto) relaxed(F&& f);
+  // While alive, this thread is in relaxed capture mode (c10's CUDAStreamCaptureModeGuard): for
+  // backend calls that may synchronize. A scope, not a lambda: the lock analysis follows it.
+  class RelaxedCapture {
+   public:
+    explicit RelaxedCapture(Backend& b) : b_(b) {
+      if constexpr (CaptureAwareBackend<Backend>) old_ = b.exchange_capture_mode(CaptureMode::relaxed);
+    }
+    ~RelaxedCapture() {
+      if constexpr (CaptureAwareBackend<Backend>) {
+        try {
+          b_.exchange_capture_mode(old_);
+        } catch (...) {  // NOLINT(bugprone-empty-catch): restoring this thread's own mode does not fail
+        }
+      }
+    }
+    RelaxedCapture(const RelaxedCapture&) = delete;
+    RelaxedCapture& operator=(const RelaxedCapture&) = delete;
+
+   private:
+    Backend& b_;
+    CaptureMode old_ = CaptureMode::global;
+  };
   // The private pool an allocation on `stream` goes to now (0: the default pool).
   std::uint32_t pool_for(Stream stream) GPUMEMPROF_EXCLUSIVE { return pools_.routing() ? pools_.route_for(stream) : 0; }
   // A last resort before OOM: a cached block of a use_on_oom pool.

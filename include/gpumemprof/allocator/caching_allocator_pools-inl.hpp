@@ -135,26 +135,6 @@ bool CachingAllocator<Backend>::any_capturing() {
 }
 
 template <DeviceBackend Backend>
-template <class F>
-decltype(auto) CachingAllocator<Backend>::relaxed(F&& f) {
-  if constexpr (CaptureAwareBackend<Backend>) {
-    struct Restore {
-      Backend& backend;
-      CaptureMode mode;
-      ~Restore() {
-        try {
-          backend.exchange_capture_mode(mode);
-        } catch (...) {  // NOLINT(bugprone-empty-catch): the mode was set on this thread; restoring cannot fail
-        }
-      }
-    } restore{backend_, backend_.exchange_capture_mode(CaptureMode::relaxed)};
-    return std::forward<F>(f)();
-  } else {
-    return std::forward<F>(f)();
-  }
-}
-
-template <DeviceBackend Backend>
 typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::borrow_on_oom(Pool& pool, Stream stream,
                                                                                     std::size_t size) {
   Block* found = nullptr;
@@ -185,6 +165,14 @@ void CachingAllocator<Backend>::flush_deferred() {
     for (std::size_t j = 0; !capture && j < b->stream_uses->size(); ++j) capture = capturing((*b->stream_uses)[j]);
     if (capture) {
       ++i;
+      continue;
+    }
+    if (b->stream_uses->empty()) {  // release_stream took its last use: free now
+      reserve_free(pool_of(b).at(b->stream, b->pool), b);
+      b->event_count = 0;
+      --pending_events_;
+      deferred_.erase(deferred_.begin() + static_cast<std::ptrdiff_t>(i));
+      free_block_exclusive(b);
       continue;
     }
     insert_events(b);  // may throw: then b stays deferred, unchanged

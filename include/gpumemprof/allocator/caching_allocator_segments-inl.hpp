@@ -19,10 +19,15 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::allocate_s
   if (gc_active_) garbage_collect_cached_blocks();
   if (expandable_ && shard.pool == 0) {  // private pools never use expandable segments (as c10)
     // Reserving and mapping may synchronize: relaxed, for captures in global mode elsewhere.
-    Block* b = relaxed([&] { return grow_expandable(pool, stream, size, false); });
+    Block* b = nullptr;
+    {
+      RelaxedCapture relaxed(backend_);
+      b = grow_expandable(pool, stream, size, false);
+    }
     if (b == nullptr) {  // unmap every free page (after waiting for all streams) and try once more
       release_cached_blocks();
-      b = relaxed([&] { return grow_expandable(pool, stream, size, true); });
+      RelaxedCapture relaxed(backend_);
+      b = grow_expandable(pool, stream, size, true);
     }
     if (b == nullptr) b = borrow_on_oom(pool, stream, size);
     if (b == nullptr) throw_oom(pool, stream, size, requested, lock);
@@ -73,8 +78,10 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::new_segmen
     // The device's malloc may take milliseconds: other streams' hot paths go on meanwhile, and
     // with release_lock_on_cudamalloc everything does (see the top of caching_allocator.hpp).
     const bool keep = !cfg_.release_lock_on_cudamalloc;
-    p = lock.released_during(keep, keep ? &shard : nullptr,
-                             [&] { return relaxed([&] { return backend_.malloc(segment_bytes); }); });
+    p = lock.released_during(keep, keep ? &shard : nullptr, [&] {
+      RelaxedCapture relaxed(backend_);
+      return backend_.malloc(segment_bytes);
+    });
   } catch (...) {
     reserving_ -= segment_bytes;
     if (b != nullptr) block_records_.put(b);
@@ -115,7 +122,10 @@ template <DeviceBackend Backend>
 void CachingAllocator<Backend>::release_segment(Block* whole) {
   Segment* s = whole->segment;
   Pool& pool = pool_of(whole);
-  relaxed([&] { backend_.free(reinterpret_cast<void*>(s->addr)); });  // first: if it throws, nothing changed
+  {
+    RelaxedCapture relaxed(backend_);
+    backend_.free(reinterpret_cast<void*>(s->addr));  // first: if it throws, nothing changed
+  }
   pool.find(s->stream, s->pool)->erase(whole);
   forget_segment(whole);
 }

@@ -583,9 +583,9 @@ class CachingAllocator {
   void reclaim_released(Block* b) GPUMEMPROF_EXCLUSIVE;
   void release_unused_pool(std::uint32_t index) GPUMEMPROF_EXCLUSIVE;
   PoolStats pool_stats_locked(std::uint32_t index) const GPUMEMPROF_EXCLUSIVE;
-  // With `lock`, cudaFree runs holding only the device mutex (release_pool).
+  // With `lock`, cudaFree runs holding only the device mutex (release_cached_segments).
   void release_cached_blocks(ExclusiveLock* lock = nullptr) GPUMEMPROF_EXCLUSIVE;
-  void release_pool(Pool& pool, ExclusiveLock* lock) GPUMEMPROF_EXCLUSIVE;
+  void release_cached_segments(Pool& pool, ExclusiveLock* lock) GPUMEMPROF_EXCLUSIVE;
   void garbage_collect_cached_blocks() GPUMEMPROF_EXCLUSIVE;
   void process_events() GPUMEMPROF_EXCLUSIVE;
   void insert_events(Block* b) GPUMEMPROF_EXCLUSIVE;

@@ -194,18 +194,19 @@ template <DeviceBackend Backend>
 void CachingAllocator<Backend>::release_cached_blocks(ExclusiveLock* lock) {
   if (any_capturing()) return;  // c10 never empties its cache during capture
   synchronize_and_free_events();
-  release_pool(large_, lock);
-  release_pool(small_, lock);
+  release_cached_segments(large_, lock);
+  release_cached_segments(small_, lock);
   if (expandable_) release_expandable();
 }
 
 template <DeviceBackend Backend>
-void CachingAllocator<Backend>::release_pool(Pool& pool, ExclusiveLock* lock) {
+void CachingAllocator<Backend>::release_cached_segments(Pool& pool, ExclusiveLock* lock) {
   // The default pool's whole free segments, and those of private pools no one uses any more.
   std::vector<Block*> whole;
-  const detail::PrivatePools& pools = pools_;
-  pool.for_each_pool_tree([&whole, &pools](std::uint32_t p, Stream, Tree& tree) {
-    if (pools.held(p)) return;
+  std::vector<bool> held(pools_.size());
+  for (std::uint32_t p = 0; p < held.size(); ++p) held[p] = pools_.held(p);
+  pool.for_each_pool_tree([&whole, &held](std::uint32_t p, Stream, Tree& tree) {
+    if (held[p]) return;
     for (Block* b = tree.first(); b != nullptr; b = tree.next(b)) {
       if (!b->is_split() && !b->segment->expandable) whole.push_back(b);
     }

@@ -60,9 +60,10 @@ struct SnapshotSegment {
   std::uint64_t stream = 0;
   bool is_large = true;  ///< segment_type "large" (else "small")
   bool is_expandable = false;
-  MempoolId pool_id;  ///< segment_pool_id: (0, 0) the default pool, else a private pool's id
-  Frames frames;      ///< stack of the allocation that created the segment (when recorded)
+  Frames frames;  ///< stack of the allocation that created the segment (when recorded)
   std::vector<SnapshotBlock> blocks;
+  /// segment_pool_id: (0, 0) the default pool, else a private pool's id (last: for positional initialisers)
+  MempoolId pool_id = {};
 };
 
 /// One event of the allocation history (PyTorch's TraceEntry).

@@ -105,8 +105,8 @@ TEST_CASE("graph capture: allocations and frees inside, two streams, 100 replays
     GPUMEMPROF_CUDA_CHECK(cudaGraphDestroy(graph));
     for (void* p : graph_blocks) a.deallocate(p);
     a.release_pool(graph_pool);
+    a.empty_cache();  // also waits for the cross-stream block's event, whose segment then goes back
     CHECK_FALSE(a.pool_stats(graph_pool));
-    a.empty_cache();
     CHECK(a.memory_stats().reserved_bytes.all().current == 0);
     a.validate();
     GPUMEMPROF_CUDA_CHECK(cudaFree(raw_errors));

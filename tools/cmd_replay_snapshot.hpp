@@ -91,6 +91,13 @@ inline void print_snapshot_replay_text(const std::string& path, const AllocatorC
   std::printf("  peak_reserved_bytes   %12lld  (%s; recorded %s, %+.1f%%)\n", static_cast<long long>(r.peak_reserved),
               size_text(r.peak_reserved).c_str(), size_text(r.recorded_peak_reserved).c_str(),
               rec > 0 ? (static_cast<double>(r.peak_reserved) - rec) * 100.0 / rec : 0.0);
+  for (const PoolReplay& p : r.pools) {
+    const double prec = static_cast<double>(p.recorded_peak_reserved);
+    std::printf("  pool (%llu, %llu) peak reserved  %s (recorded %s, %+.1f%%)\n",
+                static_cast<unsigned long long>(p.id.first), static_cast<unsigned long long>(p.id.second),
+                size_text(p.peak_reserved).c_str(), size_text(p.recorded_peak_reserved).c_str(),
+                prec > 0 ? (static_cast<double>(p.peak_reserved) - prec) * 100.0 / prec : 0.0);
+  }
   std::printf("  num_device_alloc      %12lld  (recorded segment_alloc: %zu)\n",
               static_cast<long long>(r.num_device_alloc), r.recorded_segment_allocs);
   if (r.empty_cache_calls != 0) {
@@ -137,6 +144,20 @@ inline void print_snapshot_replay_json(const std::string& path, const AllocatorC
     w.field("ooms_avoided", r.ooms_avoided);
     w.field("new_ooms", r.new_ooms);
     w.field("unknown_frees", r.unknown_frees);
+    w.key("pools");  // private pools: segment_pool_id, peak reserved bytes recorded and replayed
+    w.begin_list();
+    for (const PoolReplay& p : r.pools) {
+      w.begin_dict();
+      w.key("segment_pool_id");
+      w.begin_list();
+      w.value(p.id.first);
+      w.value(p.id.second);
+      w.end_list();
+      w.field("peak_reserved_bytes", p.peak_reserved);
+      w.field("recorded_peak_reserved_bytes", p.recorded_peak_reserved);
+      w.end_dict();
+    }
+    w.end_list();
     w.key("seed");
     w.begin_dict();
     w.field("segments", r.seed.segments);

@@ -26,6 +26,7 @@
 #include "gpumemprof/allocator/device_memory.hpp"
 #include "gpumemprof/allocator/format_size.hpp"
 #include "gpumemprof/allocator/introspection.hpp"
+#include "gpumemprof/allocator/mem_pool.hpp"
 #include "gpumemprof/allocator/memory_resource.hpp"
 #include "gpumemprof/allocator/memory_stats.hpp"
 #include "gpumemprof/allocator/size_literals.hpp"

@@ -24,6 +24,7 @@ FORBIDDEN = {
 # Left to the compiled library (lib/*.cpp) in its mode.
 LIBRARY_BODIES = ("allocator/allocator_config-inl.hpp", "allocator/caching_allocator-inl.hpp", "allocator/caching_allocator_expandable-inl.hpp",
                   "allocator/caching_allocator_segments-inl.hpp", "allocator/caching_allocator_stats-inl.hpp",
+                  "allocator/caching_allocator_pools-inl.hpp",
                   "allocator/caching_allocator_events-inl.hpp", "allocator/caching_allocator_views-inl.hpp",
                   "allocator/default_allocator-inl.hpp", "allocator/device_memory-inl.hpp", "allocator/memory_stats-inl.hpp",
                   "device/any_backend-inl.hpp", "device/cuda.hpp", "device/cupti.hpp", "device/device-inl.hpp",

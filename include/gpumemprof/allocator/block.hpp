@@ -52,6 +52,7 @@ struct alignas(64) Block {
   std::uint64_t gc_base = 0;                         // pool's free-block lookups count when the block became free
   std::uint64_t context = 0;                         // history handle of the allocation (0 = none)
   std::uint32_t category = 0;                        // memory category id of the allocation (0 = none)
+  std::uint32_t pool = 0;                            // private pool index (0: the default pool), as its segment's
   std::unique_ptr<std::vector<Stream>> stream_uses;  // other streams recorded via record_stream
   Block* free_next = nullptr;                        // ObjectPool's free list (records not in use)
 
@@ -65,6 +66,9 @@ struct Segment {
   Stream stream;
   bool small_pool = false;
   bool expandable = false;
+  std::uint32_t pool = 0;             // private pool index (0: the default pool)
+  bool no_split = false;              // its pool's blocks are never split (MemPoolOptions::no_split)
+  std::uint64_t pool_id[2] = {0, 0};  // its pool's MempoolId (snapshots' segment_pool_id)
   Block* head = nullptr;
   std::uint64_t context = 0;     // history handle of the allocation that created it
   Segment* list_prev = nullptr;  // all segments of the allocator, in creation order

@@ -120,7 +120,7 @@ template <DeviceBackend Backend>
 typename CachingAllocator<Backend>::Shard& CachingAllocator<Backend>::shard_slow(Stream s) {
   detail::LockGuard lock(device_mutex_);
   for (const auto& sh : shards_) {
-    if (sh->stream == s) return *sh;
+    if (sh->stream == s && sh->pool == 0) return *sh;
   }
   // A new stream. ExclusiveLock takes the device mutex (held here) before the shards, so no
   // exclusive section can miss the new shard's lock.
@@ -130,8 +130,9 @@ typename CachingAllocator<Backend>::Shard& CachingAllocator<Backend>::shard_slow
 // Adds the shard of new stream `s` (the device mutex held; exclusive: every shard too, and then
 // the new one is taken as well), a lane of the ledger before any thread can find it.
 template <DeviceBackend Backend>
-typename CachingAllocator<Backend>::Shard& CachingAllocator<Backend>::add_shard(Stream s, bool exclusive) {
-  auto owned = std::make_unique<Shard>(s);
+typename CachingAllocator<Backend>::Shard& CachingAllocator<Backend>::add_shard(Stream s, bool exclusive,
+                                                                                std::uint32_t pool) {
+  auto owned = std::make_unique<Shard>(s, pool);
   shards_.reserve(shards_.size() + 1);  // what may throw, first
   if (exclusive) {
     ledger_.add_lane_locked(*owned);
@@ -139,7 +140,7 @@ typename CachingAllocator<Backend>::Shard& CachingAllocator<Backend>::add_shard(
     ledger_.add_lane(*owned);
   }
   Shard* sh = shards_.emplace_back(std::move(owned)).get();
-  if (const std::size_t n = fast_count_.load(std::memory_order_relaxed); n < kFastShards) {
+  if (const std::size_t n = fast_count_.load(std::memory_order_relaxed); pool == 0 && n < kFastShards) {
     fast_shards_[n].store(sh, std::memory_order_relaxed);
     fast_streams_[n].store(s.id, std::memory_order_relaxed);
     fast_count_.store(n + 1, std::memory_order_release);
@@ -153,13 +154,19 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::allocate_e
                                                                                          std::size_t size,
                                                                                          std::size_t requested) {
   ExclusiveLock lock(*this);
-  if (pending_events_.load(std::memory_order_relaxed) != 0) process_events();
+  // While a capture may be under way, no event is queried (c10 skips process_events then).
+  if (events_waiting() != 0 && !pools_.routing()) process_events();
+  // A route may send it to a private pool: that pool's shard for the stream.
+  const std::uint32_t private_pool = pool_for(stream);
+  Shard& target = private_pool == 0 ? shard : add_shard_exclusive(stream, private_pool);
   // Another thread may have freed one. Either way the block is in its tree, and a failure in
   // hand_out leaves it there.
-  Block* block = find_free_block(shard.trees[pool.small], pool, size);
-  if (block == nullptr) block = allocate_slow(shard, pool, stream, size, requested, lock);
+  Block* block = find_free_block(target.trees[pool.small], pool, size);
+  if (block == nullptr) block = allocate_slow(target, pool, stream, size, requested, lock);
   detail::StatRecord r;
-  block = hand_out(shard, pool_of(block), block, size, requested, r);
+  // Its shard: the one searched, or (a block borrowed on OOM) its own pool's.
+  Shard& owner = block->pool == private_pool ? target : add_shard_exclusive(block->stream, block->pool);
+  block = hand_out(owner, pool_of(block), block, size, requested, r);
   ledger_.apply_alloc(r);
   return block;
 }
@@ -180,9 +187,9 @@ void CachingAllocator<Backend>::deallocate_exclusive(void* ptr) {
   // the block allocated.
   const bool deferred = b->stream_uses != nullptr && !b->stream_uses->empty();
   if (deferred) {
-    insert_events(b);
+    if (!defer_while_capturing(b)) insert_events(b);
   } else {
-    reserve_free(pool.at(b->stream), b);
+    reserve_free(pool.at(b->stream, b->pool), b);
   }
   {
     detail::LockGuard bucket_lock(bucket.lock);
@@ -191,8 +198,9 @@ void CachingAllocator<Backend>::deallocate_exclusive(void* ptr) {
   b->allocated = false;
   ledger_.apply_unallocate(pool.stat_pool, static_cast<std::int64_t>(b->size));
   notify_block(slow_events_, TraceAction::free_requested, *b);
-  if (!deferred)
-    ledger_.apply_free(free_block(pool.at(b->stream), block_records_, b, /*deferred=*/false, slow_events_));
+  if (deferred) return;
+  ledger_.apply_free(free_block(pool.at(b->stream, b->pool), block_records_, b, /*deferred=*/false, slow_events_));
+  if (b->pool != 0) reclaim_released(b);
 }
 
 template <DeviceBackend Backend>

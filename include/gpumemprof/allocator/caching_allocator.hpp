@@ -14,6 +14,11 @@
 // moves free pages where they are needed (expandable_planner.hpp says how pages are chosen;
 // caching_allocator_expandable-inl.hpp carries the plans out).
 //
+// Private pools (private_pools.hpp, caching_allocator_pools-inl.hpp): a CUDA graph's or a
+// MemPool's segments, used only by allocations routed to them (begin/end_allocate_to_pool). Their
+// free blocks sit in shards of their own (stream, pool); while a route is active every allocation
+// takes the slow path, and during capture nothing forbidden is called (that file says how).
+//
 // Data.
 //   Segment  one device allocation (or one expandable reservation); all segments form one list
 //            in creation order (segments_head_).
@@ -71,7 +76,8 @@
 // caching_allocator_stats-inl.hpp. Views, errors and validate(): caching_allocator_views-inl.hpp.
 // Delivery of events: caching_allocator_events-inl.hpp. with_lock_then and the views it walks:
 // caching_allocator_locked-inl.hpp. Construction, new shards: caching_allocator-inl.hpp.
-// Expandable segments: caching_allocator_expandable-inl.hpp.
+// Expandable segments: caching_allocator_expandable-inl.hpp. Private pools and capture:
+// caching_allocator_pools-inl.hpp.
 //
 // Streams the user destroys: release_stream() (before cudaStreamDestroy) waits for the stream,
 // returns its cached memory and moves its remaining segments to the default stream, so nothing
@@ -100,6 +106,7 @@
 #include "gpumemprof/allocator/introspection.hpp"
 #include "gpumemprof/allocator/memory_stats.hpp"
 #include "gpumemprof/allocator/pointer_map.hpp"
+#include "gpumemprof/allocator/private_pools.hpp"
 #include "gpumemprof/allocator/segment_chain.hpp"
 #include "gpumemprof/allocator/size_policy.hpp"
 #include "gpumemprof/allocator/stats_ledger.hpp"
@@ -165,8 +172,28 @@ class CachingAllocator {
   /// is not a live allocation of this allocator changes nothing (false).
   bool set_category(void* ptr, std::uint32_t category, bool only_untagged = false);
 
-  /// Waits for outstanding cross-stream events and returns every fully free segment to the device.
+  /// Waits for outstanding cross-stream events and returns every fully free segment to the device
+  /// (private pools' only once released). While a capture is under way it does nothing: waiting
+  /// and freeing are what capture forbids (docs/pools-and-graphs.md).
   void empty_cache();
+
+  // --- Private pools (PyTorch's MemPool and graph pools; docs/pools-and-graphs.md) ---
+  /// Creates pool `id` with `options`, or adds a user to it (createOrIncrefPool).
+  void create_pool(MempoolId id, MemPoolOptions options = {});
+  /// Adds a user to pool `id` (created when new) and routes the allocations for which
+  /// `filter(stream)` holds (all, without a filter) to it until end_allocate_to_pool(id)
+  /// (beginAllocateToPool). The filter runs on the allocating thread, under the allocator's lock.
+  void begin_allocate_to_pool(MempoolId id, std::function<bool(Stream)> filter);
+  /// Ends the latest route to `id` (endAllocateToPool); its user stays until release_pool(id).
+  void end_allocate_to_pool(MempoolId id);
+  /// Takes a user from pool `id` (releasePool). With none left, its free segments go back to the
+  /// device now (after any capture ends), and each later one as its last block is freed; the pool
+  /// is gone once it holds no segment. Throws std::invalid_argument for an unknown pool.
+  void release_pool(MempoolId id);
+  /// Pool `id`'s memory now, recounted from its segments; nullopt for an unknown pool.
+  [[nodiscard]] std::optional<PoolStats> pool_stats(MempoolId id) const;
+  /// Every private pool's memory now (creation slots in order).
+  [[nodiscard]] std::vector<PoolStats> all_pool_stats() const;
 
   /// Call before destroying `stream` (cudaStreamDestroy): waits for its work and its pending
   /// events, gives its cached memory back to the device, and moves its segments that still hold
@@ -287,10 +314,11 @@ class CachingAllocator {
   // `mutex` -- or an exclusive section, which holds every shard: a set the analysis cannot name,
   // so they carry no GUARDED_BY.
   struct Shard : detail::StatsLedger::Lane {  // its own lines: two streams never share one
-    explicit Shard(Stream s) : stream(s), trees{Tree(kLargeExact), Tree(kSmallExact)} {}
+    explicit Shard(Stream s, std::uint32_t p = 0) : stream(s), pool(p), trees{Tree(kLargeExact), Tree(kSmallExact)} {}
     Stream stream;
-    Tree trees[2];             // [0] large pool, [1] small pool
-    Records records;           // block records split off and merged away
+    std::uint32_t pool;  // private pool index (0: default); private pools' shards are used exclusively
+    Tree trees[2];    // [0] large pool, [1] small pool
+    Records records;  // block records split off and merged away
     detail::EventLane events;  // this stream's events for the sinks (event_buffer.hpp)
   };
   // Creation order; changed under device_mutex_.
@@ -302,17 +330,25 @@ class CachingAllocator {
     std::atomic<std::uint64_t> free_lookups{0};  // PyTorch's get_free_blocks_call_count (GC ages)
     const Shards* shards = nullptr;
 
-    // Slow paths only (device mutex held): the free tree of `s` in this pool.
-    Tree* find(Stream s) const noexcept {
+    // Slow paths only (device mutex held): the free tree of `s` in this pool (of private pool
+    // `p`, when not 0).
+    Tree* find(Stream s, std::uint32_t p = 0) const noexcept {
       for (const auto& sh : *shards) {
-        if (sh->stream == s) return &sh->trees[small];
+        if (sh->stream == s && sh->pool == p) return &sh->trees[small];
       }
       return nullptr;
     }
-    Tree& at(Stream s) const noexcept { return *find(s); }  // a block's stream always has a shard
+    // A block's (stream, private pool) always has a shard.
+    Tree& at(Stream s, std::uint32_t p = 0) const noexcept { return *find(s, p); }
     template <class F>
-    void for_each_tree(F&& f) const {
-      for (const auto& sh : *shards) f(sh->stream, sh->trees[small]);
+    void for_each_tree(F&& f) const {  // the default pool's
+      for (const auto& sh : *shards) {
+        if (sh->pool == 0) f(sh->stream, sh->trees[small]);
+      }
+    }
+    template <class F>
+    void for_each_pool_tree(F&& f) const {  // every pool's: f(private pool index, stream, tree)
+      for (const auto& sh : *shards) f(sh->pool, sh->stream, sh->trees[small]);
     }
   };
 
@@ -413,8 +449,8 @@ class CachingAllocator {
     return nullptr;
   }
   Shard& shard_slow(Stream s);
-  Shard& add_shard(Stream s, bool exclusive) GPUMEMPROF_REQUIRES(device_mutex_);
-  Shard& add_shard_exclusive(Stream s) GPUMEMPROF_EXCLUSIVE;
+  Shard& add_shard(Stream s, bool exclusive, std::uint32_t pool = 0) GPUMEMPROF_REQUIRES(device_mutex_);
+  Shard& add_shard_exclusive(Stream s, std::uint32_t pool = 0) GPUMEMPROF_EXCLUSIVE;
   // The pointer-map bucket of an address (bits that PointerMap's own hash does not use).
   static std::size_t bucket_hash(std::uintptr_t addr) noexcept {
     return static_cast<std::size_t>(((addr >> 9) * 0xD6E8FEB86659FD93ull) >> 32);
@@ -441,7 +477,7 @@ class CachingAllocator {
     }
     tree.reserve(merged);
   }
-  void insert_free(Pool& pool, Block* b) { insert_free(pool, pool.at(b->stream), b); }
+  void insert_free(Pool& pool, Block* b) { insert_free(pool, pool.at(b->stream, b->pool), b); }
   static void insert_free(Pool& pool, Tree& tree, Block* b) {
     b->gc_base = pool.free_lookups.load(std::memory_order_relaxed);
     tree.insert(b);
@@ -452,12 +488,13 @@ class CachingAllocator {
   // A deferred free (events complete), run exclusively.
   void free_block_exclusive(Block* b) GPUMEMPROF_EXCLUSIVE {
     Pool& pool = pool_of(b);
-    ledger_.apply_free(free_block(pool.at(b->stream), block_records_, b, /*deferred=*/true, slow_events_));
+    ledger_.apply_free(free_block(pool.at(b->stream, b->pool), block_records_, b, /*deferred=*/true, slow_events_));
+    if (GPUMEMPROF_UNLIKELY(b->pool != 0)) reclaim_released(b);
   }
   // Binds stats_ (at construction: no other thread sees the allocator yet).
   detail::StatsLedger::State& exclusive_state() GPUMEMPROF_NO_THREAD_SAFETY_ANALYSIS { return ledger_.state(); }
   std::size_t try_merge(Block* dst, Block* src, Pool& pool) GPUMEMPROF_EXCLUSIVE {
-    return try_merge(dst, src, pool.at(dst->stream), block_records_);
+    return try_merge(dst, src, pool.at(dst->stream, dst->pool), block_records_);
   }
   static std::size_t try_merge(Block* dst, Block* src, Tree& tree, Records& records);
   static void stat_add(StatArray& s, StatPool p, std::int64_t n) noexcept { s.increase(p, n); }
@@ -516,10 +553,53 @@ class CachingAllocator {
   void for_each_view(const Segment& s, F&& f) const;
   void release_segment(Block* whole) GPUMEMPROF_EXCLUSIVE;
   void forget_segment(Block* whole) GPUMEMPROF_EXCLUSIVE;
-  bool release_available_cached_blocks(Pool& pool, Stream stream, std::size_t size) GPUMEMPROF_EXCLUSIVE;
-  // With `lock`, cudaFree runs holding only the device mutex (release_pool).
+  bool release_available_cached_blocks(Pool& pool, Stream stream, std::uint32_t private_pool,
+                                       std::size_t size) GPUMEMPROF_EXCLUSIVE;
+  // --- private pools and capture (caching_allocator_pools-inl.hpp) ---
+  // Events waiting (cross-stream frees, queued or deferred), without the routes' share.
+  [[nodiscard]] std::size_t events_waiting() const noexcept {
+    return pending_events_.load(std::memory_order_relaxed) % kRouteUnit;
+  }
+  // Whether a capture may be under way that forbids waiting on `s` or calling malloc/free
+  // without relaxed mode: a route is active, or the backend says `s` captures.
+  bool capturing(Stream s) GPUMEMPROF_EXCLUSIVE;
+  bool any_capturing() GPUMEMPROF_EXCLUSIVE;  // routes, or any stream of a segment or event queue
+  // While alive, this thread is in relaxed capture mode (c10's CUDAStreamCaptureModeGuard): for
+  // backend calls that may synchronize. A scope, not a lambda: the lock analysis follows it.
+  class RelaxedCapture {
+   public:
+    explicit RelaxedCapture(Backend& b) : b_(b) {
+      if constexpr (CaptureAwareBackend<Backend>) old_ = b.exchange_capture_mode(CaptureMode::relaxed);
+    }
+    ~RelaxedCapture() {
+      if constexpr (CaptureAwareBackend<Backend>) {
+        try {
+          b_.exchange_capture_mode(old_);
+        } catch (...) {  // NOLINT(bugprone-empty-catch): restoring this thread's own mode does not fail
+        }
+      }
+    }
+    RelaxedCapture(const RelaxedCapture&) = delete;
+    RelaxedCapture& operator=(const RelaxedCapture&) = delete;
+
+   private:
+    Backend& b_;
+    CaptureMode old_ = CaptureMode::global;
+  };
+  // The private pool an allocation on `stream` goes to now (0: the default pool).
+  std::uint32_t pool_for(Stream stream) GPUMEMPROF_EXCLUSIVE { return pools_.routing() ? pools_.route_for(stream) : 0; }
+  // A last resort before OOM: a cached block of a use_on_oom pool.
+  Block* borrow_on_oom(Pool& pool, Stream stream, std::size_t size) GPUMEMPROF_EXCLUSIVE;
+  // Frees of cross-stream blocks deferred while capture went on get their events (or wait on).
+  void flush_deferred() GPUMEMPROF_EXCLUSIVE;
+  bool defer_while_capturing(Block* b) GPUMEMPROF_EXCLUSIVE;
+  // A block of released pool just freed: its segment goes back once whole, the pool once empty.
+  void reclaim_released(Block* b) GPUMEMPROF_EXCLUSIVE;
+  void release_unused_pool(std::uint32_t index) GPUMEMPROF_EXCLUSIVE;
+  PoolStats pool_stats_locked(std::uint32_t index) const GPUMEMPROF_EXCLUSIVE;
+  // With `lock`, cudaFree runs holding only the device mutex (release_cached_segments).
   void release_cached_blocks(ExclusiveLock* lock = nullptr) GPUMEMPROF_EXCLUSIVE;
-  void release_pool(Pool& pool, ExclusiveLock* lock) GPUMEMPROF_EXCLUSIVE;
+  void release_cached_segments(Pool& pool, ExclusiveLock* lock) GPUMEMPROF_EXCLUSIVE;
   void garbage_collect_cached_blocks() GPUMEMPROF_EXCLUSIVE;
   void process_events() GPUMEMPROF_EXCLUSIVE;
   void insert_events(Block* b) GPUMEMPROF_EXCLUSIVE;
@@ -627,7 +707,13 @@ class CachingAllocator {
   Segment* segments_head_ GPUMEMPROF_GUARDED_BY(device_mutex_) = nullptr;  // all segments, creation order
   Segment* segments_tail_ GPUMEMPROF_GUARDED_BY(device_mutex_) = nullptr;
   std::vector<StreamEvents> events_ GPUMEMPROF_GUARDED_BY(device_mutex_);
-  std::atomic<std::size_t> pending_events_{0};                           // written exclusively; read by the hot path
+  // Written exclusively; read by the hot path, which takes the slow path unless it is 0: the
+  // events waiting (queued and deferred), plus kRouteUnit per active route to a private pool --
+  // so routing costs the hot path nothing (PyTorch takes its one lock for every malloc).
+  std::atomic<std::size_t> pending_events_{0};
+  static constexpr std::size_t kRouteUnit = std::size_t{1} << 40;
+  detail::PrivatePools pools_ GPUMEMPROF_GUARDED_BY(device_mutex_);
+  std::vector<Block*> deferred_ GPUMEMPROF_GUARDED_BY(device_mutex_);    // frees waiting for capture to end
   std::size_t total_reserved_ GPUMEMPROF_GUARDED_BY(device_mutex_) = 0;  // bytes held from the device
   std::size_t reserving_ GPUMEMPROF_GUARDED_BY(device_mutex_) = 0;       // bytes of new segments in backend mallocs now
   std::optional<std::size_t> allowed_max_ GPUMEMPROF_GUARDED_BY(device_mutex_);  // set_memory_fraction
@@ -654,6 +740,7 @@ GPUMEMPROF_NAMESPACE_END
 #ifndef GPUMEMPROF_COMPILED_LIB
 #include "gpumemprof/allocator/caching_allocator-inl.hpp"
 #include "gpumemprof/allocator/caching_allocator_expandable-inl.hpp"
+#include "gpumemprof/allocator/caching_allocator_pools-inl.hpp"
 #include "gpumemprof/allocator/caching_allocator_segments-inl.hpp"
 #include "gpumemprof/allocator/caching_allocator_stats-inl.hpp"
 #endif

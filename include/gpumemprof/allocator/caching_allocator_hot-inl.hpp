@@ -51,7 +51,8 @@ void CachingAllocator<Backend>::deallocate(void* ptr) GPUMEMPROF_NO_THREAD_SAFET
   for (;;) {
     bucket.lock.lock();
     b = bucket.value.find(addr);
-    if (GPUMEMPROF_UNLIKELY(b == nullptr || (b->stream_uses != nullptr && !b->stream_uses->empty()))) {
+    // Private pools' blocks, and blocks used on other streams, are freed exclusively.
+    if (GPUMEMPROF_UNLIKELY(b == nullptr || b->pool != 0 || (b->stream_uses != nullptr && !b->stream_uses->empty()))) {
       bucket.lock.unlock();
       if (shard != nullptr) shard->mutex.unlock();
       deallocate_exclusive(ptr);  // events on other streams (or an invalid pointer to explain)
@@ -117,7 +118,8 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::hand_out(S
                                                                                detail::StatRecord& r) {
   const StatPool sp = pool.stat_pool;
   Tree& tree = shard.trees[pool.small];
-  const bool split = should_split(block->size, size, pool.small, cfg_);
+  const bool split = should_split(block->size, size, pool.small, cfg_) &&
+                     !(GPUMEMPROF_UNLIKELY(block->pool != 0) && block->segment->no_split);
   // What may throw, before any change.
   if (split) {
     shard.records.reserve(1);

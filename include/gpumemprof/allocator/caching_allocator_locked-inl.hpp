@@ -39,6 +39,7 @@ void CachingAllocator<Backend>::for_each_view(const Segment& s, F&& f) const {
     v.stream = s.stream;
     v.is_large = !s.small_pool;
     v.is_expandable = s.expandable;
+    v.pool_id = {s.pool_id[0], s.pool_id[1]};
     v.context = s.context;
     for (; b != nullptr && b->mapped; b = b->next) {
       v.size += b->size;

@@ -17,12 +17,19 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::allocate_s
                                                                                     std::size_t requested,
                                                                                     ExclusiveLock& lock) {
   if (gc_active_) garbage_collect_cached_blocks();
-  if (expandable_) {
-    Block* b = grow_expandable(pool, stream, size, false);
+  if (expandable_ && shard.pool == 0) {  // private pools never use expandable segments (as c10)
+    // Reserving and mapping may synchronize: relaxed, for captures in global mode elsewhere.
+    Block* b = nullptr;
+    {
+      RelaxedCapture relaxed(backend_);
+      b = grow_expandable(pool, stream, size, false);
+    }
     if (b == nullptr) {  // unmap every free page (after waiting for all streams) and try once more
       release_cached_blocks();
+      RelaxedCapture relaxed(backend_);
       b = grow_expandable(pool, stream, size, true);
     }
+    if (b == nullptr) b = borrow_on_oom(pool, stream, size);
     if (b == nullptr) throw_oom(pool, stream, size, requested, lock);
     return b;
   }
@@ -31,14 +38,17 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::allocate_s
   const std::size_t segment_bytes = segment_size_for(size);
   Block* b = new_segment(shard, pool, segment_bytes, false, lock);
   // Free just enough oversize cached blocks, then try again.
-  if (b == nullptr && release_available_cached_blocks(pool, stream, size)) {
+  if (b == nullptr && release_available_cached_blocks(pool, stream, shard.pool, size)) {
     b = new_segment(shard, pool, segment_bytes, false, lock);
   }
-  // Wait for every stream, return every fully free segment, and try one last time.
-  if (b == nullptr) {
+  // Wait for every stream, return every fully free segment, and try one last time -- unless a
+  // capture may be under way (waiting is what it forbids).
+  if (b == nullptr && !capturing(stream)) {
     release_cached_blocks(&lock);
     b = new_segment(shard, pool, segment_bytes, true, lock);
   }
+  // The default pool's last resort: a cached block of a use_on_oom pool.
+  if (b == nullptr && shard.pool == 0) b = borrow_on_oom(pool, stream, size);
   if (b == nullptr) throw_oom(pool, stream, size, requested, lock);
   return b;
 }
@@ -68,7 +78,10 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::new_segmen
     // The device's malloc may take milliseconds: other streams' hot paths go on meanwhile, and
     // with release_lock_on_cudamalloc everything does (see the top of caching_allocator.hpp).
     const bool keep = !cfg_.release_lock_on_cudamalloc;
-    p = lock.released_during(keep, keep ? &shard : nullptr, [&] { return backend_.malloc(segment_bytes); });
+    p = lock.released_during(keep, keep ? &shard : nullptr, [&] {
+      RelaxedCapture relaxed(backend_);
+      return backend_.malloc(segment_bytes);
+    });
   } catch (...) {
     reserving_ -= segment_bytes;
     if (b != nullptr) block_records_.put(b);
@@ -85,6 +98,13 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::new_segmen
   s->size = segment_bytes;
   s->stream = stream;
   s->small_pool = pool.small;
+  s->pool = shard.pool;
+  if (shard.pool != 0) {
+    s->no_split = pools_.at(shard.pool).options.no_split;
+    s->pool_id[0] = pools_.at(shard.pool).id.first;
+    s->pool_id[1] = pools_.at(shard.pool).id.second;
+    ++pools_.at(shard.pool).segments;
+  }
   detail::SegmentChain::start(*s, b, segment_bytes, /*mapped=*/true);
   link_segment(s);
   total_reserved_ += segment_bytes;
@@ -102,8 +122,11 @@ template <DeviceBackend Backend>
 void CachingAllocator<Backend>::release_segment(Block* whole) {
   Segment* s = whole->segment;
   Pool& pool = pool_of(whole);
-  backend_.free(reinterpret_cast<void*>(s->addr));  // first: if it throws, nothing changed
-  pool.find(s->stream)->erase(whole);
+  {
+    RelaxedCapture relaxed(backend_);
+    backend_.free(reinterpret_cast<void*>(s->addr));  // first: if it throws, nothing changed
+  }
+  pool.find(s->stream, s->pool)->erase(whole);
   forget_segment(whole);
 }
 
@@ -119,6 +142,10 @@ void CachingAllocator<Backend>::forget_segment(Block* whole) {
   if (s->size >= cfg_.max_split_size) stats_.oversize_segments.decrease(1);
   ++stats_.num_device_free;
   unlink_segment(s);
+  if (const std::uint32_t p = s->pool; p != 0) {
+    --pools_.at(p).segments;
+    pools_.forget_if_unused(p);
+  }
   block_records_.put(detail::SegmentChain::finish(*s));
   segment_records_.put(s);
 }
@@ -138,10 +165,11 @@ void CachingAllocator<Backend>::unlink_segment(Segment* s) {
 }
 
 template <DeviceBackend Backend>
-bool CachingAllocator<Backend>::release_available_cached_blocks(Pool& pool, Stream stream, std::size_t size) {
+bool CachingAllocator<Backend>::release_available_cached_blocks(Pool& pool, Stream stream, std::uint32_t private_pool,
+                                                                std::size_t size) {
   const std::size_t max_split = cfg_.max_split_size;
-  if (max_split == AllocatorConfig::unlimited || expandable_) return false;
-  Tree* tree = pool.find(stream);
+  if (max_split == AllocatorConfig::unlimited || (expandable_ && private_pool == 0)) return false;
+  Tree* tree = pool.find(stream, private_pool);
   if (tree == nullptr) return false;
   const std::size_t key = std::max(size, max_split);
   if (Block* b = tree->lower_bound(key); b != nullptr) {
@@ -164,16 +192,21 @@ bool CachingAllocator<Backend>::release_available_cached_blocks(Pool& pool, Stre
 
 template <DeviceBackend Backend>
 void CachingAllocator<Backend>::release_cached_blocks(ExclusiveLock* lock) {
+  if (any_capturing()) return;  // c10 never empties its cache during capture
   synchronize_and_free_events();
-  release_pool(large_, lock);
-  release_pool(small_, lock);
+  release_cached_segments(large_, lock);
+  release_cached_segments(small_, lock);
   if (expandable_) release_expandable();
 }
 
 template <DeviceBackend Backend>
-void CachingAllocator<Backend>::release_pool(Pool& pool, ExclusiveLock* lock) {
+void CachingAllocator<Backend>::release_cached_segments(Pool& pool, ExclusiveLock* lock) {
+  // The default pool's whole free segments, and those of private pools no one uses any more.
   std::vector<Block*> whole;
-  pool.for_each_tree([&whole](Stream, Tree& tree) {
+  std::vector<bool> held(pools_.size());
+  for (std::uint32_t p = 0; p < held.size(); ++p) held[p] = pools_.held(p);
+  pool.for_each_pool_tree([&whole, &held](std::uint32_t p, Stream, Tree& tree) {
+    if (held[p]) return;
     for (Block* b = tree.first(); b != nullptr; b = tree.next(b)) {
       if (!b->is_split() && !b->segment->expandable) whole.push_back(b);
     }
@@ -185,7 +218,7 @@ void CachingAllocator<Backend>::release_pool(Pool& pool, ExclusiveLock* lock) {
   // cudaFree synchronizes the device: each runs holding only the device mutex, so other threads'
   // hot paths go on. The blocks leave their trees first, so that none is taken meanwhile; the
   // backend's calls and the events and stats that follow each are as in release_segment.
-  for (Block* b : whole) pool.at(b->stream).erase(b);
+  for (Block* b : whole) pool.at(b->stream, b->pool).erase(b);
   for (std::size_t i = 0; i < whole.size(); ++i) {
     try {
       lock->released_during(true, nullptr, [&] { backend_.free(reinterpret_cast<void*>(whole[i]->segment->addr)); });
@@ -276,13 +309,19 @@ void CachingAllocator<Backend>::insert_events(Block* b) {
 
 template <DeviceBackend Backend>
 void CachingAllocator<Backend>::process_events() {
-  // Per stream, in recording order, stop at the first event not yet complete.
+  if (!deferred_.empty()) flush_deferred();
+  // Per stream, in recording order, stop at the first event not yet complete; a stream that
+  // captures now is left alone (its events wait for the capture to end).
   for (auto it = events_.begin(); it != events_.end();) {
     auto& q = it->queue;
+    if (!q.empty() && capturing(it->stream)) {
+      ++it;
+      continue;
+    }
     while (!q.empty()) {
       const PendingEvent pe = q.front();
       if (!backend_.query_event(pe.event)) break;
-      if (pe.block->event_count == 1) reserve_free(pool_of(pe.block).at(pe.block->stream), pe.block);
+      if (pe.block->event_count == 1) reserve_free(pool_of(pe.block).at(pe.block->stream, pe.block->pool), pe.block);
       backend_.release_event(pe.event);
       q.pop_front();
       --pending_events_;
@@ -295,6 +334,7 @@ void CachingAllocator<Backend>::process_events() {
 template <DeviceBackend Backend>
 void CachingAllocator<Backend>::synchronize_and_free_events() {
   ++stats_.num_sync_all_streams;
+  if (!deferred_.empty()) flush_deferred();
   while (!events_.empty()) {
     synchronize_queue(events_.front().queue);
     events_.erase(events_.begin());
@@ -307,7 +347,7 @@ void CachingAllocator<Backend>::synchronize_queue(std::deque<PendingEvent>& q) {
   while (!q.empty()) {
     const PendingEvent pe = q.front();
     backend_.synchronize_event(pe.event);
-    if (pe.block->event_count == 1) reserve_free(pool_of(pe.block).at(pe.block->stream), pe.block);
+    if (pe.block->event_count == 1) reserve_free(pool_of(pe.block).at(pe.block->stream, pe.block->pool), pe.block);
     backend_.release_event(pe.event);
     q.pop_front();
     --pending_events_;
@@ -349,13 +389,12 @@ void CachingAllocator<Backend>::release_stream(Stream stream) {
     // 5. Its segments that still hold allocated or pending blocks move to the default stream,
     //    free blocks included, so later frees, reuse and page moves never name the handle again
     //    and a new stream with the same handle starts with nothing.
-    Shard* home = nullptr;
     for (Segment* s = segments_head_; s != nullptr;) {
       Segment* next = s->list_next;
       if (s->stream == stream) {
         if (s->expandable) {
           release_expandable_segment(s, /*synced=*/true);
-        } else if (!s->head->is_split() && s->head->is_free()) {
+        } else if (!s->head->is_split() && s->head->is_free() && !pools_.held(s->pool)) {
           release_segment(s->head);
         }
       }
@@ -366,8 +405,7 @@ void CachingAllocator<Backend>::release_stream(Stream stream) {
     }
     for (Segment* s = segments_head_; s != nullptr; s = s->list_next) {
       if (s->stream != stream) continue;
-      if (home == nullptr) home = &add_shard_exclusive(Stream{});
-      rehome_segment(s, *home);
+      rehome_segment(s, add_shard_exclusive(Stream{}, s->pool));
     }
   }
   debug_validate();
@@ -377,7 +415,7 @@ void CachingAllocator<Backend>::release_stream(Stream stream) {
 template <DeviceBackend Backend>
 void CachingAllocator<Backend>::rehome_segment(Segment* s, Shard& home) {
   Pool& pool = s->small_pool ? small_ : large_;
-  Tree& from = pool.at(s->stream);
+  Tree& from = pool.at(s->stream, s->pool);
   Tree& to = home.trees[pool.small];
   for (const Block* b = s->head; b != nullptr; b = b->next) {  // first: nothing throws below
     if (b->mapped && b->is_free()) to.reserve(b->size);
@@ -394,11 +432,12 @@ void CachingAllocator<Backend>::rehome_segment(Segment* s, Shard& home) {
 // The shard of `s`, created if new, inside an exclusive section (the device mutex, the fold
 // lock and every shard held): created locked, as ExclusiveLock gives back every shard.
 template <DeviceBackend Backend>
-typename CachingAllocator<Backend>::Shard& CachingAllocator<Backend>::add_shard_exclusive(Stream s) {
+typename CachingAllocator<Backend>::Shard& CachingAllocator<Backend>::add_shard_exclusive(Stream s,
+                                                                                          std::uint32_t pool) {
   for (const auto& sh : shards_) {
-    if (sh->stream == s) return *sh;
+    if (sh->stream == s && sh->pool == pool) return *sh;
   }
-  return add_shard(s, /*exclusive=*/true);  // taken, with every other shard
+  return add_shard(s, /*exclusive=*/true, pool);  // taken, with every other shard
 }
 
 GPUMEMPROF_NAMESPACE_END

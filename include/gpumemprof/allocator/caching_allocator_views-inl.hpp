@@ -130,8 +130,13 @@ void CachingAllocator<Backend>::validate_locked() const {
   std::size_t pending_blocks = 0;
   std::size_t reserved = 0;
   const Segment* prev_seg = nullptr;
+  std::vector<std::size_t> pool_segments(pools_.size(), 0);
   for (const Segment* s = segments_head_; s != nullptr; prev_seg = s, s = s->list_next) {
     if (s->list_prev != prev_seg) fail("segment list back link");
+    if (s->pool >= pools_.size() || (s->pool != 0 && (!pools_.at(s->pool).live || s->expandable))) {
+      fail("a segment of a private pool that does not exist (or an expandable one)");
+    }
+    ++pool_segments[s->pool];
     const StatPool sp = s->small_pool ? StatPool::small_pool : StatPool::large_pool;
     if (!s->expandable) {  // PyTorch counts mapped bytes of expandable segments, not segments
       expect.segment[StatPool::all].current += 1;
@@ -158,7 +163,9 @@ void CachingAllocator<Backend>::validate_locked() const {
         continue;
       }
       if (b->size % kMinBlockSize != 0) fail("block size not a positive multiple of 512");
-      if (b->stream != s->stream || b->small_pool != s->small_pool) fail("block stream/pool differs from its segment");
+      if (b->stream != s->stream || b->small_pool != s->small_pool || b->pool != s->pool) {
+        fail("block stream/pool differs from its segment");
+      }
       if (b->allocated) {
         ++allocated_blocks;
         if (find_pointer(b->addr) != b) fail("allocated block missing from the pointer map");
@@ -173,7 +180,7 @@ void CachingAllocator<Backend>::validate_locked() const {
       } else {
         ++free_blocks;
         const Pool& pool = s->small_pool ? small_ : large_;
-        const Tree* tree = pool.find(s->stream);
+        const Tree* tree = pool.find(s->stream, s->pool);
         if (tree == nullptr || !tree->contains(b)) fail("free block missing from its pool's tree");
         if (before != nullptr && before->is_free() && before->mapped) fail("two free neighbours were not merged");
         if (b->is_split() && !s->expandable) {  // free pages of expandable segments can always go back
@@ -202,11 +209,12 @@ void CachingAllocator<Backend>::validate_locked() const {
   if (allocated_blocks != mapped_pointers) fail("pointer map holds blocks that are not allocated");
   std::size_t tree_nodes = 0;
   for (const Pool* pool : {&small_, &large_}) {
-    pool->for_each_tree([&](Stream stream, const Tree& tree) {
+    pool->for_each_pool_tree([&](std::uint32_t p, Stream stream, const Tree& tree) {
       tree.check();
       tree_nodes += tree.size();
       for (const Block* b = tree.first(); b != nullptr; b = tree.next(const_cast<Block*>(b))) {
-        if (!b->is_free() || !b->mapped || b->segment->stream != stream || b->small_pool != pool->small) {
+        if (!b->is_free() || !b->mapped || b->segment->stream != stream || b->small_pool != pool->small ||
+            b->pool != p) {
           fail("a tree holds a block that is not free, or of another stream/pool");
         }
       }
@@ -221,8 +229,22 @@ void CachingAllocator<Backend>::validate_locked() const {
         fail("an event waits for a block that is not pending free");
     }
   }
-  if (queued != pending_events_) fail("pending event count");
-  if (pending_blocks > queued) fail("pending-free blocks without events");
+  for (const Block* b : deferred_) {
+    // (its uses may all be gone: release_stream takes them; the next process_events frees it)
+    if (b->allocated || b->event_count != 1 || b->stream_uses == nullptr) {
+      fail("a deferred free is not a pending block that waits for its events");
+    }
+  }
+  if (queued + deferred_.size() != events_waiting()) fail("pending event count");
+  if (pending_blocks > queued + deferred_.size()) fail("pending-free blocks without events");
+  std::size_t routes = 0;
+  for (std::uint32_t i = 1; i < pools_.size(); ++i) {
+    const auto& e = pools_.at(i);
+    if (e.live && e.segments != pool_segments[i]) fail("a private pool's segment count");
+    if (e.live && e.use_count <= 0 && e.segments == 0) fail("a private pool with no user and no segment lives on");
+  }
+  for (std::uint32_t i = 0; i < pools_.size(); ++i) routes += pools_.routes_to(i);
+  if (routes != pending_events_ / kRouteUnit) fail("routes to private pools and the hot path's count differ");
 
   auto check_current = [&](const char* name, const StatArray& got, const StatArray& want) {
     for (std::size_t p = 0; p < 3; ++p) {

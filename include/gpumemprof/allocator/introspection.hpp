@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "gpumemprof/allocator/mempool_id.hpp"
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/device/backend.hpp"
 
@@ -93,6 +94,7 @@ struct SegmentView {
   bool is_large = true;
   bool is_expandable = false;
   std::uint64_t context = 0;
+  MempoolId pool_id;  ///< its pool: (0, 0) default, (N, 0) a graph's, (0, N) a MemPool's
   std::vector<BlockView> blocks;
 };
 

@@ -36,6 +36,7 @@ class SegmentChain {
     b->stream = s.stream;
     b->segment = &s;
     b->small_pool = s.small_pool;
+    b->pool = s.pool;
     b->mapped = mapped;
     s.head = b;
   }
@@ -158,6 +159,7 @@ class SegmentChain {
     piece->stream = b->stream;
     piece->segment = b->segment;
     piece->small_pool = b->small_pool;
+    piece->pool = b->pool;
     piece->mapped = b->mapped;
   }
   static bool is_blank(const Block* p) noexcept {

@@ -22,6 +22,13 @@
 // At a recorded `oom` the replay asks for the same (rounded) bytes: if they fit, that OOM is
 // avoided (the bytes are given back at once, as the real program never got them).
 //
+// Private pools (CUDA graphs, MemPool): a recorded segment belongs to the pool the end state
+// (`segments`, segment_pool_id) gives the segment at its address, when the trace does not free
+// it afterwards; a segment freed before the end belongs to the default pool. Each alloc goes to the
+// pool of the recorded segment that holds its address; every private pool is kept alive for the
+// whole replay (a graph holds its memory), so replay and tune keep each pool apart, as PyTorch did.
+// Peak reserved bytes are reported per pool, recorded and replayed.
+//
 // Truncated history: a history ring keeps only the newest events, so a trace may start mid-run.
 // Then the end state (`segments`) and the trace, walked backwards, tell what existed at the
 // start: segments that no segment_alloc in the trace created, blocks the trace frees without
@@ -68,6 +75,13 @@ struct SnapshotReplayOptions {
   std::size_t capacity = 0;  ///< device bytes; 0 = inferred (see the file comment)
 };
 
+/// One pool's peak reserved bytes, recorded and replayed.
+struct PoolReplay {
+  MempoolId id;
+  std::uint64_t recorded_peak_reserved = 0;
+  std::int64_t peak_reserved = 0;
+};
+
 struct SnapshotReplayResult {
   int device = 0;
   std::size_t events = 0;
@@ -92,6 +106,7 @@ struct SnapshotReplayResult {
   std::size_t first_new_oom_event = 0;  ///< index in the trace (when new_ooms != 0)
   std::size_t unknown_frees = 0;        ///< frees of addresses nothing allocated (ignored)
   ReplaySeed seed;
+  std::vector<PoolReplay> pools;  ///< private pools (none when the snapshot has only the default pool)
   [[nodiscard]] bool oom() const noexcept { return ooms_reproduced + new_ooms != 0; }
 };
 
@@ -160,6 +175,7 @@ class SnapshotReplayer {
     r_.device = device;
     r_.events = trace_.size();
     const std::vector<SeedSegment> start = reconstruct_start(snap, device, r_.seed);
+    assign_pools(device);
     scan_recorded();
     if (opt.capacity != 0) {
       r_.capacity = opt.capacity;
@@ -176,10 +192,14 @@ class SnapshotReplayer {
     alloc_->reset_peak_memory_stats();
     alloc_->reset_accumulated_memory_stats();
     gc_recorded_ = recorded_gc();
+    for (PoolReplay& p : r_.pools) alloc_->create_pool(p.id);  // alive for the whole replay
   }
 
   SnapshotReplayResult run() {
-    for (std::size_t k = 0; k < trace_.size(); ++k) step(k);
+    for (std::size_t k = 0; k < trace_.size(); ++k) {
+      step(k);
+      if (!r_.pools.empty() && trace_[k].action == TraceAction::alloc) note_pool_peaks();
+    }
     const MemoryStats st = alloc_->memory_stats();
     r_.peak_allocated = st.allocated_bytes.all().peak;
     r_.peak_reserved = st.reserved_bytes.all().peak;
@@ -189,11 +209,73 @@ class SnapshotReplayer {
   }
 
  private:
+  // Which pool each recorded segment belongs to (see the file comment): the end state's pool for
+  // segments that live to the end, the default pool for the others.
+  void assign_pools(int device) {
+    std::map<std::uint64_t, MempoolId> at_end;  // segment address -> its pool
+    for (const auto& seg : snap_.segments) {
+      if (seg.device == device && !seg.pool_id.is_default()) at_end[seg.address] = seg.pool_id;
+    }
+    if (at_end.empty()) return;
+    std::unordered_map<std::uint64_t, std::size_t> last_alloc;  // address -> last segment_alloc
+    for (std::size_t k = 0; k < trace_.size(); ++k) {
+      if (trace_[k].action == TraceAction::segment_alloc) last_alloc[trace_[k].addr] = k;
+    }
+    segment_pool_.assign(trace_.size(), MempoolId{});
+    for (const auto& [addr, k] : last_alloc) {
+      if (auto it = at_end.find(addr); it != at_end.end()) segment_pool_[k] = it->second;
+    }
+    for (const auto& seg : snap_.segments) {  // segments from before the trace began
+      if (seg.device == device && last_alloc.count(seg.address) == 0 && !seg.pool_id.is_default()) {
+        live_segments_[seg.address] = {seg.address + seg.total_size, seg.pool_id};
+      }
+    }
+    for (const auto& [addr, id] : at_end) {
+      if (std::none_of(r_.pools.begin(), r_.pools.end(), [id = id](const PoolReplay& p) { return p.id == id; })) {
+        r_.pools.push_back(PoolReplay{id});
+      }
+    }
+  }
+  PoolReplay& pool_replay(MempoolId id) {
+    return *std::find_if(r_.pools.begin(), r_.pools.end(), [id](const PoolReplay& p) { return p.id == id; });
+  }
+  // The pool of the recorded segment holding `addr` now.
+  MempoolId pool_at(std::uint64_t addr) const {
+    auto it = live_segments_.upper_bound(addr);
+    if (it == live_segments_.begin()) return {};
+    --it;
+    return addr < it->second.first ? it->second.second : MempoolId{};
+  }
+  void note_pool_peaks() {
+    for (PoolReplay& p : r_.pools) {
+      if (const auto st = alloc_->pool_stats(p.id)) p.peak_reserved = std::max(p.peak_reserved, st->reserved_bytes);
+    }
+  }
+
   // The recorded side: reserved bytes over the segment events, the capacity an oom implies.
   void scan_recorded() {
     std::uint64_t reserved = r_.seed.reserved_bytes;
     r_.recorded_peak_reserved = reserved;
-    for (const auto& e : trace_) {
+    std::map<std::uint64_t, std::pair<std::uint64_t, MempoolId>> pool_segments;  // private pools' live segments
+    std::vector<std::uint64_t> pool_reserved(r_.pools.size(), 0);
+    auto pool_index = [this](MempoolId id) { return static_cast<std::size_t>(&pool_replay(id) - r_.pools.data()); };
+    for (const auto& [addr, seg] : live_segments_) {
+      pool_reserved[pool_index(seg.second)] += seg.first - addr;
+    }
+    for (std::size_t k = 0; k < trace_.size(); ++k) {
+      const auto& e = trace_[k];
+      if (!segment_pool_.empty() && e.action == TraceAction::segment_alloc && !segment_pool_[k].is_default()) {
+        pool_segments[e.addr] = {e.size, segment_pool_[k]};
+        pool_reserved[pool_index(segment_pool_[k])] += e.size;
+      } else if (e.action == TraceAction::segment_free) {
+        if (auto it = pool_segments.find(e.addr); it != pool_segments.end()) {
+          pool_reserved[pool_index(it->second.second)] -= it->second.first;
+          pool_segments.erase(it);
+        }
+      }
+      for (std::size_t i = 0; i < r_.pools.size(); ++i) {
+        r_.pools[i].recorded_peak_reserved = std::max(r_.pools[i].recorded_peak_reserved, pool_reserved[i]);
+      }
       switch (e.action) {
         case TraceAction::segment_alloc: ++r_.recorded_segment_allocs; [[fallthrough]];
         case TraceAction::segment_map: reserved += e.size; break;
@@ -257,7 +339,8 @@ class SnapshotReplayer {
                             "]: alloc at an address that is still allocated (a free event is missing)");
         }
         try {
-          ptrs_[e.addr] = Live{alloc_->allocate(e.size, Stream(static_cast<std::uintptr_t>(e.stream))), e.size};
+          const MempoolId pool = live_segments_.empty() ? MempoolId{} : pool_at(e.addr);
+          ptrs_[e.addr] = Live{allocate_in(pool, e.size, Stream(static_cast<std::uintptr_t>(e.stream))), e.size};
           requested_live_ += e.size;
           r_.peak_requested_bytes = std::max(r_.peak_requested_bytes, requested_live_);
         } catch (const OutOfMemoryError&) {
@@ -278,8 +361,14 @@ class SnapshotReplayer {
         }
         return;
       }
+      case TraceAction::segment_alloc:
+        if (!segment_pool_.empty() && !segment_pool_[k].is_default()) {
+          live_segments_[e.addr] = {e.addr + e.size, segment_pool_[k]};
+        }
+        return;
       case TraceAction::segment_free:
       case TraceAction::segment_unmap: {
+        if (e.action == TraceAction::segment_free) live_segments_.erase(e.addr);
         if (gc_recorded_ || (k > 0 && is_segment_release(trace_[k - 1].action))) return;
         std::size_t j = k;
         while (j < trace_.size() && is_segment_release(trace_[j].action)) ++j;
@@ -302,10 +391,28 @@ class SnapshotReplayer {
     }
   }
 
+  // An allocation of `bytes` on `stream`, in private pool `pool` unless it is the default.
+  void* allocate_in(MempoolId pool, std::size_t bytes, Stream stream) {
+    if (pool.is_default()) return alloc_->allocate(bytes, stream);
+    alloc_->begin_allocate_to_pool(pool, nullptr);
+    struct End {
+      Alloc& a;
+      MempoolId id;
+      ~End() {
+        a.end_allocate_to_pool(id);
+        a.release_pool(id);
+      }
+    } end{*alloc_, pool};
+    return alloc_->allocate(bytes, stream);
+  }
+
   struct Live {
     void* ptr = nullptr;
     std::uint64_t requested = 0;
   };
+  std::vector<MempoolId> segment_pool_;  // per trace event: a segment_alloc's pool
+  std::map<std::uint64_t, std::pair<std::uint64_t, MempoolId>>
+      live_segments_;  // private pools' recorded segments: end, pool
   const S& snap_;
   const std::remove_cvref_t<decltype(std::declval<const S&>().device_traces[0])>& trace_;
   SnapshotReplayResult r_;

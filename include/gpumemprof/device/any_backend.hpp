@@ -68,6 +68,11 @@ class AnyBackend {
   /// without one).
   [[nodiscard]] ExternalMemory external_memory() const { return impl_->external_memory(); }
 
+  /// Whether `s` is capturing (CUDA graphs); false for backends that never capture.
+  [[nodiscard]] bool is_capturing(Stream s) { return impl_->is_capturing(s); }
+  /// This thread's capture mode, exchanged for `m` (relaxed for backends that never capture).
+  CaptureMode exchange_capture_mode(CaptureMode m) { return impl_->exchange_capture_mode(m); }
+
   /// Whether the wrapped backend offers virtual-memory mapping (expandable segments).
   [[nodiscard]] bool supports_virtual_memory() const { return impl_->supports_vm(); }
   [[nodiscard]] std::size_t granularity() const { return impl_->granularity(); }
@@ -107,6 +112,8 @@ class AnyBackend {
     [[nodiscard]] virtual int index() const = 0;
     [[nodiscard]] virtual std::string name() const = 0;
     [[nodiscard]] virtual ExternalMemory external_memory() const = 0;
+    virtual bool is_capturing(Stream) = 0;
+    virtual CaptureMode exchange_capture_mode(CaptureMode) = 0;
     [[nodiscard]] virtual bool supports_vm() const = 0;
     [[nodiscard]] virtual std::size_t granularity() const = 0;
     virtual Reservation reserve(std::size_t) = 0;
@@ -134,6 +141,14 @@ class AnyBackend {
     [[nodiscard]] ExternalMemory external_memory() const override {
       if constexpr (requires { backend.external_memory(); }) return backend.external_memory();
       return {};
+    }
+    bool is_capturing(Stream s) override {
+      if constexpr (CaptureAwareBackend<B>) return backend.is_capturing(s);
+      return false;
+    }
+    CaptureMode exchange_capture_mode(CaptureMode m) override {
+      if constexpr (CaptureAwareBackend<B>) return backend.exchange_capture_mode(m);
+      return CaptureMode::relaxed;
     }
     [[nodiscard]] bool supports_vm() const override {
       if constexpr (VirtualMemoryBackend<B>) {
@@ -194,6 +209,7 @@ class AnyBackend {
 
 static_assert(DeviceBackend<AnyBackend>);
 static_assert(VirtualMemoryBackend<AnyBackend>);
+static_assert(CaptureAwareBackend<AnyBackend>);
 
 GPUMEMPROF_NAMESPACE_END
 

@@ -67,6 +67,21 @@ concept DeviceBackend = requires(B& b, const B& cb, std::size_t n, void* p, Stre
   { cb.name() } -> std::convertible_to<std::string>;  // "cuda:0", "sim:1", "host"
 };
 
+/// How strictly a thread's calls are checked while a stream capture is under way
+/// (cudaStreamCaptureMode). Under `global`, a call that may synchronize (malloc, free, event
+/// queries) fails while any thread captures in global mode; under `per_thread`, while this thread
+/// captures; under `relaxed`, never. Work queued on a capturing stream is never legal to wait for.
+enum class CaptureMode { global = 0, per_thread = 1, relaxed = 2 };
+
+/// Backends that know about stream capture (CUDA graphs): whether a stream is capturing now, and
+/// this thread's capture mode, exchanged (cudaThreadExchangeStreamCaptureMode). The allocator asks
+/// before it calls anything that capture forbids; backends without these never capture.
+template <class B>
+concept CaptureAwareBackend = DeviceBackend<B> && requires(B& b, Stream s, CaptureMode m) {
+  { b.is_capturing(s) } -> std::same_as<bool>;
+  { b.exchange_capture_mode(m) } -> std::same_as<CaptureMode>;
+};
+
 /// Backends that also offer virtual-memory mapping (for expandable segments): reserve address
 /// space, map/unmap physical pages of `granularity()` bytes inside it. Offsets and sizes are
 /// multiples of the granularity; a range is mapped page by page, so any page-aligned part of

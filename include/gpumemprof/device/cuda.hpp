@@ -276,6 +276,21 @@ class CudaBackend {
   [[nodiscard]] int index() const noexcept { return device_; }
   [[nodiscard]] std::string name() const { return "cuda:" + std::to_string(device_); }
 
+  // --- CaptureAwareBackend (CUDA graphs) --------------------------------------------------------
+  /// Whether `stream` is capturing now (cudaStreamIsCapturing, which capture itself allows). An
+  /// invalidated capture counts as capturing: nothing capture forbids may run on it either.
+  [[nodiscard]] bool is_capturing(Stream stream) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    GPUMEMPROF_CUDA_CHECK(cudaStreamIsCapturing(stream.as<CUstream_st>(), &status));
+    return status != cudaStreamCaptureStatusNone;
+  }
+  /// This thread's capture mode, exchanged (cudaThreadExchangeStreamCaptureMode).
+  CaptureMode exchange_capture_mode(CaptureMode mode) {
+    auto m = static_cast<cudaStreamCaptureMode>(static_cast<int>(mode));
+    GPUMEMPROF_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&m));
+    return static_cast<CaptureMode>(static_cast<int>(m));
+  }
+
   // --- VirtualMemoryBackend (expandable segments) ----------------------------------------------
   /// Whether the driver and the device support virtual memory management.
   [[nodiscard]] bool supports_virtual_memory() const {
@@ -434,6 +449,10 @@ class CudaBackend {
 
 static_assert(DeviceBackend<CudaBackend>);
 static_assert(VirtualMemoryBackend<CudaBackend>);
+static_assert(CaptureAwareBackend<CudaBackend>);
+static_assert(static_cast<int>(CaptureMode::global) == cudaStreamCaptureModeGlobal &&
+              static_cast<int>(CaptureMode::per_thread) == cudaStreamCaptureModeThreadLocal &&
+              static_cast<int>(CaptureMode::relaxed) == cudaStreamCaptureModeRelaxed);
 
 /// Waits until all work queued on CUDA device `device` has completed (cudaDeviceSynchronize),
 /// so that a clock read afterwards includes asynchronous kernels. Used by the profiler.

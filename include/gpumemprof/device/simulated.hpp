@@ -21,6 +21,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -63,6 +64,7 @@ struct SimulatedCounters {
   std::size_t reservations = 0;    ///< reserve() calls that succeeded
   std::size_t releases = 0;        ///< release() calls
   std::size_t stream_synchronizations = 0;
+  std::size_t capture_violations = 0;  ///< calls that stream capture forbids (each failed, as on a GPU)
 };
 
 class SimulatedBackend {
@@ -72,6 +74,7 @@ class SimulatedBackend {
   // --- DeviceBackend -------------------------------------------------------------------------
   [[nodiscard]] void* malloc(std::size_t bytes) {
     std::lock_guard lock(s_->mutex);
+    check_unsafe_call_locked("cudaMalloc");
     ++s_->counters.malloc_calls;
     const std::size_t charged = round_up(std::max<std::size_t>(bytes, 1), s_->opt.granularity);
     if (charged > s_->opt.capacity - std::min(s_->opt.capacity, used_locked())) {
@@ -95,6 +98,7 @@ class SimulatedBackend {
     if (it == s_->live.end()) {
       throw DeviceRuntimeError(name() + ": free of " + hex(addr) + ", which this simulated device did not allocate");
     }
+    check_unsafe_call_locked("cudaFree");
     ++s_->counters.free_calls;
     s_->used -= it->second;
     s_->discard(addr, it->second);  // before give_range: the range may be handed out again at once
@@ -119,6 +123,7 @@ class SimulatedBackend {
   [[nodiscard]] Event record_event(Stream stream) {
     std::lock_guard lock(s_->mutex);
     check_stream_locked(stream, "record an event on");
+    check_not_capturing_locked(stream, "cudaEventRecord");
     ++s_->counters.events_recorded;
     const std::uintptr_t id = ++s_->next_event;
     const bool done = s_->opt.auto_complete_events;
@@ -130,12 +135,14 @@ class SimulatedBackend {
   [[nodiscard]] bool query_event(Event e) {
     std::lock_guard lock(s_->mutex);
     ++s_->counters.event_queries;
+    check_not_capturing_locked(s_->event(e).stream, "cudaEventQuery");
     return s_->event(e).complete;
   }
 
   void synchronize_event(Event e) {
     std::lock_guard lock(s_->mutex);
     ++s_->counters.event_synchronizations;
+    check_not_capturing_locked(s_->event(e).stream, "cudaEventSynchronize");
     // Waiting for an event means its stream's work up to it is done.
     complete_stream_locked(s_->event(e).stream, e.id);
   }
@@ -154,6 +161,7 @@ class SimulatedBackend {
 
   [[nodiscard]] Reservation reserve(std::size_t bytes) {
     std::lock_guard lock(s_->mutex);
+    check_unsafe_call_locked("cuMemAddressReserve");
     const std::size_t size = round_up(bytes, s_->opt.granularity);
     const std::uintptr_t base = s_->take_range(size);
     if (base == 0) return {};
@@ -178,6 +186,7 @@ class SimulatedBackend {
 
   [[nodiscard]] bool map(Reservation r, std::size_t offset, std::size_t bytes) {
     std::lock_guard lock(s_->mutex);
+    check_unsafe_call_locked("cuMemCreate/cuMemMap");
     ++s_->counters.map_calls;
     auto pages = check_mapping(r, offset, bytes, false);
     if (bytes > s_->opt.capacity - std::min(s_->opt.capacity, used_locked())) {
@@ -192,6 +201,7 @@ class SimulatedBackend {
 
   void unmap(Reservation r, std::size_t offset, std::size_t bytes) {
     std::lock_guard lock(s_->mutex);
+    check_unsafe_call_locked("cuMemUnmap");
     ++s_->counters.unmap_calls;
     auto pages = check_mapping(r, offset, bytes, true);
     std::fill(pages.first, pages.second, false);
@@ -207,8 +217,46 @@ class SimulatedBackend {
   void synchronize_stream(Stream stream) {
     std::lock_guard lock(s_->mutex);
     check_stream_locked(stream, "synchronize");
+    check_not_capturing_locked(stream, "cudaStreamSynchronize");
     ++s_->counters.stream_synchronizations;
     complete_stream_locked(stream, s_->next_event);
+  }
+
+  // --- Stream capture (CaptureAwareBackend) ------------------------------------------------------
+  /// Whether `stream` is capturing (between begin_capture and end_capture).
+  [[nodiscard]] bool is_capturing(Stream stream) const {
+    std::lock_guard lock(s_->mutex);
+    return s_->captures.count(stream.id) != 0;
+  }
+  /// This thread's capture mode, exchanged (cudaThreadExchangeStreamCaptureMode).
+  CaptureMode exchange_capture_mode(CaptureMode mode) {
+    std::lock_guard lock(s_->mutex);
+    auto [it, fresh] = s_->thread_modes.try_emplace(std::this_thread::get_id(), CaptureMode::global);
+    return std::exchange(it->second, mode);
+  }
+  /// Puts `stream` in capture mode from this thread (cudaStreamBeginCapture with `mode`): until
+  /// end_capture, the calls CUDA forbids during capture throw DeviceRuntimeError and invalidate
+  /// the capture, as on a GPU -- the allocator's memory calls (malloc, free, map, unmap,
+  /// reserve) under the rules of `mode` and of the calling thread's mode, and any event record,
+  /// event query or wait on a capturing stream.
+  void begin_capture(Stream stream, CaptureMode mode = CaptureMode::global) {
+    std::lock_guard lock(s_->mutex);
+    check_stream_locked(stream, "capture");
+    if (!s_->captures.try_emplace(stream.id, Capture{mode, std::this_thread::get_id(), false}).second) {
+      throw DeviceRuntimeError(name() + ": stream " + hex(stream.id) + " is already capturing");
+    }
+  }
+  /// Ends the capture of `stream` (cudaStreamEndCapture): true when the captured graph is valid,
+  /// false when a forbidden call invalidated it.
+  bool end_capture(Stream stream) {
+    std::lock_guard lock(s_->mutex);
+    auto it = s_->captures.find(stream.id);
+    if (it == s_->captures.end()) {
+      throw DeviceRuntimeError(name() + ": end_capture of stream " + hex(stream.id) + ", which is not capturing");
+    }
+    const bool valid = !it->second.invalidated;
+    s_->captures.erase(it);
+    return valid;
   }
 
   // --- Test controls -----------------------------------------------------------------------------
@@ -312,6 +360,11 @@ class SimulatedBackend {
   struct EventState {
     Stream stream;
     bool complete = false;
+  };
+  struct Capture {
+    CaptureMode mode = CaptureMode::global;
+    std::thread::id thread;
+    bool invalidated = false;
   };
 
   struct State {
@@ -433,6 +486,8 @@ class SimulatedBackend {
     std::unordered_map<std::uintptr_t, EventState> events;
     std::map<std::uintptr_t, std::deque<std::uintptr_t>> pending_by_stream;
     std::set<std::uintptr_t> destroyed;  // destroy_stream()'s handles
+    std::map<std::uintptr_t, Capture> captures;           // capturing streams
+    std::map<std::thread::id, CaptureMode> thread_modes;  // exchange_capture_mode (default global)
     SimulatedCounters counters;
     std::map<std::uintptr_t, std::size_t> external_live;  // external_malloc'd address -> charged bytes
     std::size_t external_charged = 0;
@@ -453,6 +508,31 @@ class SimulatedBackend {
     if (s_->destroyed.count(stream.id) != 0) {
       throw DeviceRuntimeError(name() + ": cannot " + what + " stream " + hex(stream.id) + ": it was destroyed");
     }
+  }
+
+  // CUDA's rule for calls that may synchronize during capture: the calling thread's mode
+  // (global unless exchanged) decides which captures forbid them.
+  void check_unsafe_call_locked(const char* call) {
+    if (s_->captures.empty()) return;
+    const auto self = std::this_thread::get_id();
+    auto m = s_->thread_modes.find(self);
+    const CaptureMode mine = m == s_->thread_modes.end() ? CaptureMode::global : m->second;
+    if (mine == CaptureMode::relaxed) return;
+    for (auto& [stream, c] : s_->captures) {
+      const bool own = c.thread == self && c.mode != CaptureMode::relaxed;
+      const bool other = mine == CaptureMode::global && c.mode == CaptureMode::global;
+      if (own || other) capture_violation_locked(call, stream);
+    }
+  }
+  // Record, query and wait are never legal on a capturing stream.
+  void check_not_capturing_locked(Stream stream, const char* call) {
+    if (s_->captures.count(stream.id) != 0) capture_violation_locked(call, stream.id);
+  }
+  [[noreturn]] void capture_violation_locked(const char* call, std::uintptr_t stream) {
+    ++s_->counters.capture_violations;
+    for (auto& [id, c] : s_->captures) c.invalidated = true;
+    throw DeviceRuntimeError(name() + ": " + call + ": operation not permitted when stream is capturing " +
+                             "(cudaErrorStreamCaptureUnsupported; stream " + hex(stream) + ")");
   }
 
   // Events on one stream complete in order: completing one completes all recorded before it.

@@ -62,6 +62,8 @@ struct SnapshotSegment {
   bool is_expandable = false;
   Frames frames;  ///< stack of the allocation that created the segment (when recorded)
   std::vector<SnapshotBlock> blocks;
+  /// segment_pool_id: (0, 0) the default pool, else a private pool's id (last: for positional initialisers)
+  MempoolId pool_id = {};
 };
 
 /// One event of the allocation history (PyTorch's TraceEntry).

@@ -62,6 +62,7 @@ GPUMEMPROF_FUNC Snapshot build_snapshot(int device, std::vector<SegmentView> seg
     s.stream = v.stream.id;
     s.is_large = v.is_large;
     s.is_expandable = v.is_expandable;
+    s.pool_id = v.pool_id;
     s.frames = frames(history.stack_of(v.context));
     s.blocks.reserve(v.blocks.size());
     for (const BlockView& b : v.blocks) {

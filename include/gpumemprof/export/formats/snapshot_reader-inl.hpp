@@ -203,6 +203,17 @@ class SnapshotDecoder {
     if (v < 0 || v > kMaxDevice) fail(w.at("device"), "device index " + std::to_string(v) + " out of range");
     return static_cast<int>(v);
   }
+  // segment_pool_id: a pair of ints (a tuple in PyTorch's pickles, a list in JSON); (0, 0) if absent.
+  MempoolId pool_id_field(const DataValue& d, const Where& w) const {
+    const DataValue* v = d.find("segment_pool_id");
+    if (v == nullptr || v->is_none()) return {};
+    const Where wp = w.at("segment_pool_id");
+    if (!(v->is(K::tuple) || v->is(K::list)) || v->size() != 2 || !v->items()[0].is(K::integer) ||
+        !v->items()[1].is(K::integer) || v->items()[0].as_int() < 0 || v->items()[1].as_int() < 0) {
+      fail(wp, "expected a pair of non-negative ints (a pool id such as (0, 0))");
+    }
+    return {static_cast<std::uint64_t>(v->items()[0].as_int()), static_cast<std::uint64_t>(v->items()[1].as_int())};
+  }
   bool bool_field(const DataValue& d, std::string_view key, const Where& w, bool fallback) const {
     const DataValue* v = d.find(key);
     if (v == nullptr || v->is_none()) return fallback;
@@ -266,6 +277,7 @@ class SnapshotDecoder {
       fail(w.at("segment_type"), quote_input(type) + " is neither 'large' nor 'small'");
     seg.is_large = type == "large";
     seg.is_expandable = bool_field(d, "is_expandable", w, false);
+    seg.pool_id = pool_id_field(d, w);
     seg.frames = frames_field(d, w);
 
     const DataValue* blocks = d.find("blocks");

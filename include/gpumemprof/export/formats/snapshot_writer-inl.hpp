@@ -79,8 +79,8 @@ inline void write_segment(ValueWriter& w, const SnapshotSegment& seg, FrameStrin
   write_name(w, seg.is_large ? "large" : "small");
   w.key("segment_pool_id");  // the private pool's id; (0, 0) = the default pools
   w.begin_tuple();
-  w.value(0);
-  w.value(0);
+  w.value(seg.pool_id.first);
+  w.value(seg.pool_id.second);
   w.end_tuple();
   w.field("is_expandable", seg.is_expandable);
   // PyTorch adds an empty frames list before the blocks and a gathered one after them.

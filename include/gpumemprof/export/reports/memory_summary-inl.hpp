@@ -11,6 +11,7 @@
 
 #include "gpumemprof/allocator/default_allocator.hpp"
 #include "gpumemprof/allocator/device_memory.hpp"
+#include "gpumemprof/allocator/format_size.hpp"
 #include "gpumemprof/allocator/memory_stats.hpp"
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/export/reports/memory_summary.hpp"
@@ -104,8 +105,25 @@ GPUMEMPROF_FUNC std::string memory_summary(const MemoryStats& stats, const std::
   return out;
 }
 
+GPUMEMPROF_FUNC std::string format_pool_stats(const std::vector<PoolStats>& pools) {
+  if (pools.empty()) return {};
+  std::string out = "Private pools (the table above counts them too):\n";
+  char buf[256];
+  for (const PoolStats& p : pools) {
+    std::snprintf(buf, sizeof buf, "  pool (%llu, %llu) %-5s %10s reserved in %lld %s, %10s allocated, %d %s\n",
+                  static_cast<unsigned long long>(p.id.first), static_cast<unsigned long long>(p.id.second),
+                  p.id.first != 0 ? "graph" : "user", format_size(static_cast<std::uint64_t>(p.reserved_bytes)).c_str(),
+                  static_cast<long long>(p.segments), p.segments == 1 ? "segment" : "segments",
+                  format_size(static_cast<std::uint64_t>(p.allocated_bytes)).c_str(), p.use_count,
+                  p.use_count == 1 ? "user" : "users");
+    out += buf;
+  }
+  return out;
+}
+
 GPUMEMPROF_FUNC std::string memory_summary(const Device& device, bool abbreviated) {
-  return memory_summary(default_allocator(device).memory_stats(), device.str(), abbreviated) +
+  DeviceAllocator& a = default_allocator(device);
+  return memory_summary(a.memory_stats(), device.str(), abbreviated) + format_pool_stats(a.all_pool_stats()) +
          format_device_memory(device_memory(device));
 }
 

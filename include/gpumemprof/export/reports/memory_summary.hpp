@@ -3,8 +3,10 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "gpumemprof/allocator/memory_stats.hpp"
+#include "gpumemprof/allocator/mempool_id.hpp"
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/device/device.hpp"
 
@@ -18,6 +20,9 @@ GPUMEMPROF_NAMESPACE_BEGIN
 /// the device's memory as a whole: the driver's used bytes beside the allocator's reserved bytes,
 /// external allocations by owner, module code, the CUDA context and what is unattributed.
 [[nodiscard]] std::string memory_summary(const Device& device = Device(), bool abbreviated = false);
+
+/// One line per private pool (MemPool, graph pool): reserved and allocated bytes, users; "" for none.
+[[nodiscard]] std::string format_pool_stats(const std::vector<PoolStats>& pools);
 
 GPUMEMPROF_NAMESPACE_END
 

@@ -32,6 +32,12 @@ SnapshotSummary summarize(const S& snap) {
     ++(seg.is_large ? s.large_segments : s.small_segments);
     s.expandable_segments += seg.is_expandable ? 1 : 0;
     s.usage += segment_facts(seg);
+    auto pool =
+        std::find_if(s.pools.begin(), s.pools.end(), [&seg](const PoolUsage& p) { return p.id == seg.pool_id; });
+    if (pool == s.pools.end()) pool = s.pools.insert(pool, PoolUsage{seg.pool_id});
+    ++pool->segments;
+    pool->reserved += seg.total_size;
+    pool->allocated += seg.allocated_size;
     for (const SnapshotBlock& b : seg.blocks) {
       if (b.state != BlockState::active_allocated) continue;
       auto [it, fresh] = by_stack.emplace(b.frames.get(), s.sites.size());
@@ -83,6 +89,17 @@ GPUMEMPROF_FUNC std::string format_summary(const SnapshotSummary& s, std::size_t
     if (s.trace_actions[a] == 0) continue;
     actions += (actions.empty() ? "" : ", ") + std::to_string(s.trace_actions[a]) + " " +
                to_string(static_cast<TraceAction>(a));
+  }
+  // Per pool, when any segment is in a private pool (a CUDA graph's or a MemPool's).
+  if (s.pools.size() > 1 || (s.pools.size() == 1 && !s.pools[0].id.is_default())) {
+    for (const PoolUsage& p : s.pools) {
+      std::snprintf(buf, sizeof buf, "pool (%llu, %llu)%s: %s reserved in %llu %s, %s allocated\n",
+                    static_cast<unsigned long long>(p.id.first), static_cast<unsigned long long>(p.id.second),
+                    p.id.is_default() ? " default" : (p.id.first != 0 ? " graph" : " user"),
+                    format_size(p.reserved).c_str(), static_cast<unsigned long long>(p.segments),
+                    plural(p.segments, "segment").c_str(), format_size(p.allocated).c_str());
+      out += buf;
+    }
   }
   out += "trace: " + (actions.empty() ? std::string("no entries") : actions) + "; " + std::to_string(s.annotations) +
          " annotations\n";

@@ -25,6 +25,14 @@ struct SiteUsage {
   std::uint64_t blocks = 0;
 };
 
+/// One memory pool's segments (segment_pool_id): the default pool, a graph's, a MemPool's.
+struct PoolUsage {
+  MempoolId id;
+  std::uint64_t segments = 0;
+  std::uint64_t reserved = 0;   ///< bytes of its segments
+  std::uint64_t allocated = 0;  ///< bytes of its active_allocated blocks
+};
+
 /// Whole-snapshot numbers (bytes unless noted).
 struct SnapshotSummary {
   std::uint64_t segments = 0, large_segments = 0, small_segments = 0, expandable_segments = 0;
@@ -34,6 +42,7 @@ struct SnapshotSummary {
   std::array<std::uint64_t, 9> trace_actions{};  ///< entries per TraceAction, all devices
   std::uint64_t annotations = 0;
   std::vector<SiteUsage> sites;  ///< by live bytes, largest first
+  std::vector<PoolUsage> pools;  ///< per pool, in order of first segment
 };
 
 /// What `snap` says at a glance (a Snapshot or a CompactSnapshot).

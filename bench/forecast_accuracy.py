@@ -50,8 +50,12 @@ def main():
             if r is None:
                 cells += ["refused", why.replace("|", "/")[:80]]
             else:
+                lo = min(r["peak_reserved_bytes"], r["peak_reserved_bytes_if_unmatched_grow"],
+                         r["peak_reserved_bytes_if_irregular_kept"])
+                hi = max(r["peak_reserved_bytes"], r["peak_reserved_bytes_if_unmatched_grow"],
+                         r["peak_reserved_bytes_if_irregular_kept"])
                 cells += [gib(r["peak_reserved_bytes"]) + ("" if r["confident"] else
-                          f" (up to {gib(r['peak_reserved_bytes_if_unmatched_grow'])})"),
+                          f" (range {gib(lo)}-{gib(hi)}: warned)"),
                           err(r["peak_reserved_bytes"], actual)]
         if two is not None:
             a = two["alignment"]

@@ -4,6 +4,7 @@
 // replayed (the configs `tune` tries).
 #pragma once
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -56,7 +57,12 @@ inline void print_forecast_text(const ForecastResult& f, const std::vector<Forec
               size_text(f.peak_allocated).c_str());
   std::printf("  peak_reserved_bytes   %14llu  (%s)%s\n", static_cast<unsigned long long>(f.peak_reserved),
               size_text(f.peak_reserved).c_str(),
-              f.confident ? "" : ("  NOT CONFIDENT: up to " + size_text(f.peak_reserved_unmatched_grown)).c_str());
+              f.confident ? ""
+                          : ("  NOT CONFIDENT: " + size_text(std::min({f.peak_reserved, f.peak_reserved_unmatched_grown, f.peak_reserved_irregular_kept})) +
+                             " to " + size_text(std::max({f.peak_reserved, f.peak_reserved_unmatched_grown, f.peak_reserved_irregular_kept})))
+                                .c_str());
+  std::printf("  back-test: the reference's stream at the smaller probes' sizes replays %+.1f%% off their own\n",
+              f.backcast_error * 100);
   std::printf("  straight line through the probes' peaks: %s\n", size_text(f.straight_line_peak_reserved).c_str());
   auto groups = [](const char* title, const std::vector<ForecastGroup>& g) {
     if (g.empty()) return;
@@ -110,6 +116,9 @@ inline void print_forecast_json(const ForecastResult& f, const std::vector<Forec
   w.field("peak_requested_bytes", f.peak_requested);
   w.field("confident", f.confident);
   w.field("peak_reserved_bytes_if_unmatched_grow", f.peak_reserved_unmatched_grown);
+  w.field("peak_reserved_bytes_if_irregular_kept", f.peak_reserved_irregular_kept);
+  w.field("irregular_requests", f.irregular);
+  w.field("backcast_error", f.backcast_error);
   w.field("unmatched_effect", f.unmatched_effect);
   w.field("straight_line_peak_reserved_bytes", f.straight_line_peak_reserved);
   if (f.capacity != 0) {
@@ -139,6 +148,8 @@ inline void print_forecast_json(const ForecastResult& f, const std::vector<Forec
     w.field("agreeing", p.agreeing);
     w.field("divergences", p.divergence_count);
     w.field("recorded_peak_reserved_bytes", p.recorded_peak_reserved);
+    w.field("replayed_peak_reserved_bytes", p.replayed_peak_reserved);
+    w.field("backcast_peak_reserved_bytes", p.backcast_peak_reserved);
     w.end_dict();
   }
   w.end_list();

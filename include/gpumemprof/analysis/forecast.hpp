@@ -12,10 +12,17 @@
 //      request lives exactly as long, relative to the others, as it did there), each request at its
 //      modelled size; it is replayed through the PyTorch-exact allocator (snapshot_replay.hpp)
 //      under the chosen config. That replay's peaks are the forecast.
-//   4. How much the unmatched requests could matter: the stream is replayed a second time with
-//      every unmatched request grown in proportion to the parameter (target / reference). When
-//      the two peaks reserved differ by more than `error_goal` (3%), the forecast is not
-//      `confident`: a warning says so, with both figures.
+//   4. How much what it cannot model well could matter: the stream is replayed again with every
+//      unmatched request grown in proportion to the parameter (target / reference), and once more
+//      with every *irregular* request -- aligned, but its sizes are not the reference's over 1, q
+//      or q^2 (q: the ratio of the parameters), e.g. a workspace chosen by size -- kept at the
+//      reference's size instead of its fitted one. When either peak reserved differs from the
+//      forecast by more than `error_goal` (3%), the forecast is not `confident`: a warning says
+//      so, with the figures.
+//   5. A back-test: the reference's stream sized for each smaller probe, replayed, against the
+//      replay of that probe's own stream. A difference over `error_goal` means the streams change
+//      with the size in ways that move the peak (requests made at some sizes only, another
+//      order): the forecast is not `confident` either.
 // What it cannot know: requests that only a run at the target size makes (a kernel chosen only
 // there), and memory outside the caching allocator (the CUDA context, cuBLAS/NCCL workspaces
 // taken with cudaMalloc directly) -- a capacity should be what the allocator can use.
@@ -71,6 +78,8 @@ struct ForecastProbeSummary {
   std::size_t agreeing = 0;  ///< ... with a size 1, q or q^2 times the reference's
   bool complete = true;
   std::size_t divergence_count = 0;
+  std::uint64_t replayed_peak_reserved = 0;  ///< its own stream replayed (smaller probes)
+  std::uint64_t backcast_peak_reserved = 0;  ///< the reference's stream at its size, replayed
   std::vector<StreamDivergence> divergences;  ///< the first few
 };
 
@@ -103,8 +112,11 @@ struct ForecastResult {
   std::int64_t num_device_alloc = 0;
   // How far the unmatched requests could move it.
   std::uint64_t peak_reserved_unmatched_grown = 0;  ///< unmatched requests grown with the parameter
-  double unmatched_effect = 0;                      ///< |grown - forecast| / forecast
-  bool confident = true;                            ///< unmatched_effect <= error_goal
+  std::uint64_t peak_reserved_irregular_kept = 0;   ///< irregular requests at the reference's size
+  std::size_t irregular = 0;  ///< aligned requests whose sizes follow no 1 : q : q^2 law
+  double unmatched_effect = 0;  ///< the larger distance of the two figures above from the forecast, / forecast
+  double backcast_error = 0;  ///< the back-test's largest relative error (see the file comment)
+  bool confident = true;      ///< unmatched_effect and |backcast_error| <= error_goal
   // Alignment quality.
   std::size_t reference = 0;                 ///< index into probes of the reference
   std::size_t requests = 0;                  ///< the reference's (= the target's) requests

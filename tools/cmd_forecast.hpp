@@ -42,25 +42,31 @@ struct ForecastTuneRow {
 inline void print_forecast_text(const ForecastResult& f, const std::vector<ForecastTuneRow>& tuned) {
   const ForecastProbeSummary& ref = f.probes[f.reference];
   std::printf("forecast at %g from %zu probes (reference: %s at %g), device %d's trace, config %s\n", f.at,
-              f.probes.size(), ref.name.c_str(), ref.parameter, f.device, f.config.empty() ? "<default>" : f.config.c_str());
+              f.probes.size(), ref.name.c_str(), ref.parameter, f.device,
+              f.config.empty() ? "<default>" : f.config.c_str());
   for (const ForecastProbeSummary& p : f.probes) {
     std::printf("  probe %-6g %s: %zu requests, recorded peak reserved %s; %zu aligned with the reference\n",
                 p.parameter, p.name.c_str(), p.requests, size_text(p.recorded_peak_reserved).c_str(), p.matched);
   }
-  std::printf("  alignment: %.1f%% of requests with every probe (%.1f%% with one at least), %.1f%% of the peak's bytes\n",
-              f.aligned_requests * 100, f.aligned_requests_any * 100, f.aligned_peak_bytes * 100);
+  std::printf(
+      "  alignment: %.1f%% of requests with every probe (%.1f%% with one at least), %.1f%% of the peak's bytes\n",
+      f.aligned_requests * 100, f.aligned_requests_any * 100, f.aligned_peak_bytes * 100);
   std::printf("  size models: %zu constant, %zu linear, %zu quadratic, %zu unmatched (kept at the reference's size)\n",
               f.models[0], f.models[1], f.models[2], f.models[3]);
   std::printf("  peak_requested_bytes  %14llu  (%s)\n", static_cast<unsigned long long>(f.peak_requested),
               size_text(f.peak_requested).c_str());
   std::printf("  peak_allocated_bytes  %14llu  (%s)\n", static_cast<unsigned long long>(f.peak_allocated),
               size_text(f.peak_allocated).c_str());
-  std::printf("  peak_reserved_bytes   %14llu  (%s)%s\n", static_cast<unsigned long long>(f.peak_reserved),
-              size_text(f.peak_reserved).c_str(),
-              f.confident ? ""
-                          : ("  NOT CONFIDENT: " + size_text(std::min({f.peak_reserved, f.peak_reserved_unmatched_grown, f.peak_reserved_irregular_kept})) +
-                             " to " + size_text(std::max({f.peak_reserved, f.peak_reserved_unmatched_grown, f.peak_reserved_irregular_kept})))
-                                .c_str());
+  std::printf(
+      "  peak_reserved_bytes   %14llu  (%s)%s\n", static_cast<unsigned long long>(f.peak_reserved),
+      size_text(f.peak_reserved).c_str(),
+      f.confident
+          ? ""
+          : ("  NOT CONFIDENT: " +
+             size_text(std::min({f.peak_reserved, f.peak_reserved_unmatched_grown, f.peak_reserved_irregular_kept})) +
+             " to " +
+             size_text(std::max({f.peak_reserved, f.peak_reserved_unmatched_grown, f.peak_reserved_irregular_kept})))
+                .c_str());
   std::printf("  back-test: the reference's stream at the smaller probes' sizes replays %+.1f%% off their own\n",
               f.backcast_error * 100);
   std::printf("  straight line through the probes' peaks: %s\n", size_text(f.straight_line_peak_reserved).c_str());
@@ -99,7 +105,9 @@ inline void print_forecast_text(const ForecastResult& f, const std::vector<Forec
       std::printf("  tune %-62s  (%s)\n", label.c_str(), t.unsupported.c_str());
     } else {
       std::printf("  tune %-62s  peak reserved %10s  %s\n", label.c_str(), size_text(t.replay.peak_reserved).c_str(),
-                  f.capacity == 0 ? "" : t.replay.ooms == 0 ? "fits" : "OOM");
+                  f.capacity == 0      ? ""
+                  : t.replay.ooms == 0 ? "fits"
+                                       : "OOM");
     }
   }
   for (const std::string& w : f.warnings) std::printf("warning: %s\n", w.c_str());
@@ -242,7 +250,8 @@ inline int cmd_forecast(int argc, char** argv) {
         stdout);
     return 0;
   }
-  if (!args.positional().empty()) throw UsageError("unexpected argument '" + args.positional()[0] + "'; give snapshots with --run SIZE=SNAPSHOT");
+  if (!args.positional().empty())
+    throw UsageError("unexpected argument '" + args.positional()[0] + "'; give snapshots with --run SIZE=SNAPSHOT");
   if (runs.size() < 2) {
     throw UsageError("a forecast needs 2 or 3 runs at smaller sizes (--run 8=a.pickle --run 16=b.pickle), got " +
                      std::to_string(runs.size()));

@@ -330,7 +330,8 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
     std::vector<std::uint64_t> back(n);
     for (std::size_t i = 0; i < n; ++i) back[i] = fits[i].at(probes[k].parameter);
     const CompactSnapshot alt = detail::forecast_target(ref_snap, ref.device, back);
-    const double got = static_cast<double>(detail::forecast_replay_once(alt, ref.device, options.config, 0).peak_reserved);
+    const double got =
+        static_cast<double>(detail::forecast_replay_once(alt, ref.device, options.config, 0).peak_reserved);
     const double own = static_cast<double>(
         detail::forecast_replay_once(*probes[k].snapshot, streams[k].device, options.config, 0).peak_reserved);
     ForecastProbeSummary& s = res.probes[k];
@@ -414,24 +415,24 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
 
   // Warnings.
   if (!res.confident) {
-    res.warnings.push_back(
-        "the forecast is a range, not a confident number: peak reserved " + format_size(res.peak_reserved) + ", but " +
-        format_size(res.peak_reserved_unmatched_grown) + " if the " +
-        std::to_string(res.models[static_cast<std::size_t>(SizeModel::unmatched)]) +
-        " request(s) only the largest probe made grow with the size, and " +
-        format_size(res.peak_reserved_irregular_kept) + " if the " + std::to_string(irregular) +
-        " whose sizes follow no constant/linear/square law keep their size (" +
-        detail::forecast_percent(res.unmatched_effect) + ", more than the " + detail::forecast_percent(options.error_goal) +
-        " goal); a third probe (--run) narrows it");
+    res.warnings.push_back("the forecast is a range, not a confident number: peak reserved " +
+                           format_size(res.peak_reserved) + ", but " + format_size(res.peak_reserved_unmatched_grown) +
+                           " if the " + std::to_string(res.models[static_cast<std::size_t>(SizeModel::unmatched)]) +
+                           " request(s) only the largest probe made grow with the size, and " +
+                           format_size(res.peak_reserved_irregular_kept) + " if the " + std::to_string(irregular) +
+                           " whose sizes follow no constant/linear/square law keep their size (" +
+                           detail::forecast_percent(res.unmatched_effect) + ", more than the " +
+                           detail::forecast_percent(options.error_goal) + " goal); a third probe (--run) narrows it");
   }
   if (std::fabs(res.backcast_error) > options.error_goal) {
-    res.warnings.push_back("the forecast is not a confident number: the largest probe's request stream, sized for a "
-                           "smaller probe, replays to a peak reserved " +
-                           detail::forecast_percent(res.backcast_error) +
-                           " off that probe's own (more than the " + detail::forecast_percent(options.error_goal) +
-                           " goal): the runs' request streams differ with the size in ways that move the peak "
-                           "(requests made at some sizes only); the target's will too. Probes nearer the target "
-                           "(or a third --run) narrow it");
+    res.warnings.push_back(
+        "the forecast is not a confident number: the largest probe's request stream, sized for a "
+        "smaller probe, replays to a peak reserved " +
+        detail::forecast_percent(res.backcast_error) + " off that probe's own (more than the " +
+        detail::forecast_percent(options.error_goal) +
+        " goal): the runs' request streams differ with the size in ways that move the peak "
+        "(requests made at some sizes only); the target's will too. Probes nearer the target "
+        "(or a third --run) narrow it");
   }
   for (std::size_t k = 0; k < probes.size(); ++k) {
     if (k == ri) continue;

@@ -78,8 +78,8 @@ struct ForecastProbeSummary {
   std::size_t agreeing = 0;  ///< ... with a size 1, q or q^2 times the reference's
   bool complete = true;
   std::size_t divergence_count = 0;
-  std::uint64_t replayed_peak_reserved = 0;  ///< its own stream replayed (smaller probes)
-  std::uint64_t backcast_peak_reserved = 0;  ///< the reference's stream at its size, replayed
+  std::uint64_t replayed_peak_reserved = 0;   ///< its own stream replayed (smaller probes)
+  std::uint64_t backcast_peak_reserved = 0;   ///< the reference's stream at its size, replayed
   std::vector<StreamDivergence> divergences;  ///< the first few
 };
 
@@ -113,10 +113,10 @@ struct ForecastResult {
   // How far the unmatched requests could move it.
   std::uint64_t peak_reserved_unmatched_grown = 0;  ///< unmatched requests grown with the parameter
   std::uint64_t peak_reserved_irregular_kept = 0;   ///< irregular requests at the reference's size
-  std::size_t irregular = 0;  ///< aligned requests whose sizes follow no 1 : q : q^2 law
+  std::size_t irregular = 0;                        ///< aligned requests whose sizes follow no 1 : q : q^2 law
   double unmatched_effect = 0;  ///< the larger distance of the two figures above from the forecast, / forecast
-  double backcast_error = 0;  ///< the back-test's largest relative error (see the file comment)
-  bool confident = true;      ///< unmatched_effect and |backcast_error| <= error_goal
+  double backcast_error = 0;    ///< the back-test's largest relative error (see the file comment)
+  bool confident = true;        ///< unmatched_effect and |backcast_error| <= error_goal
   // Alignment quality.
   std::size_t reference = 0;                 ///< index into probes of the reference
   std::size_t requests = 0;                  ///< the reference's (= the target's) requests

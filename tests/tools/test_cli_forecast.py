@@ -134,4 +134,19 @@ for args, needle in (
     p = run("forecast", *args, expect_rc=2)
     cli_checks.check_one_error_line(p, needle)
 
+# gpumemprof_torch.forecast without torch: what it checks before starting a probe.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+os.environ["GPUMEMPROF_BIN"] = BIN
+from gpumemprof_torch import forecast as torch_forecast  # noqa: E402
+from gpumemprof_torch.forecast import _where, gpumemprof_binary  # noqa: E402
+
+check(gpumemprof_binary() == BIN, "gpumemprof_binary() does not follow $GPUMEMPROF_BIN")
+check(_where(cli_checks.check) == ("cli_checks", "check"), f"_where: {_where(cli_checks.check)}")
+for bad, kwargs in ((lambda n: n, {}), (cli_checks.check, {"sizes": (8,)}), (cli_checks.check, {"config": "x", "tune": True})):
+    try:
+        torch_forecast(bad, **kwargs)
+        check(False, f"forecast({bad}, {kwargs}) did not refuse")
+    except ValueError as e:
+        check("gpumemprof_torch.forecast" in str(e), f"unclear refusal: {e}")
+
 cli_checks.finish("forecast checks")

@@ -4,7 +4,7 @@
 # actual peak at 64 in a fresh process for comparison. Writes $OUT/forecast_gpu.log and .json.
 # Needs torch with CUDA, meson, ninja, a C++20 compiler, zlib. About a minute of build, ~30 s of GPU.
 set -euo pipefail
-OUT=${OUT:-$(mktemp -d)}
+export OUT=${OUT:-$(mktemp -d)}
 cd "$(dirname "$0")/.."
 meson setup build-gpu-forecast -Dtests=false -Dbenchmarks=false -Dexamples=false -Dcuda=disabled >/dev/null
 ninja -C build-gpu-forecast tools/gpumemprof >/dev/null

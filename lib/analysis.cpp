@@ -1,9 +1,12 @@
-// The compiled library's analysis: the segment facts, the user's-frame rule and the OOM report
-// (its text, and make_oom_report and attach_oom_reporter for the default allocator's type),
-// defined once here for GPUMEMPROF_COMPILED_LIB programs.
+// The compiled library's analysis: the segment facts, the user's-frame rule, the OOM report
+// (its text, and make_oom_report and attach_oom_reporter for the default allocator's type) and the
+// forecast (request streams, their alignment, forecast_peak), defined once here for GPUMEMPROF_COMPILED_LIB programs.
 #define GPUMEMPROF_LIB_SOURCE 1
+#include "gpumemprof/analysis/forecast-inl.hpp"
 #include "gpumemprof/analysis/memory_facts-inl.hpp"
 #include "gpumemprof/analysis/oom_report-inl.hpp"
+#include "gpumemprof/analysis/request_stream-inl.hpp"
+#include "gpumemprof/analysis/stream_alignment-inl.hpp"
 #include "gpumemprof/analysis/user_frame-inl.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN

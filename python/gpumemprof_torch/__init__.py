@@ -42,7 +42,7 @@ from . import memory_api
 __all__ = ["library_path", "install", "installed", "memory_stats", "dump_snapshot", "dump_snapshots",
            "collect_rank_index", "dump_on_oom", "rank_summary", "record_memory_history", "empty_cache",
            "track_external_memory", "profile", "ProfileResult", "category", "tag", "categorize", "category_stats",
-           "reset_category_peaks", "restore_memory_api", "memory_api", "python_stack"]
+           "reset_category_peaks", "restore_memory_api", "memory_api", "python_stack", "forecast"]
 
 _LIB_NAME = "libgpumemprof_torch.so"
 _lib = None
@@ -570,3 +570,6 @@ def profile(name, device=None, synchronize=True):
         result.frees = after[3] - before[3]
         result.allocated_bytes = after[4] - before[4]
         result.freed_bytes = after[5] - before[5]
+
+
+from .forecast import forecast  # noqa: E402  (gpumemprof_torch/forecast.py: will it fit at a larger size?)

@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""Time of `gpumemprof forecast` on two probes of about 1M trace entries each (a synthetic training
+loop written as PyTorch's snapshot pickles; a few requests differ between the probes).
+
+usage: forecast_speed.py GPUMEMPROF_BINARY [ENTRIES]"""
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def program(p, entries):
+    trace, addr = [], [0x7F0000000000]
+
+    def ev(action, a, size):
+        trace.append({"action": action, "addr": a, "size": size, "stream": 0, "time_us": len(trace), "frames": []})
+
+    def alloc(size):
+        addr[0] += 1 << 32
+        ev("alloc", addr[0], size)
+        return addr[0], size
+
+    def free(b):
+        ev("free_requested", *b)
+        ev("free_completed", *b)
+
+    weights = [alloc(3 * 2**20 + 512 * k) for k in range(50)]
+    step = 0
+    while len(trace) < entries:
+        acts = []
+        for layer in range(12):
+            acts.append(alloc(p * 65536 * (layer % 4 + 1)))
+            acts.append(alloc(p * p * 2048))
+            ws = alloc(8192 if (step + layer) % 17 else 8192 * p)
+            if p > 8 and layer == 5 and step % 3 == 0:
+                free(alloc(5 * 2**20))  # only the larger probe
+            free(ws)
+        for b in reversed(acts):
+            g = alloc(b[1])
+            free(b)
+            free(g)
+        step += 1
+    for w in weights:
+        free(w)
+    return {"segments": [], "device_traces": [trace]}
+
+
+def main():
+    binary = sys.argv[1]
+    entries = int(sys.argv[2]) if len(sys.argv) > 2 else 1_000_000
+    tmp = tempfile.mkdtemp(prefix="gpumemprof-forecast-speed-")
+    paths = []
+    for p in (8, 16):
+        path = os.path.join(tmp, f"{p}.pickle")
+        with open(path, "wb") as f:
+            pickle.dump(program(p, entries), f, protocol=4)
+        paths.append(path)
+    start = time.perf_counter()
+    r = subprocess.run([binary, "forecast", "--run", f"8={paths[0]}", "--run", f"16={paths[1]}", "--at", "64"],
+                       capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    print(r.stdout[:600] + r.stderr)
+    print(f"forecast of two {entries}-entry probes: {seconds:.2f} s (reading, aligning, 2-3 replays)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,461 @@
+// Analysis layer: forecast_peak()'s bodies (forecast.hpp declares them and describes the method).
+// Included by that header in header-only mode; compiled once in the library (lib/analysis.cpp)
+// for GPUMEMPROF_COMPILED_LIB programs. Not a header to include on its own.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <numeric>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "gpumemprof/allocator/format_size.hpp"
+#include "gpumemprof/analysis/forecast.hpp"
+#include "gpumemprof/analysis/request_stream.hpp"
+#include "gpumemprof/analysis/size_model.hpp"
+#include "gpumemprof/analysis/snapshot_replay.hpp"
+#include "gpumemprof/analysis/stream_alignment.hpp"
+#include "gpumemprof/analysis/trace_start.hpp"
+#include "gpumemprof/config.hpp"
+#include "gpumemprof/history/compact_snapshot.hpp"
+
+GPUMEMPROF_NAMESPACE_BEGIN
+
+namespace detail {
+
+inline std::string forecast_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+inline std::string forecast_percent(double fraction) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%", fraction * 100.0);
+  return buf;
+}
+
+/// The reference's trace with each request at `sizes[k]` (its frees too); oom entries dropped
+/// (the replay would retry them), everything else as recorded.
+inline CompactSnapshot forecast_target(const CompactSnapshot& ref, int device,
+                                       const std::vector<std::uint64_t>& sizes) {
+  CompactSnapshot out;
+  out.allocator_settings = ref.allocator_settings;
+  out.device_traces.resize(static_cast<std::size_t>(device) + 1);
+  CompactTrace& trace = out.device_traces[static_cast<std::size_t>(device)];
+  std::unordered_map<std::uint64_t, std::uint64_t> live;  // address -> target size
+  std::size_t k = 0;
+  TraceEntry t;
+  for (const CompactTrace::Entry e : ref.device_traces[static_cast<std::size_t>(device)]) {
+    if (e.action == TraceAction::oom) continue;
+    t.action = e.action;
+    t.addr = e.addr;
+    t.size = e.size;
+    t.stream = e.stream;
+    t.time_us = e.time_us;
+    t.frames = e.frames;
+    t.compile_context = e.compile_context;
+    t.user_metadata = e.user_metadata;
+    if (e.action == TraceAction::alloc) {
+      t.size = sizes[k++];
+      live[e.addr] = t.size;
+    } else if (e.action == TraceAction::free_requested || e.action == TraceAction::free_completed) {
+      if (const auto it = live.find(e.addr); it != live.end()) {
+        t.size = it->second;
+        if (e.action == TraceAction::free_completed) live.erase(it);
+      }
+    }
+    trace.push_back(t);
+  }
+  return out;
+}
+
+/// The most requested bytes live at once in `target`'s trace.
+inline std::uint64_t target_peak_requested(const CompactSnapshot& target, int device);
+
+/// Replays `target` on a device of `capacity` bytes; 0: a device large enough never to refuse
+/// (four times the peak requested bytes, at least 80 GiB, doubled while the replay runs short).
+inline SnapshotReplayResult forecast_replay_once(const CompactSnapshot& target, int device,
+                                                 const AllocatorConfig& config, std::size_t capacity) {
+  SnapshotReplayOptions opt;
+  opt.config = config;
+  opt.capacity = capacity;
+  if (capacity != 0) return replay_snapshot(target, device, opt);
+  opt.capacity =
+      std::max<std::size_t>(std::size_t{80} << 30, 4 * target_peak_requested(target, device) + (std::size_t{1} << 30));
+  for (;;) {
+    SnapshotReplayResult r = replay_snapshot(target, device, opt);
+    if (r.new_ooms == 0 || opt.capacity >= (std::size_t{1} << 46)) return r;
+    opt.capacity *= 2;
+  }
+}
+
+/// Walks `target`'s trace keeping the requested bytes live; returns the most and the index of the
+/// entry after which they were live.
+inline std::pair<std::uint64_t, std::size_t> requested_peak(const CompactSnapshot& target, int device) {
+  std::uint64_t live = 0, best = 0;
+  std::size_t at = 0;
+  std::unordered_map<std::uint64_t, std::uint64_t> sizes;
+  const CompactTrace& trace = target.device_traces[static_cast<std::size_t>(device)];
+  for (std::size_t k = 0; k < trace.size(); ++k) {
+    const CompactTrace::Entry e = trace[k];
+    if (e.action == TraceAction::alloc) {
+      sizes[e.addr] = e.size;
+      live += e.size;
+      if (live > best) {
+        best = live;
+        at = k;
+      }
+    } else if (e.action == TraceAction::free_completed) {
+      if (const auto it = sizes.find(e.addr); it != sizes.end()) {
+        live -= it->second;
+        sizes.erase(it);
+      }
+    }
+  }
+  return {best, at};
+}
+
+inline std::uint64_t target_peak_requested(const CompactSnapshot& target, int device) {
+  return requested_peak(target, device).first;
+}
+
+inline std::vector<ForecastGroup> top_groups(std::map<std::string, ForecastGroup>& groups, std::size_t n) {
+  std::vector<ForecastGroup> out;
+  for (auto& [label, g] : groups) {
+    g.label = label;
+    out.push_back(g);
+  }
+  std::stable_sort(out.begin(), out.end(), [](const ForecastGroup& a, const ForecastGroup& b) {
+    return a.bytes_at_target > b.bytes_at_target;
+  });
+  if (out.size() > n) out.resize(n);
+  return out;
+}
+
+inline std::string divergence_text(const RequestStream& ref, const StreamDivergence& d) {
+  const std::size_t req = std::min(d.ref_begin, ref.requests.empty() ? 0 : ref.requests.size() - 1);
+  std::string s = "request " + std::to_string(d.ref_begin);
+  if (!ref.requests.empty()) s += " (trace entry " + std::to_string(ref.requests[req].alloc_event) + ")";
+  s += ": " + std::to_string(d.ref_end - d.ref_begin) + " request(s) only in the reference, " +
+       std::to_string(d.other_end - d.other_begin) + " only in the other probe";
+  if (!ref.requests.empty() && ref.requests[req].site != 0) s += ", near " + ref.site_labels.at(ref.requests[req].site);
+  return s;
+}
+
+}  // namespace detail
+
+GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& probes, double at,
+                                             const ForecastOptions& options) {
+  if (probes.size() < 2 || probes.size() > 3) {
+    throw ForecastError("a forecast needs 2 or 3 probes (runs of the program at smaller sizes), got " +
+                        std::to_string(probes.size()));
+  }
+  std::vector<std::size_t> order(probes.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::sort(order.begin(), order.end(),
+            [&](std::size_t a, std::size_t b) { return probes[a].parameter < probes[b].parameter; });
+  for (const ForecastProbe& p : probes) {
+    if (p.snapshot == nullptr) throw ForecastError(p.name + ": no snapshot given");
+    if (!(p.parameter > 0) || !std::isfinite(p.parameter)) {
+      throw ForecastError(p.name + ": the probe's size must be a positive number, got " +
+                          detail::forecast_number(p.parameter));
+    }
+  }
+  for (std::size_t k = 0; k + 1 < order.size(); ++k) {
+    const ForecastProbe& a = probes[order[k]];
+    const ForecastProbe& b = probes[order[k + 1]];
+    if (b.parameter - a.parameter <= 1e-9 * b.parameter) {
+      throw ForecastError(a.name + " and " + b.name + " are both at size " + detail::forecast_number(a.parameter) +
+                          ": the probes must be runs at different sizes");
+    }
+  }
+  const std::size_t ri = order.back();
+  const ForecastProbe& refp = probes[ri];
+  if (!(at > refp.parameter) || !std::isfinite(at)) {
+    throw ForecastError("the target size " + detail::forecast_number(at) + " must be larger than every probe's (" +
+                        detail::forecast_number(refp.parameter) + "): a forecast extrapolates from smaller runs");
+  }
+
+  // The request streams.
+  std::vector<RequestStream> streams(probes.size());
+  for (std::size_t k = 0; k < probes.size(); ++k) {
+    const ForecastProbe& p = probes[k];
+    const int device = options.device >= 0 ? options.device : busiest_device(*p.snapshot);
+    if (device < 0 || static_cast<std::size_t>(device) >= p.snapshot->device_traces.size() ||
+        p.snapshot->device_traces[static_cast<std::size_t>(device)].empty()) {
+      throw ForecastError(p.name +
+                          ": no trace events to forecast from; record the run with "
+                          "torch.cuda.memory._record_memory_history() from its start");
+    }
+    ReplaySeed seed;
+    (void)detail::reconstruct_start(*p.snapshot, device, seed);
+    if (seed.any()) {
+      throw ForecastError(p.name + ": its history starts mid-run (" + std::to_string(seed.segments) + " segment(s), " +
+                          std::to_string(seed.blocks) +
+                          " live block(s) existed before its first event); start "
+                          "torch.cuda.memory._record_memory_history() before the model is created");
+    }
+    streams[k] = request_stream(*p.snapshot, device);
+    if (streams[k].requests.empty()) throw ForecastError(p.name + ": its trace has no allocations");
+  }
+  const RequestStream& ref = streams[ri];
+  const std::size_t n = ref.requests.size();
+
+  ForecastResult res;
+  res.at = at;
+  res.device = ref.device;
+  res.config = options.config.source;
+  res.reference = ri;
+  res.requests = n;
+  res.capacity = options.capacity;
+
+  // Alignment against the reference.
+  std::vector<StreamAlignment> aligned(probes.size());
+  res.probes.resize(probes.size());
+  for (std::size_t k = 0; k < probes.size(); ++k) {
+    ForecastProbeSummary& s = res.probes[k];
+    s.name = probes[k].name;
+    s.parameter = probes[k].parameter;
+    s.events = streams[k].events;
+    s.requests = streams[k].requests.size();
+    s.recorded_peak_reserved = streams[k].recorded_peak_reserved;
+    s.peak_requested = streams[k].peak_requested;
+    if (k == ri) {
+      s.matched = s.agreeing = s.requests;
+      continue;
+    }
+    aligned[k] = align_streams(ref, refp.parameter, streams[k], probes[k].parameter, options.alignment);
+    const StreamAlignment& al = aligned[k];
+    s.matched = al.matched;
+    s.agreeing = al.agreeing;
+    s.complete = al.complete;
+    s.divergence_count = al.divergences.size();
+    for (std::size_t d = 0; d < std::min<std::size_t>(5, al.divergences.size()); ++d)
+      s.divergences.push_back(al.divergences[d]);
+    const double share = std::min(static_cast<double>(al.matched) / static_cast<double>(n),
+                                  static_cast<double>(al.matched) / static_cast<double>(s.requests));
+    if (share < 0.5) {
+      std::string where =
+          al.divergences.empty() ? "" : "; they first differ at " + detail::divergence_text(ref, al.divergences[0]);
+      throw ForecastError(probes[k].name + " and " + refp.name +
+                          " do not look like one program run at two sizes: only " + detail::forecast_percent(share) +
+                          " of their requests align" + where +
+                          "; record every probe from the same program and step count");
+    }
+  }
+
+  // Size models and the target's sizes.
+  std::vector<SizeFit> fits(n);
+  std::vector<std::uint64_t> sizes(n), grown(n), kept(n);
+  std::size_t irregular = 0;
+  std::vector<std::uint8_t> with_all(n, 1);
+  std::size_t aligned_all = 0, aligned_any = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    double ps[3];
+    std::uint64_t ss[3];
+    std::size_t m = 0;
+    bool regular = true;  // every aligned size is the reference's over 1, q or q^2
+    for (const std::size_t k : order) {
+      std::uint64_t size = 0;
+      if (k == ri) {
+        size = ref.requests[i].size;
+      } else if (const std::int64_t j = aligned[k].other_of[i]; j != StreamAlignment::kUnmatched) {
+        size = streams[k].requests[static_cast<std::size_t>(j)].size;
+        const double q = refp.parameter / probes[k].parameter;
+        const double want = static_cast<double>(ref.requests[i].size);
+        const double got = static_cast<double>(size);
+        regular = regular && (detail::size_close(want, got) || detail::size_close(want, got * q) ||
+                              detail::size_close(want, got * q * q));
+      } else {
+        with_all[i] = 0;
+        continue;
+      }
+      ps[m] = probes[k].parameter;
+      ss[m++] = size;
+    }
+    fits[i] = fit_size(ps, ss, m);
+    if (m == 1) fits[i].model = SizeModel::unmatched;
+    aligned_all += with_all[i];
+    aligned_any += m > 1 ? 1 : 0;
+    ++res.models[static_cast<std::size_t>(fits[i].model)];
+    sizes[i] = fits[i].at(at);
+    grown[i] =
+        m > 1
+            ? sizes[i]
+            : static_cast<std::uint64_t>(std::llround(static_cast<double>(ref.requests[i].size) * at / refp.parameter));
+  }
+  res.aligned_requests = static_cast<double>(aligned_all) / static_cast<double>(n);
+  res.aligned_requests_any = static_cast<double>(aligned_any) / static_cast<double>(n);
+
+  // The target stream and its replay.
+  const CompactSnapshot& ref_snap = *refp.snapshot;
+  res.target = detail::forecast_target(ref_snap, ref.device, sizes);
+  const SnapshotReplayResult main = detail::forecast_replay_once(res.target, ref.device, options.config, 0);
+  res.peak_reserved = static_cast<std::uint64_t>(main.peak_reserved);
+  res.peak_allocated = static_cast<std::uint64_t>(main.peak_allocated);
+  res.peak_requested = main.peak_requested_bytes;
+  res.num_device_alloc = main.num_device_alloc;
+  // The range: unmatched requests grown with the parameter; irregular ones (aligned, but their
+  // sizes follow no 1 : q : q^2 law, e.g. workspaces chosen by size) kept at the reference's size.
+  res.peak_reserved_unmatched_grown = res.peak_reserved;
+  res.peak_reserved_irregular_kept = res.peak_reserved;
+  res.irregular = irregular;
+  if (res.models[static_cast<std::size_t>(SizeModel::unmatched)] != 0) {
+    const CompactSnapshot alt = detail::forecast_target(ref_snap, ref.device, grown);
+    res.peak_reserved_unmatched_grown =
+        static_cast<std::uint64_t>(detail::forecast_replay_once(alt, ref.device, options.config, 0).peak_reserved);
+  }
+  if (irregular != 0) {
+    const CompactSnapshot alt = detail::forecast_target(ref_snap, ref.device, kept);
+    res.peak_reserved_irregular_kept =
+        static_cast<std::uint64_t>(detail::forecast_replay_once(alt, ref.device, options.config, 0).peak_reserved);
+  }
+  const double peak = static_cast<double>(std::max<std::uint64_t>(res.peak_reserved, 1));
+  res.unmatched_effect = std::max(std::fabs(static_cast<double>(res.peak_reserved_unmatched_grown) - peak),
+                                  std::fabs(static_cast<double>(res.peak_reserved_irregular_kept) - peak)) /
+                         peak;
+  // The back-test: the reference's stream at each smaller probe's size, replayed, against the
+  // replay of that probe's own stream. Where they differ, the probes' request streams differ in
+  // a way that moves the peak (requests present at one size only, another order), and the target's
+  // stream, which no probe shows, may differ from the reference's as much.
+  for (std::size_t k = 0; k < probes.size(); ++k) {
+    if (k == ri) continue;
+    std::vector<std::uint64_t> back(n);
+    for (std::size_t i = 0; i < n; ++i) back[i] = fits[i].at(probes[k].parameter);
+    const CompactSnapshot alt = detail::forecast_target(ref_snap, ref.device, back);
+    const double got =
+        static_cast<double>(detail::forecast_replay_once(alt, ref.device, options.config, 0).peak_reserved);
+    const double own = static_cast<double>(
+        detail::forecast_replay_once(*probes[k].snapshot, streams[k].device, options.config, 0).peak_reserved);
+    ForecastProbeSummary& s = res.probes[k];
+    s.backcast_peak_reserved = static_cast<std::uint64_t>(got);
+    s.replayed_peak_reserved = static_cast<std::uint64_t>(own);
+    const double e = own > 0 ? (got - own) / own : 0.0;
+    if (std::fabs(e) > std::fabs(res.backcast_error)) res.backcast_error = e;
+  }
+  res.confident = res.unmatched_effect <= options.error_goal && std::fabs(res.backcast_error) <= options.error_goal;
+
+  // What is live at the target's peak of requested bytes, and how it grew.
+  {
+    const std::size_t peak_event = detail::requested_peak(res.target, ref.device).second;
+    std::map<std::string, ForecastGroup> by_model, by_site, by_category;
+    std::vector<std::size_t> live;
+    std::uint64_t live_bytes = 0, live_aligned = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const ProbeRequest& r = ref.requests[i];
+      if (r.alloc_event > peak_event || (r.free_event != ProbeRequest::kNeverFreed && r.free_event <= peak_event))
+        continue;
+      live.push_back(i);
+      live_bytes += sizes[i];
+      if (with_all[i] != 0) live_aligned += sizes[i];
+      auto add = [&](ForecastGroup& g) {
+        ++g.requests;
+        g.bytes_at_reference += r.size;
+        g.bytes_at_target += sizes[i];
+      };
+      add(by_model[std::string(size_model_name(fits[i].model))]);
+      if (r.site != 0) add(by_site[ref.site_labels.at(r.site)]);
+      if (r.category != 0) add(by_category[ref.category_names.at(r.category)]);
+    }
+    res.aligned_peak_bytes =
+        live_bytes == 0 ? 1.0 : static_cast<double>(live_aligned) / static_cast<double>(live_bytes);
+    res.by_model = detail::top_groups(by_model, 4);
+    res.by_site = detail::top_groups(by_site, options.explain);
+    res.by_category = detail::top_groups(by_category, options.explain);
+    const std::size_t top = std::min(options.explain, live.size());
+    std::partial_sort(live.begin(), live.begin() + static_cast<std::ptrdiff_t>(top), live.end(),
+                      [&](std::size_t a, std::size_t b) { return sizes[a] > sizes[b]; });
+    for (std::size_t t = 0; t < top; ++t) {
+      const std::size_t i = live[t];
+      const ProbeRequest& r = ref.requests[i];
+      ForecastRequest fr;
+      fr.size_at_target = sizes[i];
+      fr.model = fits[i].model;
+      fr.reference_event = r.alloc_event;
+      if (r.site != 0) fr.site = ref.site_labels.at(r.site);
+      if (r.category != 0) fr.category = ref.category_names.at(r.category);
+      for (std::size_t k = 0; k < probes.size(); ++k) {
+        std::uint64_t s = 0;
+        if (k == ri) {
+          s = r.size;
+        } else if (const std::int64_t j = aligned[k].other_of[i]; j != StreamAlignment::kUnmatched) {
+          s = streams[k].requests[static_cast<std::size_t>(j)].size;
+        }
+        fr.size_at_probes.push_back(s);
+      }
+      res.largest.push_back(std::move(fr));
+    }
+  }
+
+  // The straight line through the two largest probes' recorded peaks reserved.
+  {
+    const ForecastProbeSummary& a = res.probes[order[order.size() - 2]];
+    const ForecastProbeSummary& b = res.probes[ri];
+    const double slope =
+        (static_cast<double>(b.recorded_peak_reserved) - static_cast<double>(a.recorded_peak_reserved)) /
+        (b.parameter - a.parameter);
+    const double line = static_cast<double>(b.recorded_peak_reserved) + slope * (at - b.parameter);
+    res.straight_line_peak_reserved = line > 0 ? static_cast<std::uint64_t>(std::llround(line)) : 0;
+  }
+
+  // With a capacity: the replay on a device of that size.
+  if (options.capacity != 0) {
+    const SnapshotReplayResult capped =
+        detail::forecast_replay_once(res.target, ref.device, options.config, options.capacity);
+    res.ooms_at_capacity = capped.new_ooms;
+    res.fits = capped.new_ooms == 0;
+  }
+
+  // Warnings.
+  if (!res.confident) {
+    res.warnings.push_back("the forecast is a range, not a confident number: peak reserved " +
+                           format_size(res.peak_reserved) + ", but " + format_size(res.peak_reserved_unmatched_grown) +
+                           " if the " + std::to_string(res.models[static_cast<std::size_t>(SizeModel::unmatched)]) +
+                           " request(s) only the largest probe made grow with the size, and " +
+                           format_size(res.peak_reserved_irregular_kept) + " if the " + std::to_string(irregular) +
+                           " whose sizes follow no constant/linear/square law keep their size (" +
+                           detail::forecast_percent(res.unmatched_effect) + ", more than the " +
+                           detail::forecast_percent(options.error_goal) + " goal); a third probe (--run) narrows it");
+  }
+  if (std::fabs(res.backcast_error) > options.error_goal) {
+    res.warnings.push_back(
+        "the forecast is not a confident number: the largest probe's request stream, sized for a "
+        "smaller probe, replays to a peak reserved " +
+        detail::forecast_percent(res.backcast_error) + " off that probe's own (more than the " +
+        detail::forecast_percent(options.error_goal) +
+        " goal): the runs' request streams differ with the size in ways that move the peak "
+        "(requests made at some sizes only); the target's will too. Probes nearer the target "
+        "(or a third --run) narrow it");
+  }
+  for (std::size_t k = 0; k < probes.size(); ++k) {
+    if (k == ri) continue;
+    if (!res.probes[k].complete) {
+      res.warnings.push_back(probes[k].name + ": the alignment stopped at its work limit; the rest is unmatched");
+    }
+    if (!aligned[k].divergences.empty()) {
+      res.warnings.push_back(probes[k].name + " and " + refp.name + " diverge in " +
+                             std::to_string(aligned[k].divergences.size()) + " place(s); the first at " +
+                             detail::divergence_text(ref, aligned[k].divergences[0]));
+    }
+  }
+  return res;
+}
+
+GPUMEMPROF_FUNC ForecastReplay forecast_replay(const ForecastResult& forecast, const AllocatorConfig& config,
+                                               std::size_t capacity) {
+  const SnapshotReplayResult r = detail::forecast_replay_once(forecast.target, forecast.device, config, capacity);
+  ForecastReplay out;
+  out.peak_reserved = static_cast<std::uint64_t>(r.peak_reserved);
+  out.peak_allocated = static_cast<std::uint64_t>(r.peak_allocated);
+  out.ooms = r.new_ooms + r.ooms_reproduced;
+  return out;
+}
+
+GPUMEMPROF_NAMESPACE_END

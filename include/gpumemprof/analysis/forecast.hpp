@@ -1,0 +1,165 @@
+// Analysis layer: will it fit? The peak memory of a program at a larger batch size or sequence
+// length, forecast from snapshots of the same program run at two or three smaller sizes ("probes":
+// PyTorch's torch.cuda.memory._record_memory_history from the start, or ours; stacks optional).
+//
+// Method, exact where the probes allow it:
+//   1. Each probe's request stream (request_stream.hpp) is aligned to the reference probe's --
+//      the probe at the largest parameter, nearest the target (stream_alignment.hpp).
+//   2. Each reference request gets a size model from the sizes its aligned requests had
+//      (size_model.hpp): constant, linear or quadratic in the parameter. A request no other probe
+//      has ("unmatched") keeps its size at the reference probe.
+//   3. The target's request stream is the reference's, in the reference's order (so every
+//      request lives exactly as long, relative to the others, as it did there), each request at its
+//      modelled size; it is replayed through the PyTorch-exact allocator (snapshot_replay.hpp)
+//      under the chosen config. That replay's peaks are the forecast.
+//   4. How much what it cannot model well could matter: the stream is replayed again with every
+//      unmatched request grown in proportion to the parameter (target / reference), and once more
+//      with every *irregular* request -- aligned, but its sizes are not the reference's over 1, q
+//      or q^2 (q: the ratio of the parameters), e.g. a workspace chosen by size -- kept at the
+//      reference's size instead of its fitted one. When either peak reserved differs from the
+//      forecast by more than `error_goal` (3%), the forecast is not `confident`: a warning says
+//      so, with the figures.
+//   5. A back-test: the reference's stream sized for each smaller probe, replayed, against the
+//      replay of that probe's own stream. A difference over `error_goal` means the streams change
+//      with the size in ways that move the peak (requests made at some sizes only, another
+//      order): the forecast is not `confident` either.
+// What it cannot know: requests that only a run at the target size makes (a kernel chosen only
+// there), and memory outside the caching allocator (the CUDA context, cuBLAS/NCCL workspaces
+// taken with cudaMalloc directly) -- a capacity should be what the allocator can use.
+// The straight line through the two largest probes' recorded peaks reserved is given beside.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "gpumemprof/allocator/allocator_config.hpp"
+#include "gpumemprof/analysis/size_model.hpp"
+#include "gpumemprof/analysis/stream_alignment.hpp"
+#include "gpumemprof/config.hpp"
+#include "gpumemprof/history/compact_snapshot.hpp"
+
+GPUMEMPROF_NAMESPACE_BEGIN
+
+/// Inputs a forecast cannot be made from (one line saying what and what to do).
+class ForecastError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+/// One probe: a snapshot of the program run at `parameter` (e.g. batch size 8).
+struct ForecastProbe {
+  double parameter = 0;
+  const CompactSnapshot* snapshot = nullptr;
+  std::string name;  ///< how messages name it (a path)
+};
+
+struct ForecastOptions {
+  AllocatorConfig config;    ///< the policy replayed (default: PyTorch's defaults)
+  std::size_t capacity = 0;  ///< device bytes the allocator may use; 0 = no fit verdict
+  double error_goal = 0.03;  ///< the unmatched part may move the peak by at most this fraction
+  int device = -1;           ///< the trace used; -1 = the one with the most entries
+  std::size_t explain = 8;   ///< rows in each explanation list
+  AlignmentOptions alignment;
+};
+
+/// What one probe contributed.
+struct ForecastProbeSummary {
+  std::string name;
+  double parameter = 0;
+  std::size_t events = 0;
+  std::size_t requests = 0;
+  std::uint64_t recorded_peak_reserved = 0;  ///< from its segment events
+  std::uint64_t peak_requested = 0;
+  // Against the reference (the reference itself: all matched).
+  std::size_t matched = 0;   ///< its requests aligned with a reference request
+  std::size_t agreeing = 0;  ///< ... with a size 1, q or q^2 times the reference's
+  bool complete = true;
+  std::size_t divergence_count = 0;
+  std::uint64_t replayed_peak_reserved = 0;   ///< its own stream replayed (smaller probes)
+  std::uint64_t backcast_peak_reserved = 0;   ///< the reference's stream at its size, replayed
+  std::vector<StreamDivergence> divergences;  ///< the first few
+};
+
+/// Requests grouped (by site, category or size model) and their bytes at the target's peak.
+struct ForecastGroup {
+  std::string label;
+  std::size_t requests = 0;              ///< live at the target's peak of requested bytes
+  std::uint64_t bytes_at_reference = 0;  ///< the same requests' bytes at the reference probe
+  std::uint64_t bytes_at_target = 0;
+};
+
+/// One of the largest requests live at the target's peak.
+struct ForecastRequest {
+  std::uint64_t size_at_target = 0;
+  std::vector<std::uint64_t> size_at_probes;  ///< per probe (0: no aligned request there)
+  SizeModel model = SizeModel::constant;
+  std::string site;                 ///< user's frame label ("" when no stack was recorded)
+  std::string category;             ///< "" when none was recorded
+  std::size_t reference_event = 0;  ///< its alloc entry in the reference's trace
+};
+
+struct ForecastResult {
+  double at = 0;
+  int device = 0;
+  std::string config;  ///< as given ("" = PyTorch's defaults)
+  // The forecast: peaks of the replayed target stream.
+  std::uint64_t peak_reserved = 0;
+  std::uint64_t peak_allocated = 0;
+  std::uint64_t peak_requested = 0;
+  std::int64_t num_device_alloc = 0;
+  // How far the unmatched requests could move it.
+  std::uint64_t peak_reserved_unmatched_grown = 0;  ///< unmatched requests grown with the parameter
+  std::uint64_t peak_reserved_irregular_kept = 0;   ///< irregular requests at the reference's size
+  std::size_t irregular = 0;                        ///< aligned requests whose sizes follow no 1 : q : q^2 law
+  double unmatched_effect = 0;  ///< the larger distance of the two figures above from the forecast, / forecast
+  double backcast_error = 0;    ///< the back-test's largest relative error (see the file comment)
+  bool confident = true;        ///< unmatched_effect and |backcast_error| <= error_goal
+  // Alignment quality.
+  std::size_t reference = 0;                 ///< index into probes of the reference
+  std::size_t requests = 0;                  ///< the reference's (= the target's) requests
+  std::size_t models[4] = {0, 0, 0, 0};      ///< requests per SizeModel
+  double aligned_requests = 0;               ///< fraction aligned with every other probe
+  double aligned_requests_any = 0;           ///< fraction aligned with at least one other probe
+  double aligned_peak_bytes = 0;             ///< fraction of the target's peak requested bytes so aligned
+  std::vector<ForecastProbeSummary> probes;  ///< in the order given
+  // For comparison: the straight line through the two largest probes' recorded peaks reserved.
+  std::uint64_t straight_line_peak_reserved = 0;
+  // Explanation.
+  std::vector<ForecastGroup> by_model;     ///< constant / linear / quadratic / unmatched
+  std::vector<ForecastGroup> by_site;      ///< when stacks were recorded
+  std::vector<ForecastGroup> by_category;  ///< when categories were recorded
+  std::vector<ForecastRequest> largest;
+  // With a capacity.
+  std::uint64_t capacity = 0;
+  bool fits = true;                  ///< the target stream replayed within `capacity` without an OOM
+  std::size_t ooms_at_capacity = 0;  ///< allocations that failed in that replay
+  std::vector<std::string> warnings;
+  /// The synthesised target stream (replay it under other configs with forecast_replay).
+  CompactSnapshot target;
+};
+
+/// Forecasts the peaks at parameter `at` from 2 or 3 probes (see the file comment). Throws
+/// ForecastError when the probes cannot support a forecast: fewer than 2 or more than 3, a
+/// parameter given twice, `at` not above every probe's, a probe with no trace or one whose
+/// history starts mid-run, or probes that do not align as one program.
+[[nodiscard]] ForecastResult forecast_peak(const std::vector<ForecastProbe>& probes, double at,
+                                           const ForecastOptions& options = {});
+
+/// Replays a forecast's target stream under `config` on a device of `capacity` bytes (0: 80 GiB).
+struct ForecastReplay {
+  std::uint64_t peak_reserved = 0;
+  std::uint64_t peak_allocated = 0;
+  std::size_t ooms = 0;
+};
+[[nodiscard]] ForecastReplay forecast_replay(const ForecastResult& forecast, const AllocatorConfig& config,
+                                             std::size_t capacity);
+
+GPUMEMPROF_NAMESPACE_END
+
+// The bodies: in the compiled library under GPUMEMPROF_COMPILED_LIB (lib/analysis.cpp).
+#ifndef GPUMEMPROF_COMPILED_LIB
+#include "gpumemprof/analysis/forecast-inl.hpp"
+#endif

@@ -1,0 +1,302 @@
+// `gpumemprof forecast --run 8=a.pickle --run 16=b.pickle --at 64`: the peak memory of the
+// program at a larger size, from snapshots of runs at smaller ones (analysis/forecast.hpp says
+// how). With --capacity: whether it fits; with --tune: which PyTorch settings make it fit, each
+// replayed (the configs `tune` tries).
+#pragma once
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "cli_args.hpp"
+#include "cmd_replay_snapshot.hpp"
+#include "cmd_tune.hpp"
+#include "gpumemprof/analysis/forecast.hpp"
+#include "gpumemprof/export/formats/json_writer.hpp"
+
+namespace gpumemprof::tools {
+
+/// A positive number ("64", "0.5"), else a UsageError naming `what`.
+inline double forecast_size_arg(const std::string& text, const std::string& what) {
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || !(v > 0)) {
+    throw UsageError(what + " takes a positive number (a batch size or sequence length), got '" + text + "'");
+  }
+  return v;
+}
+
+struct ForecastTuneRow {
+  std::string config;
+  std::string unsupported;
+  ForecastReplay replay;
+};
+
+inline void print_forecast_text(const ForecastResult& f, const std::vector<ForecastTuneRow>& tuned) {
+  const ForecastProbeSummary& ref = f.probes[f.reference];
+  std::printf("forecast at %g from %zu probes (reference: %s at %g), device %d's trace, config %s\n", f.at,
+              f.probes.size(), ref.name.c_str(), ref.parameter, f.device,
+              f.config.empty() ? "<default>" : f.config.c_str());
+  for (const ForecastProbeSummary& p : f.probes) {
+    std::printf("  probe %-6g %s: %zu requests, recorded peak reserved %s; %zu aligned with the reference\n",
+                p.parameter, p.name.c_str(), p.requests, size_text(p.recorded_peak_reserved).c_str(), p.matched);
+  }
+  std::printf(
+      "  alignment: %.1f%% of requests with every probe (%.1f%% with one at least), %.1f%% of the peak's bytes\n",
+      f.aligned_requests * 100, f.aligned_requests_any * 100, f.aligned_peak_bytes * 100);
+  std::printf("  size models: %zu constant, %zu linear, %zu quadratic, %zu unmatched (kept at the reference's size)\n",
+              f.models[0], f.models[1], f.models[2], f.models[3]);
+  std::printf("  peak_requested_bytes  %14llu  (%s)\n", static_cast<unsigned long long>(f.peak_requested),
+              size_text(f.peak_requested).c_str());
+  std::printf("  peak_allocated_bytes  %14llu  (%s)\n", static_cast<unsigned long long>(f.peak_allocated),
+              size_text(f.peak_allocated).c_str());
+  std::printf(
+      "  peak_reserved_bytes   %14llu  (%s)%s\n", static_cast<unsigned long long>(f.peak_reserved),
+      size_text(f.peak_reserved).c_str(),
+      f.confident
+          ? ""
+          : ("  NOT CONFIDENT: " +
+             size_text(std::min({f.peak_reserved, f.peak_reserved_unmatched_grown, f.peak_reserved_irregular_kept})) +
+             " to " +
+             size_text(std::max({f.peak_reserved, f.peak_reserved_unmatched_grown, f.peak_reserved_irregular_kept})))
+                .c_str());
+  std::printf("  back-test: the reference's stream at the smaller probes' sizes replays %+.1f%% off their own\n",
+              f.backcast_error * 100);
+  std::printf("  straight line through the probes' peaks: %s\n", size_text(f.straight_line_peak_reserved).c_str());
+  auto groups = [](const char* title, const std::vector<ForecastGroup>& g) {
+    if (g.empty()) return;
+    std::printf("  %s (live at the peak: reference -> target):\n", title);
+    for (const ForecastGroup& x : g) {
+      std::printf("    %10s -> %10s  %6zu req  %s\n", size_text(x.bytes_at_reference).c_str(),
+                  size_text(x.bytes_at_target).c_str(), x.requests, x.label.c_str());
+    }
+  };
+  groups("by size model", f.by_model);
+  groups("what grows, by site", f.by_site);
+  groups("by category", f.by_category);
+  if (!f.largest.empty()) {
+    std::printf("  largest requests at the target:\n");
+    for (const ForecastRequest& r : f.largest) {
+      std::printf("    %10s  %-9s  entry %zu%s%s\n", size_text(r.size_at_target).c_str(),
+                  std::string(size_model_name(r.model)).c_str(), r.reference_event, r.site.empty() ? "" : "  ",
+                  r.site.c_str());
+    }
+  }
+  if (f.capacity != 0) {
+    if (f.fits) {
+      std::printf("  fits in %s: %s to spare at the peak reserved\n", size_text(f.capacity).c_str(),
+                  size_text(f.capacity > f.peak_reserved ? f.capacity - f.peak_reserved : 0).c_str());
+    } else {
+      std::printf("  does NOT fit in %s: %zu allocation(s) fail; it needs about %s more\n",
+                  size_text(f.capacity).c_str(), f.ooms_at_capacity,
+                  size_text(f.peak_reserved > f.capacity ? f.peak_reserved - f.capacity : 0).c_str());
+    }
+  }
+  for (const ForecastTuneRow& t : tuned) {
+    const std::string label = t.config.empty() ? "<default>" : t.config;
+    if (!t.unsupported.empty()) {
+      std::printf("  tune %-62s  (%s)\n", label.c_str(), t.unsupported.c_str());
+    } else {
+      std::printf("  tune %-62s  peak reserved %10s  %s\n", label.c_str(), size_text(t.replay.peak_reserved).c_str(),
+                  f.capacity == 0      ? ""
+                  : t.replay.ooms == 0 ? "fits"
+                                       : "OOM");
+    }
+  }
+  for (const std::string& w : f.warnings) std::printf("warning: %s\n", w.c_str());
+}
+
+inline void print_forecast_json(const ForecastResult& f, const std::vector<ForecastTuneRow>& tuned) {
+  JsonWriter w(std::cout);
+  w.begin_dict();
+  w.field("at", f.at);
+  w.field("config", f.config);
+  w.field("device", f.device);
+  w.field("peak_reserved_bytes", f.peak_reserved);
+  w.field("peak_allocated_bytes", f.peak_allocated);
+  w.field("peak_requested_bytes", f.peak_requested);
+  w.field("confident", f.confident);
+  w.field("peak_reserved_bytes_if_unmatched_grow", f.peak_reserved_unmatched_grown);
+  w.field("peak_reserved_bytes_if_irregular_kept", f.peak_reserved_irregular_kept);
+  w.field("irregular_requests", f.irregular);
+  w.field("backcast_error", f.backcast_error);
+  w.field("unmatched_effect", f.unmatched_effect);
+  w.field("straight_line_peak_reserved_bytes", f.straight_line_peak_reserved);
+  if (f.capacity != 0) {
+    w.field("capacity_bytes", f.capacity);
+    w.field("fits", f.fits);
+    w.field("margin_bytes", static_cast<double>(f.capacity) - static_cast<double>(f.peak_reserved));
+  }
+  w.key("alignment");
+  w.begin_dict();
+  w.field("requests", f.requests);
+  w.field("aligned_requests", f.aligned_requests);
+  w.field("aligned_requests_any", f.aligned_requests_any);
+  w.field("aligned_peak_bytes", f.aligned_peak_bytes);
+  w.field("constant", f.models[0]);
+  w.field("linear", f.models[1]);
+  w.field("quadratic", f.models[2]);
+  w.field("unmatched", f.models[3]);
+  w.end_dict();
+  w.key("probes");
+  w.begin_list();
+  for (const ForecastProbeSummary& p : f.probes) {
+    w.begin_dict();
+    w.field("path", p.name);
+    w.field("size", p.parameter);
+    w.field("requests", p.requests);
+    w.field("matched", p.matched);
+    w.field("agreeing", p.agreeing);
+    w.field("divergences", p.divergence_count);
+    w.field("recorded_peak_reserved_bytes", p.recorded_peak_reserved);
+    w.field("replayed_peak_reserved_bytes", p.replayed_peak_reserved);
+    w.field("backcast_peak_reserved_bytes", p.backcast_peak_reserved);
+    w.end_dict();
+  }
+  w.end_list();
+  auto groups = [&](const char* key, const std::vector<ForecastGroup>& g) {
+    w.key(key);
+    w.begin_list();
+    for (const ForecastGroup& x : g) {
+      w.begin_dict();
+      w.field("label", x.label);
+      w.field("requests", x.requests);
+      w.field("bytes_at_reference", x.bytes_at_reference);
+      w.field("bytes_at_target", x.bytes_at_target);
+      w.end_dict();
+    }
+    w.end_list();
+  };
+  groups("by_model", f.by_model);
+  groups("by_site", f.by_site);
+  groups("by_category", f.by_category);
+  w.key("largest");
+  w.begin_list();
+  for (const ForecastRequest& r : f.largest) {
+    w.begin_dict();
+    w.field("size_at_target", r.size_at_target);
+    w.field("model", std::string(size_model_name(r.model)));
+    w.field("site", r.site);
+    w.field("category", r.category);
+    w.field("reference_entry", r.reference_event);
+    w.end_dict();
+  }
+  w.end_list();
+  if (!tuned.empty()) {
+    w.key("tune");
+    w.begin_list();
+    for (const ForecastTuneRow& t : tuned) {
+      w.begin_dict();
+      w.field("config", t.config);
+      w.field("supported", t.unsupported.empty());
+      w.field("peak_reserved_bytes", t.replay.peak_reserved);
+      w.field("fits", f.capacity == 0 || (t.unsupported.empty() && t.replay.ooms == 0));
+      w.end_dict();
+    }
+    w.end_list();
+  }
+  w.key("warnings");
+  w.begin_list();
+  for (const std::string& s : f.warnings) w.value(s);
+  w.end_list();
+  w.end_dict();
+  w.finish();
+  std::cout << '\n' << std::flush;
+}
+
+inline int cmd_forecast(int argc, char** argv) {
+  std::vector<std::pair<std::string, std::string>> runs;  // "8", "a.pickle"
+  std::vector<char*> rest{argv[0], argv[1]};
+  for (int i = 2; i < argc; ++i) {  // --run repeats: take them out before the common parser
+    std::string a = argv[i];
+    std::string value;
+    if (a == "--run") {
+      if (i + 1 >= argc) throw UsageError("option --run needs a value SIZE=SNAPSHOT");
+      value = argv[++i];
+    } else if (a.rfind("--run=", 0) == 0) {
+      value = a.substr(6);
+    } else {
+      rest.push_back(argv[i]);
+      continue;
+    }
+    const auto eq = value.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == value.size()) {
+      throw UsageError("--run takes SIZE=SNAPSHOT (e.g. --run 8=batch8.pickle), got '" + value + "'");
+    }
+    runs.emplace_back(value.substr(0, eq), value.substr(eq + 1));
+  }
+  const Args args(static_cast<int>(rest.size()), rest.data(), 2, {"--help", "--json", "--tune"},
+                  {"--at", "--capacity", "--config", "--device"});
+  if (args.has("--help")) {
+    std::fputs(
+        "usage: gpumemprof forecast --run SIZE=SNAPSHOT --run SIZE=SNAPSHOT [--run SIZE=SNAPSHOT] --at SIZE\n"
+        "                           [--capacity BYTES] [--config CONF | --tune] [--device N] [--json]\n"
+        "  Forecasts the peak memory of a program at a larger batch size or sequence length (--at) from\n"
+        "  snapshots of the same program run at 2 or 3 smaller sizes, each with its whole history\n"
+        "  (torch.cuda.memory._record_memory_history() from the start; PyTorch's pickles or ours, .gz too).\n"
+        "  The runs' requests are aligned, each request's size is fitted (constant, linear or quadratic in\n"
+        "  the size), and the request stream at the target is replayed through PyTorch's allocator policy\n"
+        "  (--config: a PYTORCH_CUDA_ALLOC_CONF). --capacity: whether it fits in that many bytes (what the\n"
+        "  allocator can use: the device's memory less the CUDA context's). --tune: each config `tune`\n"
+        "  tries, replayed at the target. When requests only the largest run made could move the peak by\n"
+        "  more than 3%, the forecast says so and gives the range. --json: one JSON document.\n",
+        stdout);
+    return 0;
+  }
+  if (!args.positional().empty())
+    throw UsageError("unexpected argument '" + args.positional()[0] + "'; give snapshots with --run SIZE=SNAPSHOT");
+  if (runs.size() < 2) {
+    throw UsageError("a forecast needs 2 or 3 runs at smaller sizes (--run 8=a.pickle --run 16=b.pickle), got " +
+                     std::to_string(runs.size()));
+  }
+  if (runs.size() > 3) throw UsageError("at most 3 --run probes, got " + std::to_string(runs.size()));
+  if (!args.has("--at")) throw UsageError("--at SIZE is required: the batch size or sequence length to forecast");
+  if (args.has("--config") && args.has("--tune")) throw UsageError("give --config or --tune, not both");
+  const double at = forecast_size_arg(args.get("--at"), "--at");
+  ForecastOptions opt;
+  opt.capacity = capacity_option(args);
+  if (args.has("--config")) opt.config = AllocatorConfig(args.get("--config"));
+  if (args.has("--device")) opt.device = static_cast<int>(args.count("--device", 0, 1024));
+  std::vector<CompactSnapshot> snaps;
+  snaps.reserve(runs.size());
+  std::vector<ForecastProbe> probes;
+  for (const auto& [size, path] : runs) {
+    const double p = forecast_size_arg(size, "--run " + size + "=" + path);
+    snaps.push_back(load_cli_snapshot(path));
+    probes.push_back({p, &snaps.back(), path});
+  }
+  ForecastResult f;
+  try {
+    f = forecast_peak(probes, at, opt);
+  } catch (const ForecastError& e) {
+    throw UsageError(e.what());
+  }
+  std::vector<ForecastTuneRow> tuned;
+  if (args.has("--tune")) {
+    for (const std::string& conf : tune_grid()) {
+      ForecastTuneRow row;
+      row.config = conf;
+      try {
+        row.replay = forecast_replay(f, AllocatorConfig(conf), opt.capacity);
+      } catch (const ConfigError&) {
+        row.unsupported = "not supported by this build";
+      }
+      tuned.push_back(row);
+    }
+  }
+  if (args.has("--json")) {
+    print_forecast_json(f, tuned);
+  } else {
+    print_forecast_text(f, tuned);
+  }
+  return 0;
+}
+
+}  // namespace gpumemprof::tools

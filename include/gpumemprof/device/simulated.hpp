@@ -271,7 +271,10 @@ class SimulatedBackend {
     std::vector<std::uintptr_t> stack = detail::capture_external_stack();
     std::lock_guard lock(s_->mutex);
     const std::uint64_t id = ExternalLedger::pool_id(++s_->pools_created);
-    s_->pools[id] = SimPool{std::string(owner), std::string(site), std::move(stack)};
+    SimPool& p = s_->pools[id];
+    p.owner = owner;
+    p.site = site;
+    p.stack = std::move(stack);
     return id;
   }
   /// cudaMallocFromPoolAsync: `bytes` from `pool`; nullptr when the device has no room to grow it.

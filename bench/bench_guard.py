@@ -3,7 +3,7 @@
 
 Wall clocks on a shared CI machine are noisy and differ from one machine to the next, so each
 guard is a ratio of two benchmarks measured in the same process a moment apart (medians of a few
-repetitions): what is claimed to cost nothing must stay close to its baseline, and what is
+repetitions; a guard that fails is run twice more and judged by its best run): what is claimed to cost nothing must stay close to its baseline, and what is
 claimed to be cheap must stay within a bound of the operation it is measured against. A guard's
 bound is loose enough for a busy 2-core machine and tight enough to catch a real regression
 (a lock or an allocation on the hot path doubles these ratios).
@@ -34,7 +34,7 @@ GUARDS = {
 
 
 def medians(binary, names, quick):
-    pattern = "^(" + "|".join(n.replace("/", "\\/") for n in names) + ")$"
+    pattern = "^(" + "|".join(names) + ")$"  # the names hold no regular-expression characters
     args = [binary, "--benchmark_filter=" + pattern, "--benchmark_format=json",
             "--benchmark_repetitions=%d" % (3 if quick else 5), "--benchmark_report_aggregates_only=true",
             "--benchmark_min_time=%s" % ("0.01" if quick else "0.2")]
@@ -55,12 +55,21 @@ def main():
     failed = 0
     for name, binary in binaries.items():
         guards = GUARDS[name]
-        times = medians(binary, sorted({g[0] for g in guards} | {g[1] for g in guards}), quick)
+        names = sorted({g[0] for g in guards} | {g[1] for g in guards})
+        # Up to three runs, each guard judged by its best: noise (another process, a frequency
+        # change) only ever inflates a ratio, a regression inflates it every time.
+        runs = []
+        for _ in range(3):
+            runs.append(medians(binary, names, quick))
+            if all(g[0] in runs[-1] and g[1] in runs[-1] and runs[-1][g[0]] / runs[-1][g[1]] <= g[2] for g in guards):
+                break
         for bench, base, bound, claim in guards:
-            if bench not in times or base not in times:
-                print("FAIL %s: %s or %s did not run (ran: %s)" % (name, bench, base, ", ".join(sorted(times))))
+            ran = [t for t in runs if bench in t and base in t]
+            if not ran:
+                print("FAIL %s: %s or %s did not run (ran: %s)" % (name, bench, base, ", ".join(sorted(runs[0]))))
                 failed += 1
                 continue
+            times = min(ran, key=lambda t: t[bench] / t[base])
             ratio = times[bench] / times[base]
             ok = ratio <= bound
             failed += 0 if ok else 1

@@ -7,9 +7,11 @@ Workloads (random data, random weights: nothing is downloaded):
   gpt2      transformers GPT2LMHeadModel(GPT2Config()), AdamW, batch 8 x 512 tokens
 Each workload runs on each allocator in its own subprocess (a pluggable allocator must be set
 before the first CUDA allocation): `warmup` steps, then `steps` timed steps (synchronized); the
-median step time and the peak reserved/allocated bytes are printed and written as JSON. The
-gpumemprof run then records history for one more step and writes a snapshot, which must pass
-`python3 -m torch.cuda._memory_viz stats`.
+median step time and the peak reserved/allocated bytes are printed and written as JSON. Both
+runs must compute the same losses (the same seeds: the first step's within 1e-4, later ones
+within 2%). The gpumemprof run then records history for one more step and writes a snapshot,
+which must pass `python3 -m torch.cuda._memory_viz stats` and hold that step's allocations in
+segments whose blocks add up.
 
 usage: bench/torch_bridge.py [--out DIR] [--steps N] [--warmup N] [--workloads resnet50,gpt2]
 Needs a CUDA GPU, torch, torchvision and transformers, and a CUDA build of gpumemprof
@@ -89,8 +91,9 @@ def child(workload, allocator, steps, warmup, result_path, snapshot_path):
         raise RuntimeError("no CUDA device visible to torch")
     torch.manual_seed(0)
     step = WORKLOADS[workload](torch)
+    losses = []  # every step's loss: the parent compares them with the native allocator's
     for _ in range(warmup):
-        step()
+        losses.append(step())
     torch.cuda.synchronize()
     times = []
     for _ in range(steps):
@@ -98,6 +101,8 @@ def child(workload, allocator, steps, warmup, result_path, snapshot_path):
         loss = step()
         torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
+        losses.append(loss)
+    losses = [float(x.item()) for x in losses]  # read after timing: .item() synchronizes
     if not torch.isfinite(loss).item():
         raise RuntimeError("the loss is not finite: %s" % loss.item())
     if gmp is not None:
@@ -114,7 +119,7 @@ def child(workload, allocator, steps, warmup, result_path, snapshot_path):
         "torch": torch.__version__, "steps": steps, "warmup": warmup,
         "median_step_s": statistics.median(times), "min_step_s": min(times),
         "reserved_peak_bytes": reserved_peak, "allocated_peak_bytes": allocated_peak,
-        "num_alloc_retries": num_alloc_retries, "loss": float(loss.item()),
+        "num_alloc_retries": num_alloc_retries, "loss": float(loss.item()), "losses": losses,
     }
     if gmp is not None and snapshot_path:
         gmp.record_memory_history("all", max_entries=200000)
@@ -150,6 +155,50 @@ def run_child(args, workload, allocator):
         return None
     with open(result_path) as f:
         return json.load(f)
+
+
+def check_same_training(native, ours):
+    """The allocator must not change what is computed: the same seeds give the same losses. The
+    first step's loss (identical weights and data, before any update) within 1e-4 relative;
+    later steps within 2% (cuDNN's and cuBLAS's backward kernels may sum in another order)."""
+    a, b = native.get("losses", []), ours.get("losses", [])
+    if len(a) != len(b) or not a:
+        fail("%s: %d losses on the native allocator, %d on gpumemprof" % (native["workload"], len(a), len(b)))
+        return False
+    rel = [abs(x - y) / max(abs(x), 1e-12) for x, y in zip(a, b)]
+    ok = rel[0] <= 1e-4 and max(rel) <= 0.02
+    print("-- %s: losses on gpumemprof vs native: first step %.3g relative, largest %.3g (step %d)" %
+          (native["workload"], rel[0], max(rel), rel.index(max(rel))))
+    if not ok:
+        fail("%s: gpumemprof's run computed other losses than the native allocator's: %s vs %s" %
+             (native["workload"], b[:5], a[:5]))
+    if not ours["allocated_peak_bytes"] <= ours["reserved_peak_bytes"]:
+        fail("%s: peak allocated above peak reserved on gpumemprof" % native["workload"])
+        ok = False
+    return ok
+
+
+def check_snapshot_contents(path, result):
+    """What the snapshot holds: segments, the profiled step's history, and blocks within them."""
+    import pickle
+    try:
+        with open(path, "rb") as f:
+            snap = pickle.load(f)
+    except Exception as e:  # noqa: BLE001 -- reported as the check's failure
+        fail("%s does not load as a pickle: %s" % (path, e))
+        return False
+    segments = snap.get("segments", [])
+    traces = [t for t in snap.get("device_traces", []) if t]
+    reserved = sum(s["total_size"] for s in segments)
+    allocs = sum(1 for t in traces for e in t if e.get("action") == "alloc")
+    bad_blocks = [s["address"] for s in segments if sum(b["size"] for b in s["blocks"]) != s["total_size"]]
+    ok = segments and traces and allocs >= result["profiled_step"]["allocations"] and not bad_blocks
+    print("-- %s: %d segments (%.1f MiB), %d trace entries, %d allocations (the profiled step made %d)" %
+          (path, len(segments), reserved / MIB, sum(map(len, traces)), allocs, result["profiled_step"]["allocations"]))
+    if not ok:
+        fail("%s: the snapshot is incomplete (segments %d, traces %d, allocations %d, segments whose blocks do not "
+             "add up %s)" % (path, len(segments), len(traces), allocs, bad_blocks[:3]))
+    return bool(ok)
 
 
 def check_snapshot(path):
@@ -217,6 +266,11 @@ def main():
                 results.append(r)
                 if a == "gpumemprof" and r.get("snapshot"):
                     ok = check_snapshot(r["snapshot"]) and ok
+                    ok = check_snapshot_contents(r["snapshot"], r) and ok
+        native = [r for r in results if r["workload"] == w and r["allocator"] == "native"]
+        ours = [r for r in results if r["workload"] == w and r["allocator"] == "gpumemprof"]
+        if native and ours:
+            ok = check_same_training(native[0], ours[0]) and ok
     with open(os.path.join(args.out, "torch_bridge.json"), "w") as f:
         json.dump(results, f, indent=1)
 

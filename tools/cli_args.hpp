@@ -2,12 +2,17 @@
 // A usage mistake throws UsageError; main() prints it on one line and exits 2.
 #pragma once
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <map>
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <vector>
 
 namespace gpumemprof::tools {
@@ -71,10 +76,15 @@ class Args {
   /// command that writes a file takes its path from here: an output that is one of `inputs` --
   /// the same file by any path, hard link or symbolic link -- is a UsageError, so an input is
   /// never replaced. An output that does not exist yet is none of them.
+  /// The path is also checked before any input is read, so a mistake costs no time: an empty
+  /// path, an existing directory, a missing folder or one this user cannot write into is a
+  /// UsageError at once (issue 29: these failed only after the whole report was built).
   [[nodiscard]] std::string output_file(const std::string& option, const std::vector<std::string>& inputs) const {
     const std::string out = get(option);
+    if (!has(option)) return out;
+    check_writable_path(option, out);
     struct stat o {};
-    if (out.empty() || ::stat(out.c_str(), &o) != 0) return out;
+    if (::stat(out.c_str(), &o) != 0) return out;
     for (const std::string& in : inputs) {
       struct stat i {};
       if (::stat(in.c_str(), &i) == 0 && i.st_dev == o.st_dev && i.st_ino == o.st_ino) {
@@ -83,6 +93,36 @@ class Args {
       }
     }
     return out;
+  }
+  /// Throws a UsageError when a file cannot be written at `out` (given to `option`).
+  static void check_writable_path(const std::string& option, const std::string& out) {
+    if (out.empty()) throw UsageError(option + " '': an empty path; name the file to write");
+    struct stat st {};
+    if (::stat(out.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      throw UsageError(option + " '" + out + "' is a directory; name a file to write (a path inside it)");
+    }
+    const auto slash = out.find_last_of('/');
+    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : out.substr(0, slash);
+    // An unnamed file in the folder (O_TMPFILE) asks the file system itself -- read-only mounts
+    // and root's rights included -- and leaves nothing behind; access() where it is not supported.
+    int err = 0;
+    const int fd = ::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      ::close(fd);
+    } else if (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL) {
+      if (::access(dir.c_str(), W_OK | X_OK) != 0) err = errno;
+    } else {
+      err = errno;
+    }
+    if (err == 0) return;
+    std::string why = std::generic_category().message(err);
+    if (err == ENOENT) why = "the folder '" + dir + "' does not exist; create it first";
+    if (err == ENOTDIR) why = "'" + dir + "' is not a folder";
+    if (err == EACCES || err == EPERM || err == EROFS) {
+      why = "cannot write into the folder '" + dir + "' (" + std::generic_category().message(err) +
+            "); name a file in a folder you can write";
+    }
+    throw UsageError(option + " '" + out + "': " + why);
   }
   [[nodiscard]] const std::vector<std::string>& positional() const { return positional_; }
   /// Exactly `n` positional arguments, else a UsageError naming `what`.

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cli_args.hpp"
+#include "cmd_replay_snapshot.hpp"
 #include "gpumemprof/export/formats/snapshot_reader.hpp"
 #include "gpumemprof/export/reports/memory_timeline.hpp"
 
@@ -21,7 +22,7 @@ inline int cmd_timeline(int argc, char** argv) {
         "  gradient, autograd_detail, unknown, and your own) from the snapshot's trace.\n"
         "  .json: torch.profiler's export_memory_timeline layout [times_us, sizes], 9 numbers a row\n"
         "  (your own categories count as unknown); .html: an offline stacked-area page with the\n"
-        "  annotated ranges and steps. --device: which device's trace (default 0).\n"
+        "  annotated ranges and steps. --device: which device's trace (default: the first with one).\n"
         "  --rules FILE: categories for untagged memory, one rule a line, first match wins:\n"
         "    CATEGORY frame PATTERN   (a regular expression on any frame: NAME FILE:LINE)\n"
         "    CATEGORY scope PATTERN   (on the name of an annotated range open at the allocation)\n",
@@ -30,7 +31,8 @@ inline int cmd_timeline(int argc, char** argv) {
   }
   args.expect_positional(1, "one SNAPSHOT file");
   if (!args.has("--output")) throw UsageError("name the output with -o OUT.json or -o OUT.html");
-  const std::string out = args.get("--output");
+  // Never the input (a .json snapshot named as the output), and a path that can be written.
+  const std::string out = args.output_file("--output", args.positional());
   const auto ends = [&out](const std::string& s) {
     return out.size() >= s.size() && out.compare(out.size() - s.size(), s.size(), s) == 0;
   };
@@ -40,15 +42,19 @@ inline int cmd_timeline(int argc, char** argv) {
   std::optional<CategoryRules> rules;
   if (args.has("--rules")) rules = CategoryRules::load(args.get("--rules"));  // bad lines: one error, exit 2
   const std::string& path = args.positional()[0];
-  const CompactSnapshot snap = load_compact_snapshot(path);
-  const auto device = static_cast<int>(args.count("--device", 0, 1 << 20));
-  const bool known = static_cast<std::size_t>(device) < snap.device_traces.size() &&
-               !snap.device_traces[static_cast<std::size_t>(device)].empty();
+  const CompactSnapshot snap = load_cli_snapshot(path);  // gzip-compressed too
   std::string with_traces;
+  int first_traced = -1;
   for (std::size_t d = 0; d < snap.device_traces.size(); ++d) {
     if (snap.device_traces[d].empty()) continue;
     with_traces += (with_traces.empty() ? "" : ", ") + std::to_string(d);
+    if (first_traced < 0) first_traced = static_cast<int>(d);
   }
+  // Without --device: the first device with a trace (a rank's snapshot on cuda:1 has only that
+  // one), as summary and html find it.
+  const auto device = static_cast<int>(args.count("--device", first_traced < 0 ? 0 : first_traced, 1 << 20));
+  const bool known = static_cast<std::size_t>(device) < snap.device_traces.size() &&
+                     !snap.device_traces[static_cast<std::size_t>(device)].empty();
   if (!known) {
     throw UsageError(path + " has no trace for device " + std::to_string(device) +
                      (with_traces.empty() ? "; record history (record_memory_history) before taking the snapshot"

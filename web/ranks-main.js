@@ -33,7 +33,7 @@ function showSummary() {
 function showTable() {
   const top = Math.max(1, seriesMax(D.ranks.map((r) => r.peakAllocated)));
   let h = '<table><tr><th class="n">rank</th><th>host</th><th>device</th><th class="n">peak allocated</th>' +
-          '<th class="n">peak reserved</th><th class="n">ext. frag.</th><th class="n">OOMs</th><th class="n">steps</th>' +
+          '<th class="n">peak reserved</th><th class="n" title="share of the free bytes in the reserved segments that lie outside the largest free block, at the end">free bytes scattered</th><th class="n">OOMs</th><th class="n">steps</th>' +
           '<th>top site (peak requested)</th><th>full view</th></tr>';
   for (const r of D.ranks) {
     const cls = 'row' + (r.rank === D.maxRank ? ' max' : r.rank === D.minRank ? ' min' : '');
@@ -50,6 +50,33 @@ function showTable() {
   if (D.ranks.some((r) => r.peaksFromTrace))
     $('rank-table').insertAdjacentHTML('afterend', '<div class="sub">* peaks from the trace (allocated replayed on the default policy, reserved as recorded)</div>');
   for (const tr of document.querySelectorAll('#rank-table tr.row')) tr.addEventListener('click', () => drill(Number(tr.dataset.rank)));
+}
+
+// Every byte of each rank's device (the summary's device ledger): shown when any rank file has one.
+function showDeviceMemory() {
+  const ranks = D.ranks.filter((r) => r.facts.device_used_bytes !== null && r.facts.device_used_bytes !== undefined);
+  if (!ranks.length) return;
+  const signed = (v) => (v < 0 ? '\u2212' + fmtBytes(-v) : fmtBytes(v));
+  let h = '<table><tr><th class="n">rank</th><th>device</th><th class="n">used</th><th class="n">allocator (reserved)</th>' +
+          '<th class="n">outside the allocator</th><th>by owner</th><th class="n">CUDA context</th><th class="n">module code</th>' +
+          '<th class="n">unattributed</th></tr>';
+  let untracked = false;
+  for (const r of ranks) {
+    const f = r.facts, owners = f.external_by_owner || [];
+    untracked = untracked || !f.external_tracked;
+    h += '<tr><td class="n">' + r.rank + '</td><td>' + esc(f.device || '?') + '</td><td class="n">' + fmtBytes(f.device_used_bytes) +
+         '</td><td class="n">' + fmtBytes(f.device_reserved_bytes) + '</td><td class="n">' +
+         (f.external_tracked ? fmtBytes(f.external_bytes) : '?') + '</td><td class="site">' +
+         (owners.length ? owners.map((o) => esc(o.owner) + ' <span class="loc">' + fmtBytes(o.bytes) + '</span>').join(', ')
+                        : (f.external_tracked ? '(none)' : '(not tracked)')) +
+         '</td><td class="n">' + fmtBytes(f.context_bytes) + '</td><td class="n">' + fmtBytes(f.code_bytes) +
+         '</td><td class="n">' + signed(f.unattributed_bytes) + '</td></tr>';
+  }
+  h += '</table>';
+  if (untracked) h += '<div class="sub">? memory outside the allocator was not tracked: run with GPUMEMPROF_TRACK_EXTERNAL=1 ' +
+                      '(the launcher: --track-external; C++: gpumemprof::track_external_memory())</div>';
+  $('dm-table').innerHTML = h;
+  $('dm-card').classList.remove('hidden');
 }
 
 function layout() {
@@ -218,6 +245,7 @@ function init() {
     $('footer').textContent = D.generator;
     showSummary();
     showTable();
+    showDeviceMemory();
     L = layout();
     draw();
     const c = $('rk');

@@ -118,13 +118,23 @@ def _check(result, what):
     return result
 
 
-def _device_index(device):
-    if device is None:
+def _torch(what):
+    """The torch module; without it, one clear RuntimeError naming the entry point (every entry
+    point that needs PyTorch says so the same way, never a bare ModuleNotFoundError)."""
+    try:
         import torch
-        return torch.cuda.current_device()
+    except ImportError as e:
+        raise RuntimeError("gpumemprof_torch.%s: PyTorch is not importable here (%s); install torch with CUDA "
+                           "support first." % (what, e)) from e
+    return torch
+
+
+def _device_index(device, what="memory_api"):
+    if device is None:
+        return _torch(what).cuda.current_device()
     if isinstance(device, int):
         return device
-    import torch
+    torch = _torch(what)
     d = torch.device(device)
     if d.type != "cuda":
         raise ValueError("gpumemprof_torch: %r is not a CUDA device" % (device,))
@@ -138,11 +148,7 @@ def install():
     global _installed
     if _installed:
         return
-    try:
-        import torch
-    except ImportError as e:
-        raise RuntimeError("gpumemprof_torch.install(): PyTorch is not importable here (%s); install torch "
-                           "with CUDA support first." % e) from e
+    torch = _torch("install()")
     if not torch.cuda.is_available():
         raise RuntimeError("gpumemprof_torch.install(): no CUDA GPU is visible to PyTorch (torch %s, built for "
                            "CUDA %s); gpumemprof's allocator serves CUDA devices only."
@@ -184,7 +190,7 @@ def installed():
 def memory_stats(device=None):
     """gpumemprof's memory_stats for a CUDA device, with PyTorch's keys (a dict of ints)."""
     lib = _load()
-    index = _device_index(device)
+    index = _device_index(device, "memory_stats()")
     n = _check(lib.gpumemprof_memory_stats_json(index, None, 0), "memory_stats")
     buf = ctypes.create_string_buffer(n + 1)
     _check(lib.gpumemprof_memory_stats_json(index, buf, n + 1), "memory_stats")
@@ -209,14 +215,15 @@ def record_memory_history(enabled="all", max_entries=0, device=None, stacks=None
         memory_api.record_history(None if levels[enabled] == 0 else enabled, context, stacks,
                                   max_entries or sys.maxsize)
         return
-    _check(_load().gpumemprof_record_memory_history(_device_index(device), levels[enabled], max_entries),
-           "record_memory_history")
+    index = _device_index(device, "record_memory_history()")
+    _check(_load().gpumemprof_record_memory_history(index, levels[enabled], max_entries), "record_memory_history")
 
 
 def dump_snapshot(path, device=None):
     """Writes the device's snapshot (segments, blocks, history) as a pickle that
     pytorch.org/memory_viz and `python -m torch.cuda._memory_viz` read."""
-    _check(_load().gpumemprof_dump_snapshot(_device_index(device), os.fsencode(path)), "dump_snapshot")
+    index = _device_index(device, "dump_snapshot()")
+    _check(_load().gpumemprof_dump_snapshot(index, os.fsencode(path)), "dump_snapshot")
 
 
 def _rank_and_world():
@@ -242,7 +249,7 @@ def dump_snapshots(directory, device=None, collective=True):
     DIRECTORY` reports across ranks."""
     rank, world, group = _rank_and_world()
     group = group and collective
-    index = _device_index(device)
+    index = _device_index(device, "dump_snapshots()")
     entry = {"rank": rank, "host": socket.gethostname(), "device": "cuda:%d" % index}
     try:
         _check(_load().gpumemprof_dump_rank_snapshot(index, os.fsencode(directory), rank, world), "dump_snapshots")
@@ -332,7 +339,8 @@ def dump_on_oom(directory, device=None):
     and rank-<R>.oom.txt (the OOM report: cause, largest free block, top allocation sites) before
     PyTorch sees the failure. No collective: the other ranks may be waiting in one."""
     rank, world, _ = _rank_and_world()
-    _check(_load().gpumemprof_dump_on_oom(_device_index(device), os.fsencode(directory), rank, world), "dump_on_oom")
+    index = _device_index(device, "dump_on_oom()")
+    _check(_load().gpumemprof_dump_on_oom(index, os.fsencode(directory), rank, world), "dump_on_oom")
 
 
 def rank_summary(directory):
@@ -409,7 +417,7 @@ def _tag_all(tensors, name):
 
 
 def _state_tensors(optimizer):
-    import torch
+    torch = _torch("categorize()")
     for state in optimizer.state.values():
         for value in state.values():
             if isinstance(value, torch.Tensor):
@@ -438,7 +446,7 @@ def categorize(model, optimizer=None):
     keep theirs). category_stats() counts these moves, and a snapshot keeps them beside its history
     (its "category_changes" key), so `gpumemprof timeline` and the HTML report count them too.
     Returns a handle whose remove() undoes the hooks."""
-    import torch
+    torch = _torch("categorize()")
     _load()
     handle = _Categorized()
     # Floating-point buffers (BatchNorm's running statistics) count as parameters, as torch.profiler
@@ -499,17 +507,19 @@ def category_stats(device=None):
     allocated so). Untagged memory is "unknown". Peaks count from the first category call or
     reset_category_peaks()."""
     lib = _load()
-    return _json_call(lib.gpumemprof_category_stats_json, "category_stats", _device_index(device))
+    index = _device_index(device, "category_stats()")
+    return _json_call(lib.gpumemprof_category_stats_json, "category_stats", index)
 
 
 def reset_category_peaks(device=None):
     """Sets every category's peak to its current bytes."""
-    _check(_load().gpumemprof_reset_category_peaks(_device_index(device)), "reset_category_peaks")
+    index = _device_index(device, "reset_category_peaks()")
+    _check(_load().gpumemprof_reset_category_peaks(index), "reset_category_peaks")
 
 
 def empty_cache(device=None):
     """Returns cached, unused blocks of the device to CUDA."""
-    _check(_load().gpumemprof_empty_cache(_device_index(device)), "empty_cache")
+    _check(_load().gpumemprof_empty_cache(_device_index(device, "empty_cache()")), "empty_cache")
 
 
 class ProfileResult:
@@ -546,9 +556,9 @@ def _counters(index):
 def profile(name, device=None, synchronize=True):
     """Profiles the block: `with profile("step") as r: ...`; r is filled in when the block ends
     (also when it raises). Nested and concurrent blocks each get their own peak."""
-    import torch
+    torch = _torch("profile()")
     lib = _load()
-    index = _device_index(device)
+    index = _device_index(device, "profile()")
     result = ProfileResult(name)
     if synchronize:
         torch.cuda.synchronize(index)

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <vector>
 
 #include "catch.hpp"
 #include "gpumemprof/allocator/device_memory.hpp"
@@ -99,7 +100,7 @@ TEST_CASE("the simulated device's context and external allocations take its memo
   REQUIRE(nccl1 != nullptr);
   REQUIRE(blas != nullptr);
   CHECK(sim.mem_get_info().free == 80 * GiB - 2150 * MiB - 14 * GiB - 2 * MiB);
-  CHECK(sim.used_bytes() == 0);  // the allocator's own account is untouched
+  CHECK(sim.used_bytes() == 0);                                   // the allocator's own account is untouched
   CHECK(sim.external_malloc(64 * GiB, "libnccl.so") == nullptr);  // no room: like cudaMalloc failing
 
   void* p = a.allocate(61 * GiB);
@@ -122,7 +123,8 @@ TEST_CASE("the simulated device's context and external allocations take its memo
   CHECK_THROWS_AS(a.allocate(3 * GiB), gmp::OutOfMemoryError);
   sim.external_free(nccl2);
   void* q = a.allocate(3 * GiB);  // fits once NCCL gave its 4 GiB back
-  CHECK(gmp::device_memory(a).external_by_owner[0] == gmp::OwnerMemory{"libnccl.so", 10 * GiB, 1, "ncclCommInitRank", {}});
+  CHECK(gmp::device_memory(a).external_by_owner[0] ==
+        gmp::OwnerMemory{"libnccl.so", 10 * GiB, 1, "ncclCommInitRank", {}});
   CHECK_THROWS_AS(sim.external_free(nccl2), gmp::DeviceRuntimeError);  // twice
   CHECK_THROWS_AS(sim.external_free(p), gmp::DeviceRuntimeError);      // not an external allocation
   sim.external_free(nccl1);
@@ -237,7 +239,7 @@ TEST_CASE("with stacks, external allocations of one owner are told apart by call
   const gmp::OwnerMemory there = m.external_by_owner[0];
   CHECK(there.bytes == 14 * MiB);
   CHECK(there.count == 3);
-  REQUIRE_FALSE(there.top_stack.empty());           // "there" holds 8 MiB from one stack, "here" 6
+  REQUIRE_FALSE(there.top_stack.empty());            // "there" holds 8 MiB from one stack, "here" 6
   CHECK(there.top_site == there.top_stack.front());  // no site name given: the stack's first frame
   sim.external_free(there1);                         // now "here" holds the most
   m = gmp::device_memory(a);
@@ -248,4 +250,66 @@ TEST_CASE("with stacks, external allocations of one owner are told apart by call
   sim.external_free(here);
   gmp::detail::external_stacks.store(false);  // stacks stay on in a program; not across these tests
   CHECK(gmp::device_memory(a).external == 0);
+}
+
+// Issue 29: a program's own memory pool (cudaMemPoolCreate) that allocated 200 MiB, freed it,
+// trimmed to 0 and was destroyed still showed 224 MiB under its owner, and unattributed -224 MiB.
+TEST_CASE("a memory pool of the program's own: its reservation while it holds one, nothing once trimmed or destroyed") {
+  SimAllocator a = make_device(8 * GiB, 0);
+  gmp::SimulatedBackend& sim = a.backend();
+  const std::uint64_t pool = sim.external_pool_create("app", "cudaMemPoolCreate");
+  void* p = sim.external_pool_malloc(pool, 200 * MiB);
+  REQUIRE(p != nullptr);
+  gmp::DeviceMemory m = gmp::device_memory(a);
+  REQUIRE(m.external_by_owner.size() == 1);
+  CHECK(m.external_by_owner[0] == gmp::OwnerMemory{"app", 224 * MiB, 1, "cudaMemPoolCreate", {}});  // 7 granules
+  CHECK(m.used == 224 * MiB);
+  CHECK(m.unattributed == 0);
+  sim.external_pool_free(pool, p);
+  CHECK(gmp::device_memory(a).external == 224 * MiB);  // a pool keeps what it reserved
+  sim.external_pool_trim(pool, 0);
+  m = gmp::device_memory(a);
+  CHECK(m.external_by_owner.empty());
+  CHECK(m.used == 0);
+  CHECK(m.unattributed == 0);
+  sim.external_pool_destroy(pool);
+  m = gmp::device_memory(a);
+  CHECK(m.external_by_owner.empty());
+  CHECK(m.unattributed == 0);
+
+  // Destroyed without a trim, holding memory: all of it goes, and its line with it.
+  const std::uint64_t pool2 = sim.external_pool_create("app", "cudaMemPoolCreate");
+  void* q = sim.external_pool_malloc(pool2, 40 * MiB);
+  void* r = sim.external_pool_malloc(pool2, 40 * MiB);
+  REQUIRE(r != nullptr);
+  CHECK(gmp::device_memory(a).external == 96 * MiB);
+  sim.external_pool_free(pool2, q);
+  sim.external_pool_trim(pool2, 0);  // r is still live: 64 MiB stay
+  CHECK(gmp::device_memory(a).external == 64 * MiB);
+  sim.external_pool_destroy(pool2);
+  m = gmp::device_memory(a);
+  CHECK(m.external == 0);
+  CHECK(m.used == 0);
+  CHECK(m.unattributed == 0);
+  CHECK_THROWS_AS(sim.external_pool_destroy(pool2), gmp::DeviceRuntimeError);
+  CHECK(sim.external_pool_malloc(sim.external_pool_create("app"), 16 * GiB) == nullptr);  // no room to grow
+  a.validate();
+}
+
+TEST_CASE("an owner's stack ends at main: the C library's start-up frames are left out") {
+  std::vector<std::string> named = {"ncclInit",          "train at app.cpp:12", "main at app.cpp:40",
+                                    "libc.so.6+0x2a1c9", "__libc_start_main",   "_start"};
+  gmp::detail::drop_startup_frames(named);
+  CHECK(named == std::vector<std::string>{"ncclInit", "train at app.cpp:12", "main at app.cpp:40"});
+  // main not exported (dladdr names the binary and an offset): cut at libc's frames.
+  std::vector<std::string> plain = {"cudaMalloc",        "app+0x1234",        "app+0x1100",
+                                    "libc.so.6+0x2a1c9", "__libc_start_main", "_start"};
+  gmp::detail::drop_startup_frames(plain);
+  CHECK(plain == std::vector<std::string>{"cudaMalloc", "app+0x1234", "app+0x1100"});
+  std::vector<std::string> none = {"worker", "start_thread", "clone3"};  // a thread's stack: unchanged
+  gmp::detail::drop_startup_frames(none);
+  CHECK(none.size() == 3);
+  std::vector<std::string> mainly = {"mainloop", "main"};  // only a frame named exactly main ends it
+  gmp::detail::drop_startup_frames(mainly);
+  CHECK(mainly.size() == 2);
 }

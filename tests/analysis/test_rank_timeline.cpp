@@ -37,7 +37,8 @@ gmp::Snapshot spiky_trace(int n, int spike, int steps) {
   add(gmp::TraceAction::segment_alloc, 0x100000, 4u << 20);
   add(gmp::TraceAction::alloc, 0x100000, 4096);
   for (int i = 0; i < n; ++i) {
-    if (steps > 0 && i % (n / steps) == 0) s.external_annotations.push_back({"step " + std::to_string(i / (n / steps)), true, 1, t});
+    if (steps > 0 && i % (n / steps) == 0)
+      s.external_annotations.push_back({"step " + std::to_string(i / (n / steps)), true, 1, t});
     const std::uint64_t size = i == spike ? 1u << 20 : 1000;
     add(gmp::TraceAction::alloc, 0x200000, size);
     add(gmp::TraceAction::free_requested, 0x200000, size);
@@ -50,7 +51,7 @@ gmp::Snapshot spiky_trace(int n, int spike, int steps) {
 
 }  // namespace
 
-TEST_CASE("rank timeline: step k starts at x = k, linear inside each step, median steps outside") {
+TEST_CASE("rank timeline: step k starts at x = k, linear inside each step, squeezed outside") {
   const std::vector<gmp::StepFacts> steps{step_range(100, 180), step_range(200, 280), step_range(300, 350)};
   const gmp::StepAxis x(steps);
   CHECK(x(100) == 0.0);
@@ -59,8 +60,14 @@ TEST_CASE("rank timeline: step k starts at x = k, linear inside each step, media
   CHECK(x(250) == 1.5);
   CHECK(x(325) == 2.5);  // the last step runs to its end: 50 µs long
   CHECK(x(350) == 3.0);
-  CHECK(x(400) == 3.5);  // outside: one unit is the median step (100 µs)
-  CHECK(x(50) == -0.5);
+  // Outside, median steps (100 µs) squeezed into under half a unit: half a step is 0.25.
+  CHECK(x(400) == 3.25);
+  CHECK(x(50) == -0.25);
+  // Issue 29: a lead-in of 140 steps (a DDP run's start-up) took 140 of the axis's 143 units,
+  // leaving the real steps 5% of the width; now it is a sliver, and still in order.
+  CHECK(x(100 - 140 * 100) > -0.5);
+  CHECK(x(100 - 140 * 100) < x(100 - 100 * 100));
+  CHECK(x(1000000) < 3.5);
   CHECK(x.step_end(steps, 0) == 0.8);
   CHECK(x.step_end(steps, 2) == 3.0);
 

@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -22,12 +23,12 @@
 #include <string_view>
 #include <vector>
 
+#include "../units.hpp"
 #include "gpumemprof/allocator/default_allocator.hpp"
 #include "gpumemprof/allocator/device_memory.hpp"
 #include "gpumemprof/device/cuda.hpp"
 #include "gpumemprof/device/cupti.hpp"
 #include "gpumemprof/history/stacks.hpp"
-#include "../units.hpp"
 
 namespace gmp = gpumemprof;
 
@@ -160,7 +161,8 @@ int another_subscriber() {
   using Subscribe = int (*)(void**, Callback, void*);
   const auto subscribe = cupti != nullptr ? sym<Subscribe>(cupti, "cuptiSubscribe") : nullptr;
   void* handle = nullptr;
-  if (subscribe == nullptr || subscribe(&handle, [](void*, int, unsigned, const void*) {}, nullptr) != 0) {
+  if (subscribe == nullptr || subscribe(
+                                  &handle, [](void*, int, unsigned, const void*) {}, nullptr) != 0) {
     std::printf("no CUPTI subscription to hold (%s)\n", cupti == nullptr ? ::dlerror() : "cuptiSubscribe failed");
     return 3;
   }
@@ -237,6 +239,57 @@ void managed_and_pinned() {
 }
 
 }  // namespace
+
+/// Issue 29: a pool of the program's own (cudaMemPoolCreate) that allocates 200 MiB, frees it, is
+/// trimmed to 0 and destroyed leaves nothing behind: its line goes, and unattributed does not
+/// drop by its reservation. And an owner's stack ends at main (no libc start-up frames).
+void own_pool_trimmed_and_destroyed() {
+  const gmp::DeviceMemory before = gmp::device_memory("cuda:0");
+  cudaMemPoolProps props{};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = 0;
+  cudaMemPool_t pool = nullptr;
+  cuda(cudaMemPoolCreate(&pool, &props), "cudaMemPoolCreate");
+  cudaStream_t stream = nullptr;
+  cuda(cudaStreamCreate(&stream), "cudaStreamCreate");
+  void* p = nullptr;
+  cuda(cudaMallocFromPoolAsync(&p, 200 * MiB, pool, stream), "cudaMallocFromPoolAsync");
+  cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  gmp::DeviceMemory m = gmp::device_memory("cuda:0");
+  const std::size_t held = m.external - before.external;
+  check(held >= 200 * MiB, "an own pool holding 200 MiB is counted (" + gmp::format_size(held) + ")");
+  for (const auto& o : m.external_by_owner) {
+    const bool startup = std::any_of(o.top_stack.begin(), o.top_stack.end(), [](const std::string& f) {
+      return f.find("__libc_start_main") != std::string::npos || f == "_start" || f.starts_with("libc.so");
+    });
+    check(!startup, o.owner + "'s stack ends at main, without the C library's start-up frames");
+  }
+  cuda(cudaFreeAsync(p, stream), "cudaFreeAsync");
+  cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  cuda(cudaMemPoolTrimTo(pool, 0), "cudaMemPoolTrimTo");
+  m = gmp::device_memory("cuda:0");
+  check(m.external == before.external, "trimmed to 0, the pool holds nothing (" + gmp::format_size(m.external) +
+                                           " external, " + gmp::format_size(before.external) + " before)");
+  cuda(cudaMemPoolDestroy(pool), "cudaMemPoolDestroy");
+  cuda(cudaStreamDestroy(stream), "cudaStreamDestroy");
+  m = gmp::device_memory("cuda:0");
+  check(m.external == before.external, "destroyed, the pool's line is gone (" + gmp::format_size(m.external) + ")");
+  const std::int64_t drift = m.unattributed - before.unattributed;
+  check(drift > -static_cast<std::int64_t>(2 * MiB) && drift < static_cast<std::int64_t>(2 * MiB),
+        "unattributed stays where it was after the pool is gone (moved " + std::to_string(drift) + " bytes)");
+
+  // Destroyed while still holding its reservation (no trim): the last figure must not stay.
+  cuda(cudaMemPoolCreate(&pool, &props), "cudaMemPoolCreate");
+  cuda(cudaMallocFromPoolAsync(&p, 64 * MiB, pool, nullptr), "cudaMallocFromPoolAsync");
+  cuda(cudaFreeAsync(p, nullptr), "cudaFreeAsync");
+  cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  (void)gmp::device_memory("cuda:0");  // read once while it holds memory
+  cuda(cudaMemPoolDestroy(pool), "cudaMemPoolDestroy");
+  m = gmp::device_memory("cuda:0");
+  check(m.external == before.external,
+        "a pool destroyed untrimmed leaves no line (" + gmp::format_size(m.external) + ")");
+}
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::string_view(argv[1]) == "--another-subscriber") return another_subscriber();
@@ -368,6 +421,7 @@ int main(int argc, char** argv) {
   check(m.reserved >= 64 * MiB, "the allocator's 64 MiB stay reserved, not external");
   alloc.deallocate(own);
   stacks_of_a_direct_malloc();
+  own_pool_trimmed_and_destroyed();
   managed_and_pinned();
   another_profiler();
   std::printf("%d failed\n", failures);

@@ -102,6 +102,36 @@ else:
               ("PyTorch is not importable" in out or "no CUDA GPU is visible" in out),
               "without a GPU, install() says why: " + out)
 
+    # Without PyTorch, every entry point that needs it says so in one line naming itself (issue 29:
+    # memory_stats() raised a bare ModuleNotFoundError where install() explained).
+    no_torch = """
+import sys
+sys.modules["torch"] = None  # as where PyTorch is not installed
+import gpumemprof_torch as g
+calls = [("install()", lambda: g.install()), ("memory_stats()", lambda: g.memory_stats()),
+         ("record_memory_history()", lambda: g.record_memory_history()),
+         ("dump_snapshot()", lambda: g.dump_snapshot("/nonexistent/x.pickle")),
+         ("dump_snapshots()", lambda: g.dump_snapshots("/nonexistent")),
+         ("dump_on_oom()", lambda: g.dump_on_oom("/nonexistent")),
+         ("category_stats()", lambda: g.category_stats()), ("reset_category_peaks()", lambda: g.reset_category_peaks()),
+         ("empty_cache()", lambda: g.empty_cache()), ("profile()", lambda: g.profile("x").__enter__()),
+         ("categorize()", lambda: g.categorize(object()))]
+for name, call in calls:
+    try:
+        call()
+        print(name, "no error")
+    except RuntimeError as e:
+        text = str(e)
+        ok = text.startswith("gpumemprof_torch.%s: PyTorch is not importable here" % name) and "\\n" not in text
+        print(name, "ok" if ok else "bad: " + text)
+    except BaseException as e:  # noqa: BLE001 - what the check is about
+        print(name, "bad: %s: %s" % (type(e).__name__, e))
+"""
+    rc, out = child(packaged, {}, no_torch)
+    bad = [line for line in out.splitlines() if not line.endswith(" ok")]
+    check(rc == 0 and len(out.splitlines()) == 11 and not bad,
+          "without PyTorch every entry point raises one clear RuntimeError naming itself: %r" % (bad or out))
+
     # Categories: a thread's scopes nest and unwind on errors without a GPU; with one, categorize()
     # tags parameters, gradients, optimizer state and activations exactly (a two-layer MLP).
     scopes = """

@@ -55,7 +55,7 @@ def write(path, snap):
         pickle.dump(snap, f, protocol=4)
 
 
-def stepped_snapshot(rank, world, steps=True):
+def stepped_snapshot(rank, world, steps=True, lead_in=500, ledger=False):
     """Rank `rank` runs 3 annotated steps of 1000 * (rank + 1) us each (the ranks run at different
     speeds); each step holds (rank + 1) * 8 MiB of activations from 1/4 to 1/2 of it. Without
     `steps` the ranges are named "phase k" (not steps)."""
@@ -76,15 +76,23 @@ def stepped_snapshot(rank, world, steps=True):
     trace = [entry("segment_alloc", base, total, t0), entry("alloc", base, weights, t0 + 1, frames("load_weights", 10))]
     notes = []
     for k in range(3):
-        start = t0 + 500 + k * unit
+        start = t0 + lead_in + k * unit
         name = ("step %d" if steps else "phase %d") % k
         notes.append({"name": name, "stage": "START", "device": 0, "time_us": start})
         trace += [entry("alloc", base + weights, act, start + unit // 4, frames("forward", 20)),
                   entry("free_requested", base + weights, act, start + unit // 2, frames("forward", 20)),
                   entry("free_completed", base + weights, act, start + unit // 2, frames("forward", 20))]
         notes.append({"name": name, "stage": "END", "device": 0, "time_us": start + unit * 9 // 10})
-    return {"segments": [seg], "device_traces": [trace], "allocator_settings": {}, "external_annotations": notes,
+    snap = {"segments": [seg], "device_traces": [trace], "allocator_settings": {}, "external_annotations": notes,
             "rank": rank, "world_size": world, "host": "node0", "device": "cuda:%d" % rank}
+    if ledger:  # the device ledger our rank dumps carry (NCCL, cuBLAS, context, module code)
+        owners = [{"owner": "libnccl.so", "bytes": 260 * MIB, "count": 3, "top_site": "ncclCommInitRank"},
+                  {"owner": "libcublas.so.13", "bytes": 128 * MIB, "count": 1, "top_site": "cublasCreate_v2"}]
+        snap["device_memory"] = [{"device": "cuda:%d" % rank, "total": 80 << 30, "used": total + 1139 * MIB + 1000,
+                                  "allocated": weights, "reserved": total, "external": 388 * MIB,
+                                  "external_by_owner": owners, "code": 210 * MIB, "code_by_owner": [],
+                                  "context": 541 * MIB, "unattributed": 1000, "tracking": True}]
+    return snap
 
 
 def page_data(path):
@@ -121,6 +129,28 @@ def check_html_across_ranks(gmp, tmp):
     rep = json.loads(run(gmp, "summary", ranks, "--json").stdout)
     check(rep["ranks"] == [r["facts"] for r in data["ranks"]], f"table differs from summary: {data['ranks'][0]['facts']}")
     check(rep["imbalance"] == data["imbalance"] and rep["imbalance_site"] == data["imbalanceSite"], "imbalance differs")
+    # Issue 29: the steps own the axis -- a lead-in as long as 140 steps (a DDP run's start-up) is a
+    # sliver before step 0, not 140 units; memory outside the allocator per rank is on the page, as
+    # summary DIR prints it; no "ext. frag." jargon.
+    long_lead = os.path.join(tmp, "long-lead-in")
+    os.makedirs(long_lead)
+    for r in range(2):
+        write(os.path.join(long_lead, "rank-%d.pickle" % r),
+              stepped_snapshot(r, 2, lead_in=140 * 1000 * (r + 1), ledger=True))
+    lead_page = os.path.join(tmp, "long-lead-in.html")
+    run(gmp, "html", long_lead, "-o", lead_page)
+    lead_data, _ = page_data(lead_page)
+    for r in lead_data["ranks"]:
+        check(r["steps"]["x0"] == [0, 1, 2] and -0.5 < min(r["x"]) < 0,
+              f"rank {r['rank']}: the lead-in takes {-min(r['x']):.2f} steps of the axis (at most half a step)")
+        f = r["facts"]
+        check(f["context_bytes"] == 541 * MIB and f["code_bytes"] == 210 * MIB and f["external_bytes"] == 388 * MIB and
+              [o["owner"] for o in f["external_by_owner"]] == ["libnccl.so", "libcublas.so.13"],
+              f"rank {r['rank']}: the device ledger is in the page's data: {f}")
+    text = open(lead_page, encoding="utf-8").read()
+    check('id="dm-card"' in text and "showDeviceMemory" in text and "CUDA context" in text and "module code" in text,
+          "the page has no section for memory outside the allocator (context, module code, owners)")
+    check("ext. frag." not in text, "the ranks table still says 'ext. frag.'")
     # Each rank's full view: the single-rank report of its file.
     check(sorted(views) == [0, 1, 2, 3] and all(r["page"] for r in data["ranks"]), f"views of ranks {sorted(views)}")
     for r, html in views.items():

@@ -4,7 +4,11 @@
 #  2. a CMake project with find_package(gpumemprof) -> gpumemprof::gpumemprof and
 #     gpumemprof::compiled, built and run (when cmake is installed);
 #  3. a compile below C++20 stops with the one clear #error;
-#  4. the compiled library: the compile-time probe built with gpumemprof-compiled.pc, and run.
+#  4. the compiled library: the compile-time probe built with gpumemprof-compiled.pc, and run as
+#     installed (no LD_LIBRARY_PATH);
+#  5. the same for the other kind of library (static by default, shared by choice): pkg-config
+#     and CMake, run as installed (GPUMEMPROF_INSTALL_BOTH_KINDS=1: a second build of the library,
+#     ~2 minutes of CI's 2 cores, so by hand: GPUMEMPROF_INSTALL_BOTH_KINDS=1 meson test install).
 set -euo pipefail
 build=$1 src=$2
 root=$(mktemp -d)
@@ -32,8 +36,9 @@ if command -v cmake >/dev/null; then
   cmake --build "$root/cmake-build" >>"$root/cmake.log" 2>&1 || { cat "$root/cmake.log"; exit 1; }
   "$root/cmake-build/consumer"
   echo "ok: find_package(gpumemprof) + gpumemprof::gpumemprof build and run a consumer"
-  LD_LIBRARY_PATH="$(dirname "$(find "$root" -name 'libgpumemprof.*' | head -n1)")" "$root/cmake-build/consumer_compiled" >/dev/null
-  echo "ok: gpumemprof::compiled (the compiled library) builds and runs the compile-time probe"
+  # As installed: no LD_LIBRARY_PATH (issue 29: "libgpumemprof.so.0: cannot open shared object file").
+  env -u LD_LIBRARY_PATH "$root/cmake-build/consumer_compiled" >/dev/null
+  echo "ok: gpumemprof::compiled (the compiled library) builds and runs the compile-time probe as installed"
 else
   echo "skip: cmake not installed (scripts/install-deps installs it)"
 fi
@@ -50,6 +55,32 @@ echo "ok: below C++20 the headers stop with one #error"
 flags=$(PKG_CONFIG_PATH="$pc" pkg-config --define-variable=prefix="$root$prefix" --cflags --libs gpumemprof-compiled)
 case " $flags " in *" -DGPUMEMPROF_COMPILED_LIB=1 "*) ;; *) echo "FAIL: gpumemprof-compiled.pc lacks -DGPUMEMPROF_COMPILED_LIB=1: $flags"; exit 1 ;; esac
 c++ -O1 "$src/bench/compile_time/allocator_profiler.cpp" -o "$root/compiled" $flags
-libdir=$(dirname "$(find "$root" -name 'libgpumemprof.*' | head -n1)")
-LD_LIBRARY_PATH="$libdir" "$root/compiled" >/dev/null
-echo "ok: the compiled library (gpumemprof-compiled.pc) builds and runs the compile-time probe"
+env -u LD_LIBRARY_PATH "$root/compiled" >/dev/null
+echo "ok: the compiled library (gpumemprof-compiled.pc) builds and runs the compile-time probe as installed"
+
+# 5. The other kind of library (static by default; shared with -Ddefault_library=shared): a
+#    second build of the library alone, installed, and the same probe through pkg-config and CMake,
+#    run without LD_LIBRARY_PATH (a shared library through the rpath the .pc and the CMake target carry).
+kind=$(meson introspect --buildoptions "$build" | python3 -c 'import json,sys; print([o["value"] for o in json.load(sys.stdin) if o["name"] == "default_library"][0])')
+other=$([ "$kind" = static ] && echo shared || echo static)
+if [ "${GPUMEMPROF_INSTALL_BOTH_KINDS:-0}" = 1 ]; then
+  meson setup "$root/other" "$src" -Ddefault_library="$other" -Dtests=false -Dtools=false -Dexamples=false \
+    -Dbenchmarks=false --prefix="$prefix" >"$root/other.log" 2>&1 || { tail -20 "$root/other.log"; exit 1; }
+  ninja -C "$root/other" >>"$root/other.log" 2>&1 || { tail -20 "$root/other.log"; exit 1; }
+  root2="$root/root2"
+  meson install -C "$root/other" --destdir "$root2" --quiet --no-rebuild >/dev/null
+  pc2=$(dirname "$(find "$root2" -name gpumemprof-compiled.pc | head -n1)")
+  flags=$(PKG_CONFIG_PATH="$pc2" pkg-config --define-variable=prefix="$root2$prefix" --cflags --libs gpumemprof-compiled)
+  c++ -O1 "$src/bench/compile_time/allocator_profiler.cpp" -o "$root/compiled2" $flags
+  env -u LD_LIBRARY_PATH "$root/compiled2" >/dev/null
+  echo "ok: a $other libgpumemprof: the probe built with gpumemprof-compiled.pc runs as installed"
+  if command -v cmake >/dev/null; then
+    cmake -S "$src/tests/tools/consumer" -B "$root/cmake-build2" -DCMAKE_PREFIX_PATH="$root2$prefix" \
+      -DCMAKE_BUILD_TYPE=Release >"$root/cmake2.log" 2>&1 || { cat "$root/cmake2.log"; exit 1; }
+    cmake --build "$root/cmake-build2" --target consumer_compiled >>"$root/cmake2.log" 2>&1 || { cat "$root/cmake2.log"; exit 1; }
+    env -u LD_LIBRARY_PATH "$root/cmake-build2/consumer_compiled" >/dev/null
+    echo "ok: a $other libgpumemprof: gpumemprof::compiled builds and runs the probe as installed"
+  fi
+else
+  echo "skip: the $other library (GPUMEMPROF_INSTALL_BOTH_KINDS=1 builds and checks it too)"
+fi

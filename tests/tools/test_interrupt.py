@@ -6,6 +6,7 @@ Each try starts a long write, waits until its temporary file appears, sleeps a v
 sends SIGINT or SIGTERM.
 
 usage: test_interrupt.py GPUMEMPROF_BINARY   (env: GPUMEMPROF_SOURCE_DIR)"""
+import json
 import os
 import pickle
 import random
@@ -43,7 +44,11 @@ def complete(path):
             return False
     if path.endswith(".html"):
         return data.rstrip().endswith(b"</html>")
-    return data.rstrip().endswith(b"}")  # JSON object
+    try:
+        json.loads(data)  # a JSON snapshot, trace or timeline
+        return True
+    except ValueError:
+        return False
 
 
 def interrupt_writes(name, args, target, step=0.004):
@@ -96,46 +101,81 @@ total += interrupt_writes("html", ["html", snap, "-o", report], report, step=0.0
 perfetto = os.path.join(TMP, "perfetto", "trace.json")
 os.makedirs(os.path.dirname(perfetto))
 total += interrupt_writes("perfetto", ["perfetto", snap, "-o", perfetto], perfetto)
-# Signals at random moments of a whole run (issue 18: SIGINT 50-250 ms into a replay once left a
-# temporary behind, from the window between creating it and registering it). Each try sends one
-# SIGINT or SIGTERM at a uniformly random time within a full run's duration; none may leave a
-# temporary or a partial target. GPUMEMPROF_INTERRUPT_TRIES sets the count (default 20; the C++
-# test of atomic files sends hundreds more, cheaply, to a forked writer).
-RANDOM_TRIES = int(os.environ.get("GPUMEMPROF_INTERRUPT_TRIES", "20"))
+# Signals at random moments of a whole run, for every writer (issue 18: SIGINT 50-250 ms into a
+# replay once left a temporary behind; issue 29: 3 of 40 still did). Each try sends one signal --
+# SIGINT, else SIGTERM or SIGHUP, and every fifth try a second one right behind it (Ctrl-C twice)
+# -- at a uniformly random time from the start (start-up included) to a little past the end of a
+# full run (the final rename included); none may leave a temporary, and the target must stay the
+# old file or become a complete new one. GPUMEMPROF_INTERRUPT_TRIES sets the tries per writer:
+# CI's default 8 keeps this test short; run it by hand with 300 for the full count.
+RANDOM_TRIES = int(os.environ.get("GPUMEMPROF_INTERRUPT_TRIES", "8"))
+rng = random.Random(29)
+
+
+def random_signals(name, args, target):
+    out_dir = os.path.dirname(target)
+    durations = []
+    for _ in range(3):  # the median of three runs: one slow run on a busy machine would put most signals late
+        started = time.monotonic()
+        subprocess.run([BIN, *args], check=True, capture_output=True)  # the old file, complete
+        durations.append(time.monotonic() - started)
+    full_run = sorted(durations)[1]
+    with open(target, "rb") as f:
+        old = f.read()
+    left_runs = killed = 0
+    for i in range(RANDOM_TRIES):
+        sig = (signal.SIGINT, signal.SIGINT, signal.SIGTERM, signal.SIGHUP)[i % 4]
+        p = subprocess.Popen([BIN, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             preexec_fn=default_signals)
+        time.sleep(rng.uniform(0, full_run * 1.1))
+        sent = []
+        if p.poll() is None:
+            p.send_signal(sig)
+            sent.append(sig)
+            if i % 5 == 4 and p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                sent.append(signal.SIGTERM)
+        _, err = p.communicate(timeout=120)
+        killed += 1 if -p.returncode in sent else 0
+        if p.returncode != 0 and -p.returncode not in sent:
+            failures.append(f"{name} random try {i}: exit {p.returncode} after {[s.name for s in sent]}: "
+                            f"{err.decode(errors='replace')}")
+        left = [n for n in os.listdir(out_dir) if ".tmp-" in n]
+        if left:
+            left_runs += 1
+            failures.append(f"{name} random try {i} ({[s.name for s in sent]}): temporary files left: {left}")
+            for n in left:
+                os.unlink(os.path.join(out_dir, n))
+        with open(target, "rb") as f:
+            now = f.read()
+        if now != old and not complete(target):
+            failures.append(f"{name} random try {i}: {target} is neither the old file nor a complete new one")
+    print(f"{name}: {RANDOM_TRIES} random signals within a {full_run:.2f} s run, {killed} ended it, "
+          f"{left_runs} left a temporary")
+    return killed
+
+
+train = os.path.join(DATA, "gpt2_train.trace.gz")
 rand_dir = os.path.join(TMP, "random")
 os.makedirs(rand_dir)
-rand_target = os.path.join(rand_dir, "out.pickle")
+small = os.path.join(TMP, "small.pickle")
+subprocess.run([BIN, "replay", train, "--repeat", "0", "--snapshot", small], check=True, capture_output=True)
 # GPUMEMPROF_INTERRUPT_DEVICE=cuda:0 replays on a GPU, whose runtime has threads of its own.
-rand_args = [BIN, "replay", os.path.join(DATA, "gpt2_train.trace.gz"), "--repeat", "0", "--snapshot", rand_target,
-             "--device", os.environ.get("GPUMEMPROF_INTERRUPT_DEVICE", "sim:0")]
-started = time.monotonic()
-subprocess.run(rand_args, check=True, capture_output=True)
-full_run = time.monotonic() - started
-rng = random.Random(18)
-random_left = 0
+device = os.environ.get("GPUMEMPROF_INTERRUPT_DEVICE", "sim:0")
+writers = [
+    ("replay --snapshot .pickle", ["replay", os.path.join(DATA, "gpt2_train.trace.gz"), "--repeat", "0",
+                                   "--device", device, "--snapshot"], "out.pickle"),
+    ("replay --snapshot .json", ["replay", train, "--repeat", "0", "--snapshot"], "out.json"),
+    ("html", ["html", small, "-o"], "out.html"),
+    ("perfetto", ["perfetto", small, "-o"], "trace.json"),
+    ("timeline", ["timeline", small, "-o"], "timeline.json"),
+    ("slice", ["slice", small, "--max-entries", "20000", "-o"], "slice.pickle"),
+]
 random_killed = 0
-for i in range(RANDOM_TRIES):
-    sig = signal.SIGINT if i % 4 != 3 else signal.SIGTERM
-    p = subprocess.Popen(rand_args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=default_signals)
-    time.sleep(rng.uniform(0, full_run))
-    if p.poll() is None:
-        p.send_signal(sig)
-    _, err = p.communicate(timeout=60)
-    random_killed += 1 if p.returncode == -sig else 0
-    if p.returncode not in (0, -sig):
-        failures.append(f"random try {i}: exit {p.returncode} after {sig.name}: {err.decode(errors='replace')}")
-    left = [n for n in os.listdir(rand_dir) if ".tmp-" in n]
-    if left:
-        random_left += 1
-        failures.append(f"random try {i} ({sig.name}): temporary files left: {left}")
-        for n in left:
-            os.unlink(os.path.join(rand_dir, n))
-    if os.path.exists(rand_target) and not complete(rand_target):
-        failures.append(f"random try {i}: {rand_target} is not a complete snapshot")
-print(f"random times: {RANDOM_TRIES} signals within a {full_run:.2f} s run, {random_killed} ended the run, "
-      f"{random_left} left a temporary")
-if RANDOM_TRIES >= 10 and random_killed < RANDOM_TRIES // 4:
-    failures.append(f"only {random_killed} of {RANDOM_TRIES} random signals ended the run: nothing was tested")
+for name, args, out in writers:
+    random_killed += random_signals(name, args + [os.path.join(rand_dir, out)], os.path.join(rand_dir, out))
+if RANDOM_TRIES >= 8 and random_killed < len(writers) * RANDOM_TRIES // 4:
+    failures.append(f"only {random_killed} of {len(writers) * RANDOM_TRIES} random signals ended a run: nothing was tested")
 
 # The test means something only if writes were interrupted (a fast disk may finish the small
 # html page first; the 13 MB snapshots are interrupted nearly every time).

@@ -12,10 +12,12 @@ bench/gpu_ranks_teardown.sh runs the real thing under torchrun on two GPUs).
 """
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cli_checks import check, finish  # noqa: E402
@@ -71,7 +73,7 @@ STAND_IN_LIBRARY = """
 def install(): pass
 def record_memory_history(*args, **kwargs): pass
 def dump_on_oom(*args, **kwargs): pass
-def _device_index(device): return 0
+def _device_index(device, what=None): return 0
 class _StandInLibrary:
     def gpumemprof_dump_rank_snapshot(self, index, directory, rank, world):
         os.makedirs(directory, exist_ok=True)
@@ -253,6 +255,31 @@ def check_end_of_run(source, tmp):
           f"script raises: exit {p.returncode}, stderr {p.stderr!r}")
     check(os.path.exists(os.path.join(out, "rank-0.pickle")) and os.path.exists(os.path.join(out, "ranks.json")),
           f"script raises: no rank file or index in {out}")
+
+    # Ctrl-C during the script (issue 29: this path was untested): the script's KeyboardInterrupt
+    # is reported, the exit status is 130 (as a shell reports SIGINT), and the rank file and the
+    # index are still written, at once rather than after the script's remaining work.
+    waits = os.path.join(tmp, "waits.py")
+    with open(waits, "w") as f:
+        f.write("import sys, time\nopen(sys.argv[1], 'w').close()\ntime.sleep(60)\n")
+    ready = os.path.join(tmp, "waits.ready")
+    out = os.path.join(tmp, "ctrl-c-out")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([fake, os.path.join(source, "python")]), **rank_env(0, 1))
+    env.pop("GPUMEMPROF_TRACK_EXTERNAL", None)
+    started = time.monotonic()
+    p = subprocess.Popen([sys.executable, "-m", "gpumemprof_torch.run", "--out", out, waits, ready],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    while not os.path.exists(ready) and p.poll() is None and time.monotonic() - started < 60:
+        time.sleep(0.01)
+    p.send_signal(signal.SIGINT)
+    stdout, stderr = p.communicate(timeout=60)
+    check(p.returncode == 130 and "KeyboardInterrupt" in stderr,
+          f"Ctrl-C: exit {p.returncode} (expected 130), stderr {stderr[-500:]!r}")
+    check(os.path.exists(os.path.join(out, "rank-0.pickle")) and os.path.exists(os.path.join(out, "ranks.json")),
+          f"Ctrl-C: the rank file and the index were not written into {out}: {os.listdir(out) if os.path.isdir(out) else 'none'}")
+    check(stdout.startswith("stand-in summary"), f"Ctrl-C: no summary printed: {stdout!r}")
+    check(time.monotonic() - started < 30, "Ctrl-C: the launcher waited for the script's sleep to end")
 
     # A crash in the interpreter's teardown does not reach the exit status; open files are flushed.
     crash = os.path.join(tmp, "crash_at_teardown.py")

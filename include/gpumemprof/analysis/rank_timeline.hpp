@@ -9,9 +9,11 @@
 // over 64 ranks keeps 64 of these, and one snapshot at a time.
 //
 // StepAxis: x = k at the start of step k on every rank, linear in time inside each step (a step
-// ends where the next begins, or at the last step's end); before the first step and after the
-// last, one unit is the rank's median step length. So step k of every rank starts at the same x
-// whatever each rank's speed, and the ranks' memory in step k lines up.
+// ends where the next begins, or at the last step's end). Before the first step and after the
+// last, time is squeezed into at most half a unit each side (a lead-in as long as one median step
+// takes a third of a unit; one of 140 steps, as a DDP run's start-up, still under half): the steps
+// own the axis. So step k of every rank starts at the same x whatever each rank's speed, and the
+// ranks' memory in step k lines up.
 #pragma once
 
 #include <algorithm>
@@ -29,9 +31,9 @@ GPUMEMPROF_NAMESPACE_BEGIN
 
 /// One time bucket of a RankTimeline (bytes).
 struct RankTimelinePoint {
-  std::int64_t time_us = 0;    ///< the bucket's first entry (µs since the epoch, as the trace says)
+  std::int64_t time_us = 0;           ///< the bucket's first entry (µs since the epoch, as the trace says)
   std::int64_t requested_in_use = 0;  ///< the most requested bytes in use (alloc to free requested)
-  std::int64_t reserved = 0;   ///< the most reserved bytes in the bucket
+  std::int64_t reserved = 0;          ///< the most reserved bytes in the bucket
 };
 
 /// One rank's run, reduced (see the file comment).
@@ -81,7 +83,8 @@ template <SnapshotLike S>
   r.points.push_back({r.first_us, start.requested_in_use, start.reserved});
   std::size_t bucket = 0;
   timeline.walk([&](std::size_t, const auto& e, const TimelineLevels& l, const auto&) {
-    const auto b = std::min(max_points - 1, static_cast<std::size_t>(static_cast<double>(e.time_us - r.first_us) * per_us));
+    const auto b =
+        std::min(max_points - 1, static_cast<std::size_t>(static_cast<double>(e.time_us - r.first_us) * per_us));
     if (b > bucket) {
       bucket = b;
       r.points.push_back({e.time_us, l.requested_in_use, l.reserved});
@@ -104,14 +107,16 @@ class StepAxis {
  public:
   /// `steps` in order of their start; without steps, x is the time in µs from 0.
   explicit StepAxis(const std::vector<StepFacts>& steps) {
-    for (const StepFacts& s : steps) knots_.push_back(knots_.empty() ? s.start_us : std::max(knots_.back(), s.start_us));
+    for (const StepFacts& s : steps)
+      knots_.push_back(knots_.empty() ? s.start_us : std::max(knots_.back(), s.start_us));
     if (!steps.empty()) knots_.push_back(std::max(knots_.back(), steps.back().end_us));
     std::vector<std::int64_t> lengths;
     for (std::size_t k = 0; k + 1 < knots_.size(); ++k) {
       if (knots_[k + 1] > knots_[k]) lengths.push_back(knots_[k + 1] - knots_[k]);
     }
     if (!lengths.empty()) {
-      std::nth_element(lengths.begin(), lengths.begin() + static_cast<std::ptrdiff_t>(lengths.size() / 2), lengths.end());
+      std::nth_element(lengths.begin(), lengths.begin() + static_cast<std::ptrdiff_t>(lengths.size() / 2),
+                       lengths.end());
       unit_us_ = static_cast<double>(lengths[lengths.size() / 2]);
     }
     if (knots_.empty()) knots_.push_back(0);
@@ -120,13 +125,19 @@ class StepAxis {
   /// The x of time `t_us`.
   [[nodiscard]] double operator()(std::int64_t t_us) const {
     const auto n = static_cast<double>(knots_.size() - 1);
-    if (t_us < knots_.front()) return static_cast<double>(t_us - knots_.front()) / unit_us_;
-    if (t_us >= knots_.back()) return n + static_cast<double>(t_us - knots_.back()) / unit_us_;
+    if (knots_.size() == 1) return static_cast<double>(t_us - knots_.front()) / unit_us_;  // no steps: time
+    if (t_us < knots_.front()) return -squeeze(static_cast<double>(knots_.front() - t_us) / unit_us_);
+    if (t_us >= knots_.back()) return n + squeeze(static_cast<double>(t_us - knots_.back()) / unit_us_);
     // The last knot at or before t: its next knot lies after t, so the step has a length.
     const auto k = static_cast<std::size_t>(std::upper_bound(knots_.begin(), knots_.end(), t_us) - knots_.begin()) - 1;
     return static_cast<double>(k) +
            static_cast<double>(t_us - knots_[k]) / static_cast<double>(knots_[k + 1] - knots_[k]);
   }
+
+  /// The widest the time before the first step (or after the last) is drawn, in steps.
+  static constexpr double kOutside = 0.5;
+  /// `steps` median steps outside the steps, as x: about as many while few, never kOutside.
+  [[nodiscard]] static double squeeze(double steps) { return kOutside * steps / (steps + kOutside); }
 
   /// The x where step `k` (of the steps given) ends: at most k + 1.
   [[nodiscard]] double step_end(const std::vector<StepFacts>& steps, std::size_t k) const {

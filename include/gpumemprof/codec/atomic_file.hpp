@@ -4,10 +4,10 @@
 // and fsync'ed, then renamed over the target: readers see the old file or the complete new
 // one, never a torn mix, and a failure (full disk, no permission, an exception while
 // producing the content) leaves the old file untouched and no temporary behind. SIGINT,
-// SIGTERM, SIGHUP and SIGQUIT while a file is being written (Ctrl-C during a long export)
-// remove the temporary too: a handler, installed only where the signal's action is the default,
-// unlinks every registered temporary and re-raises the signal with its default action.
-// POSIX only (open/fsync/rename), like the rest of the toolkit.
+// SIGTERM, SIGHUP, SIGQUIT, SIGPIPE and the other terminating signals while a file is being
+// written (Ctrl-C during a long export) remove the temporary too: a handler, installed only where the signal's action
+// is the default, unlinks every registered temporary and re-raises the signal with its default action. POSIX only
+// (open/fsync/rename), like the rest of the toolkit.
 #pragma once
 
 #include <fcntl.h>
@@ -100,9 +100,11 @@ class FdStreambuf final : public std::streambuf {
   int error_ = 0;
 };
 
-/// The signals whose default action ends the process and that a terminal or a job runner sends
-/// to stop a program: a temporary file must not outlive them.
-inline constexpr int kTerminatingSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+/// The signals whose default action ends the process and that a terminal, a job runner or the
+/// system sends to stop a program (SIGPIPE: stderr or stdout piped into a reader that quit;
+/// SIGXFSZ/SIGXCPU: a ulimit): a temporary file must not outlive them.
+inline constexpr int kTerminatingSignals[] = {SIGINT,  SIGTERM, SIGHUP,  SIGQUIT, SIGPIPE,
+                                              SIGALRM, SIGXCPU, SIGXFSZ, SIGUSR1, SIGUSR2};
 
 /// Temporary files being written now, for the signal handler. Fixed-size and lock-free, so the
 /// handler does only async-signal-safe work: atomic loads, unlink, sched_yield, sigaction, raise.
@@ -150,7 +152,10 @@ class TempFileRegistry {
 
  private:
   enum : int { kFree = 0, kClaimed = 1, kLive = 2 };
-  static constexpr int kMaxSpins = 1 << 20;  // a stuck claimer must not hang the exit
+  // A claimer needs a few system calls to settle; one that is stuck (a hung file system) must
+  // not hang the exit: the wait ends after about ten seconds of yields and short sleeps.
+  static constexpr int kMaxSpins = 1 << 14;
+  static constexpr int kMaxSleeps = 10000;
   struct Slot {
     std::atomic<int> state{kFree};
     char path[kMaxPath];
@@ -170,18 +175,31 @@ class TempFileRegistry {
     terminating_.store(true);
     for (std::size_t i = 0; i < kSlots; ++i) {
       int state = slots()[i].state.load();
-      for (int spins = 0; state == kClaimed && spins < kMaxSpins; ++spins) {
-        (void)::sched_yield();
+      for (int waits = 0; state == kClaimed && waits < kMaxSpins + kMaxSleeps; ++waits) {
+        if (waits < kMaxSpins) {
+          (void)::sched_yield();
+        } else {
+          const struct timespec ms { 0, 1000000 };
+          (void)::nanosleep(&ms, nullptr);  // the claimer may be descheduled on a busy machine
+        }
         state = slots()[i].state.load();
       }
       if (state == kLive) ::unlink(slots()[i].path);
     }
   }
 
+  // Every terminating signal stays blocked in this thread while the handler runs (sa_mask), and
+  // the action stays ours until the temporaries are gone: a second signal (Ctrl-C twice, SIGINT
+  // then SIGTERM) taken by another thread meanwhile runs this handler there too, instead of the
+  // default action ending the process before the unlinks. Then the default action comes back and
+  // the signal is raised again: the process ends as the signal would have ended it.
   static void on_signal(int sig) {
     unlink_all();
-    // SA_RESETHAND restored the default action: re-raising terminates as the signal would have.
-    ::raise(sig);
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    (void)::sigaction(sig, &dfl, nullptr);
+    ::raise(sig);  // pending until the handler returns and unblocks it
   }
 
   // Checked at every registration (four sigaction calls, nothing next to writing a file): a
@@ -195,7 +213,8 @@ class TempFileRegistry {
       struct sigaction act {};
       act.sa_handler = &TempFileRegistry::on_signal;
       sigemptyset(&act.sa_mask);
-      act.sa_flags = SA_RESETHAND | SA_RESTART;
+      for (const int other : kTerminatingSignals) sigaddset(&act.sa_mask, other);
+      act.sa_flags = SA_RESTART;
       (void)::sigaction(sig, &act, nullptr);
     }
   }

@@ -70,6 +70,10 @@ inline void on_runtime(CUpti_CallbackId id, const CUpti_CallbackData* cb) {
       on_pool(current_device(),
               reinterpret_cast<CUmemoryPool>(params<cudaMallocFromPoolAsync_v11020_params>(cb).memPool));
       break;
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemPoolDestroy_v11020:
+      on_pool_destroy(current_device(),
+                      reinterpret_cast<CUmemoryPool>(params<cudaMemPoolDestroy_v11020_params>(cb).memPool));
+      break;
     case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000:
     case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000:
       on_launch(reinterpret_cast<std::uintptr_t>(params<cudaLaunchKernel_v7000_params>(cb).func), runtime_api, id);
@@ -131,6 +135,9 @@ inline void on_driver(CUpti_CallbackId id, const CUpti_CallbackData* cb) {
     case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync:
     case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz:
       on_pool(current_device(), params<cuMemAllocFromPoolAsync_params>(cb).pool);
+      break;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemPoolDestroy:
+      on_pool_destroy(current_device(), params<cuMemPoolDestroy_params>(cb).pool);
       break;
     case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
     case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
@@ -259,6 +266,7 @@ inline bool start() {
                                       CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_ptsz_v11020,
                                       CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_v11020,
                                       CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_ptsz_v11020,
+                                      CUPTI_RUNTIME_TRACE_CBID_cudaMemPoolDestroy_v11020,
                                       CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
                                       CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
                                       CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
@@ -280,6 +288,7 @@ inline bool start() {
                                      CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz,
                                      CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync,
                                      CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz,
+                                     CUPTI_DRIVER_TRACE_CBID_cuMemPoolDestroy,
                                      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
                                      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
                                      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,

@@ -68,7 +68,7 @@ namespace cupti {
 
 // Ids in the ledgers: device pointers as they are; physical allocations and pools tagged apart.
 inline std::uint64_t handle_id(std::uint64_t h) { return h | (std::uint64_t{1} << 63); }
-inline std::uint64_t pool_id(const void* p) { return reinterpret_cast<std::uintptr_t>(p) | (std::uint64_t{1} << 62); }
+inline std::uint64_t pool_id(const void* p) { return ExternalLedger::pool_id(reinterpret_cast<std::uintptr_t>(p)); }
 
 struct Pool {
   int device = 0;
@@ -232,6 +232,20 @@ inline void on_pool(int device, CUmemoryPool pool) {
   c.pools.emplace(pool_id(pool), std::move(p));
 }
 
+/// cudaMemPoolDestroy / cuMemPoolDestroy: the pool's reservation leaves the ledger (a destroyed
+/// pool cannot be asked any more, so its last figure would stay behind for good).
+inline void on_pool_destroy(int device, CUmemoryPool pool) {
+  Capture& c = capture();
+  {
+    std::lock_guard lock(c.mutex);
+    auto it = c.pools.find(pool_id(pool));
+    if (it == c.pools.end()) return;
+    device = it->second.device;
+    c.pools.erase(it);
+  }
+  cuda_ledger(device).forget_pool(pool_id(pool));
+}
+
 /// Brings the pools' reserved bytes of `device` into its ledger (cuda_ledger_refresh).
 inline void refresh_pools(int device) {
   Capture& c = capture();
@@ -244,13 +258,12 @@ inline void refresh_pools(int device) {
   }
   for (const auto& [id, pool] : pools) {
     std::uint64_t reserved = 0;
-    auto* handle = reinterpret_cast<CUmemoryPool>(static_cast<std::uintptr_t>(id & ~(std::uint64_t{1} << 62)));
-    if (c.pool_get_attribute(handle, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) != CUDA_SUCCESS) continue;
-    if (reserved == 0) {
-      cuda_ledger(device).record_free(id);
-    } else if (cuda_ledger(device).bytes_of(id) != reserved) {
-      cuda_ledger(device).record_alloc(id, reserved, pool.first.owner, pool.first.site, pool.first.stack);
+    auto* handle = reinterpret_cast<CUmemoryPool>(static_cast<std::uintptr_t>(id & ~ExternalLedger::pool_id(0)));
+    if (c.pool_get_attribute(handle, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) != CUDA_SUCCESS) {
+      on_pool_destroy(device, handle);  // destroyed without a call we saw: its memory is gone
+      continue;
     }
+    cuda_ledger(device).record_pool(id, reserved, pool.first.owner, pool.first.site, pool.first.stack);
   }
 }
 

@@ -74,10 +74,33 @@ GPUMEMPROF_FUNC std::vector<std::string> symbolize_external_stack_plain(const st
   return out;
 }
 
+GPUMEMPROF_FUNC void drop_startup_frames(std::vector<std::string>& frames) {
+  const auto named = [](const std::string& f, std::string_view fn) {
+    return f.size() >= fn.size() && f.compare(0, fn.size(), fn) == 0 &&
+           (f.size() == fn.size() || f[fn.size()] == ' ' || f[fn.size()] == '(');
+  };
+  for (std::size_t i = 0; i < frames.size(); ++i) {
+    if (named(frames[i], "main")) {
+      frames.resize(i + 1);
+      return;
+    }
+    if (named(frames[i], "__libc_start_main") || named(frames[i], "__libc_start_call_main") ||
+        named(frames[i], "_start")) {
+      // main itself was not named (no -rdynamic): libc's frame that called it goes too.
+      while (i > 0 && frames[i - 1].starts_with("libc.so")) --i;
+      frames.resize(i);
+      return;
+    }
+  }
+}
+
 GPUMEMPROF_FUNC std::vector<std::string> symbolize_external_stack(const std::vector<std::uintptr_t>& frames) {
   if (frames.empty()) return {};
   const ExternalStackSymbolizer f = external_stack_symbolizer.load(std::memory_order_acquire);
-  return f != nullptr ? f(frames.data(), frames.size()) : symbolize_external_stack_plain(frames.data(), frames.size());
+  std::vector<std::string> out =
+      f != nullptr ? f(frames.data(), frames.size()) : symbolize_external_stack_plain(frames.data(), frames.size());
+  drop_startup_frames(out);
+  return out;
 }
 
 }  // namespace detail
@@ -97,6 +120,17 @@ GPUMEMPROF_FUNC std::size_t ExternalLedger::bytes_of(std::uint64_t id) const {
   std::lock_guard lock(mutex_);
   auto it = live_.find(id);
   return it == live_.end() ? 0 : it->second.bytes;
+}
+
+GPUMEMPROF_FUNC void ExternalLedger::record_pool(std::uint64_t id, std::size_t reserved, std::string_view owner,
+                                                 std::string_view site, const std::vector<std::uintptr_t>& stack) {
+  std::lock_guard lock(mutex_);
+  if (reserved == 0) {
+    (void)erase_locked(id);
+    return;
+  }
+  if (auto it = live_.find(id); it != live_.end() && it->second.bytes == reserved) return;
+  add(live_, owners_, id, Live{reserved, std::string(owner), Site{std::string(site), stack}});
 }
 
 GPUMEMPROF_FUNC void ExternalLedger::record_code(std::uint64_t module, std::size_t bytes, std::string_view owner) {

@@ -52,7 +52,12 @@ std::vector<std::uintptr_t> capture_external_stack(std::size_t skip = 0);  // no
 /// Without the history layer: "function" (or "binary+0xoffset") per frame, by dladdr.
 std::vector<std::string> symbolize_external_stack_plain(const std::uintptr_t* frames, std::size_t count);
 
-/// The frames of a recorded stack: by the history layer's symbolizer when set, else by dladdr.
+/// Cuts a symbolised stack (innermost first) after `main`: the C library's start-up frames below
+/// it (__libc_start_main, _start, "libc.so.6+0x...") say nothing about the program.
+void drop_startup_frames(std::vector<std::string>& frames);
+
+/// The frames of a recorded stack: by the history layer's symbolizer when set, else by dladdr;
+/// nothing below main.
 std::vector<std::string> symbolize_external_stack(const std::vector<std::uintptr_t>& frames);
 
 }  // namespace detail
@@ -71,6 +76,18 @@ class ExternalLedger {
 
   /// Live bytes of allocation `id`; 0 when unknown.
   [[nodiscard]] std::size_t bytes_of(std::uint64_t id) const;
+
+  /// The id under which memory pool number or handle `pool` is kept, apart from allocations.
+  [[nodiscard]] static constexpr std::uint64_t pool_id(std::uint64_t pool) noexcept {
+    return pool | (std::uint64_t{1} << 62);
+  }
+  /// Memory pool `id` (pool_id) of `owner` now reserves `reserved` bytes (read from the pool: it
+  /// grows and trims without a call that says so); 0 takes its line out.
+  void record_pool(std::uint64_t id, std::size_t reserved, std::string_view owner, std::string_view site = {},
+                   const std::vector<std::uintptr_t>& stack = {});
+  /// Memory pool `id` was destroyed: whatever it reserved is gone (a destroyed pool cannot be
+  /// asked any more, so its last figure must not stay behind).
+  void forget_pool(std::uint64_t id) { (void)record_free(id); }
 
   /// `bytes` of device memory taken by module `module` of `owner` (loading it); a second record of
   /// the same module replaces the first.

@@ -321,6 +321,70 @@ class SimulatedBackend {
     s_->external_live.erase(it);
     s_->ledger.record_free(addr);
   }
+  // --- A memory pool of the program's own (cudaMemPoolCreate), outside the allocator -------------
+  /// Granule in which a pool reserves device memory (a CUDA pool reserved 224 MiB for one 200 MiB
+  /// allocation on an H200: whole 32 MiB steps).
+  static constexpr std::size_t pool_granule = std::size_t{32} << 20;
+  /// Stands for cudaMemPoolCreate by `owner` from `site`. The pool reserves device memory in
+  /// pool_granule steps as its allocations need it and keeps it when they are freed;
+  /// external_pool_trim gives back what it holds unused (cudaMemPoolTrimTo) and destroying it
+  /// gives back everything. The ledger lists the pool's reserved bytes under its owner -- as the
+  /// CUDA capture lists a real pool's (ExternalLedger::record_pool) -- and nothing once it is gone.
+  [[nodiscard]] GPUMEMPROF_NOINLINE std::uint64_t external_pool_create(std::string_view owner,
+                                                                       std::string_view site = {}) {
+    std::vector<std::uintptr_t> stack = detail::capture_external_stack();
+    std::lock_guard lock(s_->mutex);
+    const std::uint64_t id = ExternalLedger::pool_id(++s_->pools_created);
+    SimPool& p = s_->pools[id];
+    p.owner = owner;
+    p.site = site;
+    p.stack = std::move(stack);
+    return id;
+  }
+  /// cudaMallocFromPoolAsync: `bytes` from `pool`; nullptr when the device has no room to grow it.
+  [[nodiscard]] void* external_pool_malloc(std::uint64_t pool, std::size_t bytes) {
+    std::lock_guard lock(s_->mutex);
+    SimPool& p = pool_locked(pool, "allocate from");
+    const std::size_t need = round_up(p.live + std::max<std::size_t>(bytes, 1), pool_granule);
+    if (need > p.reserved) {
+      const std::size_t grow = need - p.reserved;
+      if (grow > s_->opt.capacity - std::min(s_->opt.capacity, used_locked())) return nullptr;
+      set_pool_reserved_locked(pool, p, need);
+    }
+    // Never dereferenced: a name for the block, in a range of its own per pool.
+    const std::uintptr_t addr = ((pool & 0xffffU) << 40) + p.next_offset;
+    p.next_offset += round_up(std::max<std::size_t>(bytes, 1), 512);
+    p.allocations[addr] = bytes;
+    p.live += bytes;
+    return reinterpret_cast<void*>(addr);
+  }
+  /// cudaFreeAsync of an external_pool_malloc: the pool keeps its reservation.
+  void external_pool_free(std::uint64_t pool, void* ptr) {
+    std::lock_guard lock(s_->mutex);
+    SimPool& p = pool_locked(pool, "free into");
+    auto it = p.allocations.find(reinterpret_cast<std::uintptr_t>(ptr));
+    if (it == p.allocations.end())
+      throw DeviceRuntimeError(name() + ": pool free of a pointer the pool did not return");
+    p.live -= it->second;
+    p.allocations.erase(it);
+  }
+  /// cudaMemPoolTrimTo(pool, keep): gives back reserved memory its live allocations do not need,
+  /// keeping at least `keep` bytes reserved.
+  void external_pool_trim(std::uint64_t pool, std::size_t keep) {
+    std::lock_guard lock(s_->mutex);
+    SimPool& p = pool_locked(pool, "trim");
+    const std::size_t floor =
+        std::max(round_up(p.live, pool_granule), round_up(std::min(keep, p.reserved), pool_granule));
+    if (floor < p.reserved) set_pool_reserved_locked(pool, p, floor);
+  }
+  /// cudaMemPoolDestroy: the pool's memory goes back to the device, its line leaves the ledger.
+  void external_pool_destroy(std::uint64_t pool) {
+    std::lock_guard lock(s_->mutex);
+    SimPool& p = pool_locked(pool, "destroy");
+    set_pool_reserved_locked(pool, p, 0);
+    s_->ledger.forget_pool(pool);
+    s_->pools.erase(pool);
+  }
   /// The device's ledger: external allocations by owner, and the context.
   [[nodiscard]] ExternalMemory external_memory() const {
     ExternalMemory m = s_->ledger.view();
@@ -365,6 +429,12 @@ class SimulatedBackend {
     CaptureMode mode = CaptureMode::global;
     std::thread::id thread;
     bool invalidated = false;
+  };
+  struct SimPool {
+    std::string owner, site;
+    std::vector<std::uintptr_t> stack;
+    std::size_t reserved = 0, live = 0, next_offset = 0;
+    std::map<std::uintptr_t, std::size_t> allocations;  // address -> bytes
   };
 
   struct State {
@@ -492,7 +562,21 @@ class SimulatedBackend {
     std::map<std::uintptr_t, std::size_t> external_live;  // external_malloc'd address -> charged bytes
     std::size_t external_charged = 0;
     ExternalLedger ledger;
+    std::map<std::uint64_t, SimPool> pools;  // external_pool_create's pools by ledger id
+    std::uint64_t pools_created = 0;
   };
+
+  SimPool& pool_locked(std::uint64_t pool, const char* what) {
+    auto it = s_->pools.find(pool);
+    if (it == s_->pools.end())
+      throw DeviceRuntimeError(name() + ": cannot " + what + " pool " + hex(pool) + ": no such pool");
+    return it->second;
+  }
+  void set_pool_reserved_locked(std::uint64_t id, SimPool& p, std::size_t reserved) {
+    s_->external_charged = s_->external_charged - p.reserved + reserved;
+    p.reserved = reserved;
+    s_->ledger.record_pool(id, reserved, p.owner, p.site, p.stack);
+  }
 
   static std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
   static std::string hex(std::uintptr_t v) {

@@ -60,6 +60,7 @@ inline void write_html_lod_json(ValueWriter& w, const HtmlLevelOfDetail& lod, st
 inline void write_html_device_json(ValueWriter& w, const HtmlDevice& d) {
   w.begin_dict();
   w.field("device", d.device);
+  w.field("name", d.name);
   w.field("t0", d.t0_us);
   w.field("nEvents", d.times.size());
   write_delta_column(w, "dt", d.times, [](std::int64_t t) { return t; });

@@ -134,6 +134,7 @@ struct HtmlLevelOfDetail {
 
 struct HtmlDevice {
   int device = 0;
+  std::string name;                 ///< "cuda:0", "sim:1" (what the device picker shows)
   std::int64_t t0_us = 0;           ///< time of the first trace entry shown
   std::vector<std::int64_t> times;  ///< per entry, relative to t0, made nondecreasing
   std::vector<HtmlAllocation> allocations;
@@ -390,8 +391,10 @@ void add_trace(const S& snap, std::size_t max_entries, HtmlDevice& dev, HtmlStac
       sum.peak_requested_bytes = static_cast<std::uint64_t>(l.requested);
       sum.peak_requested_state = state;
     }
-    sum.peak_requested_in_use_bytes = std::max(sum.peak_requested_in_use_bytes, static_cast<std::uint64_t>(std::max<std::int64_t>(l.requested_in_use, 0)));
-    sum.peak_reserved_bytes = std::max(sum.peak_reserved_bytes, static_cast<std::uint64_t>(std::max<std::int64_t>(l.reserved, 0)));
+    sum.peak_requested_in_use_bytes = std::max(
+        sum.peak_requested_in_use_bytes, static_cast<std::uint64_t>(std::max<std::int64_t>(l.requested_in_use, 0)));
+    sum.peak_reserved_bytes =
+        std::max(sum.peak_reserved_bytes, static_cast<std::uint64_t>(std::max<std::int64_t>(l.reserved, 0)));
   };
   if (first == 0) take(level, 0);
   timeline.walk([&](std::size_t i, const auto&, const TimelineLevels& l, const auto&) {
@@ -414,6 +417,24 @@ void add_trace(const S& snap, std::size_t max_entries, HtmlDevice& dev, HtmlStac
 
 }  // namespace html_model
 
+/// The name of device `id` in `snap` ("sim:1" for a simulated device): from the snapshot's device
+/// ledger or its rank's device, else "cuda:<id>" (PyTorch's snapshots are of CUDA devices).
+template <SnapshotLike S>
+[[nodiscard]] std::string snapshot_device_name(const S& snap, int id) {
+  const auto same = [id](const std::string& name) {
+    const auto colon = name.find(':');
+    return colon != std::string::npos && name.substr(colon + 1) == std::to_string(id);
+  };
+  if constexpr (requires { snap.device_memory; }) {
+    for (const auto& m : snap.device_memory)
+      if (same(m.device)) return m.device;
+  }
+  if constexpr (requires { snap.rank_info; }) {
+    if (same(snap.rank_info.device)) return snap.rank_info.device;
+  }
+  return "cuda:" + std::to_string(id);
+}
+
 /// Builds the report's model: one device per device index with a trace or segments.
 /// `max_entries` keeps only the newest entries of each trace (0 = all).
 template <SnapshotLike S>
@@ -430,6 +451,7 @@ template <SnapshotLike S>
   for (const int id : ids) {
     HtmlDevice dev;
     dev.device = id;
+    dev.name = snapshot_device_name(snap, id);
     html_model::add_segments(snap, dev, model.stacks);
     html_model::add_trace(snap, max_entries, dev, model.stacks);
     dev.summary.peak_allocated_bytes = snapshot_peak_allocated(snap, id);

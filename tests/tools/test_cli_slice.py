@@ -127,7 +127,9 @@ with open(stepped_path, "wb") as f:
 out = os.path.join(TMP, "steps-slice.pickle")
 run("slice", stepped_path, "--steps", "1:2", "-o", out)
 first = times.index(bounds[1][0])
-last = max(i for i, t in enumerate(times) if t <= bounds[2][1]) + 1
+# A step holds the entries from its START up to its END, not those at the END's time (as summary
+# and html count them): the slice ends before the first entry at or after step 2's END.
+last = next(i for i, t in enumerate(times) if t >= bounds[2][1])
 sl = check_slice("--steps 1:2", whole, out, first, last)
 check([a["name"] for a in sl["external_annotations"] if a["stage"] == "START"] == ["step 1", "step 2"],
       f"--steps 1:2: annotations {sl['external_annotations']!r}")

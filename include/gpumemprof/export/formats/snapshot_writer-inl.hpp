@@ -241,6 +241,7 @@ GPUMEMPROF_FUNC void write_snapshot(const Snapshot& snap, ValueWriter& w) {
     w.field("name", a.name);
     w.field("device", a.device);
     w.field("time_us", a.time_us);
+    if (a.trace_index >= 0) w.field("trace_index", a.trace_index);
     w.end_dict();
   }
   w.end_list();

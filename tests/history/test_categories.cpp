@@ -377,3 +377,25 @@ TEST_CASE("reset_category_peaks restarts the peaks from the bytes after the free
   CHECK(stats.at("reset_after_free_test").peak == 0);
   CHECK(stats.at("reset_after_free_test").allocated_peak == 0);
 }
+
+TEST_CASE("category_stats lists categories only: not annotation names, not user metadata") {
+  Categorized r;
+  { auto warmup = gmp::annotate("warmup (category_stats test)"); }
+  gmp::set_user_metadata("metadata (category_stats test)");
+  void* p = nullptr;
+  {
+    auto step = gmp::annotate("step 0 (category_stats test)");
+    auto tag = gmp::memory_category("tagged (category_stats test)");  // interned after the names above
+    p = r.a().allocate(4096);
+  }
+  gmp::set_user_metadata("");
+  const gmp::CategoryStats stats = r.ledger.stats();
+  CHECK(stats.count("tagged (category_stats test)") == 1);
+  CHECK(stats.count("unknown") == 1);
+  CHECK(stats.count("warmup (category_stats test)") == 0);
+  CHECK(stats.count("step 0 (category_stats test)") == 0);
+  CHECK(stats.count("metadata (category_stats test)") == 0);
+  CHECK(stats.size() == 2);
+  r.a().deallocate(p);
+  CHECK(r.ledger.stats().count("tagged (category_stats test)") == 1);  // a category stays listed once freed
+}

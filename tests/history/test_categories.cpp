@@ -1,10 +1,14 @@
 // Memory categories: RAII tags per thread (nested, innermost wins), carried by the block, by the
 // history's user_metadata and by the category ledger's exact byte counts.
+#include <algorithm>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "catch.hpp"
+#include "gpumemprof/export/formats/json_reader.hpp"
+#include "gpumemprof/export/formats/snapshot_writer.hpp"
 #include "gpumemprof/history/category_ledger.hpp"
 #include "gpumemprof/history/memory_category.hpp"
 #include "history_util.hpp"
@@ -398,4 +402,58 @@ TEST_CASE("category_stats lists categories only: not annotation names, not user 
   CHECK(stats.size() == 2);
   r.a().deallocate(p);
   CHECK(r.ledger.stats().count("tagged (category_stats test)") == 1);  // a category stays listed once freed
+}
+
+namespace {
+/// The "category" key of each trace entry of device 0, as PyTorch's memory viewer reads it
+/// ("-" where an entry has none), and the viewer's legend: the entries' categories, first seen first.
+std::vector<std::string> viewer_categories(const gmp::Snapshot& s, std::vector<std::string>& legend) {
+  std::ostringstream os;
+  gmp::write_snapshot(s, os, gmp::SnapshotFormat::json);
+  const gmp::DataValue root = gmp::parse_json(os.str());
+  std::vector<std::string> out;
+  for (const gmp::DataValue& e : root.find("device_traces")->items()[0].items()) {
+    const gmp::DataValue* c = e.find("category");
+    out.push_back(c != nullptr ? c->as_string() : "-");
+    if (c != nullptr && std::find(legend.begin(), legend.end(), c->as_string()) == legend.end())
+      legend.push_back(c->as_string());
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("Trace entries carry their category where PyTorch's memory viewer reads it") {
+  Categorized r;
+  void* p = nullptr;
+  {
+    auto tag = gmp::memory_category(cat::activation);
+    p = r.a().allocate(1 << 20);
+  }
+  void* q = r.a().allocate(4096);  // untagged
+  r.a().deallocate(p);
+  std::vector<std::string> legend;
+  const std::vector<std::string> cats = viewer_categories(r.a().snapshot(), legend);
+  const std::vector<gmp::TraceEntry> trace = r.recorder.trace();
+  REQUIRE(cats.size() >= trace.size());
+  for (std::size_t i = 0; i < trace.size(); ++i) {
+    INFO(i << " " << gmp::to_string(trace[i].action));
+    const std::string_view c = gmp::category_of_metadata(trace[i].user_metadata);
+    CHECK(cats[i] == (c.empty() ? std::string("unknown") : std::string(c)));
+  }
+  // The viewer's legend is not empty, and holds "unknown" (its script fails on a list without it).
+  CHECK(std::find(legend.begin(), legend.end(), "activation") != legend.end());
+  CHECK(std::find(legend.begin(), legend.end(), "unknown") != legend.end());
+  r.a().deallocate(q);
+
+  // Every entry tagged: no "unknown" to list, so no keys at all (the viewer shows no legend).
+  gmp::Snapshot all;
+  all.device_traces.emplace_back();
+  gmp::TraceEntry e;
+  e.user_metadata = gmp::metadata_with_category("", "parameter");
+  all.device_traces[0].push_back(e);
+  legend.clear();
+  CHECK(viewer_categories(all, legend) == std::vector<std::string>{"-"});
+  // No entry tagged (PyTorch's own snapshots): written as they were.
+  all.device_traces[0][0].user_metadata.clear();
+  CHECK(viewer_categories(all, legend) == std::vector<std::string>{"-"});
 }

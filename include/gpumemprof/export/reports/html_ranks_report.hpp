@@ -50,7 +50,6 @@
 #include "gpumemprof/export/formats/value_columns.hpp"
 #include "gpumemprof/export/reports/html_ranks_assets.hpp"
 #include "gpumemprof/export/reports/html_report.hpp"
-#include "gpumemprof/export/reports/html_report_assets.hpp"
 #include "gpumemprof/export/reports/rank_summary.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
@@ -209,11 +208,10 @@ inline void write_html_ranks_json(JsonWriter& w, const HtmlRanksModel& m, const 
 
 /// Writes the page to `os`, streaming; reads the embedded ranks' files again, one at a time.
 inline void write_html_ranks_report(const HtmlRanksModel& m, std::ostream& os, const HtmlRanksOptions& opt = {}) {
-  std::string head(detail::html_assets::kHead);
+  std::string head;
+  for (const std::string_view piece : detail::html_ranks_assets::kHead) head += piece;
   detail::append_html_escaped(head, opt.title);
-  const std::string_view report_style = detail::html_assets::kStyleAndBody;
-  head.append(report_style.substr(0, report_style.find("</style>")));  // the single-rank page's look
-  head.append(detail::html_ranks_assets::kStyleAndBody);
+  for (const std::string_view piece : detail::html_ranks_assets::kBeforeData) head += piece;
   detail::write_bytes(os, head.data(), head.size());
   {
     JsonWriter w(os, JsonWriterOptions{.script_safe = true});
@@ -231,9 +229,7 @@ inline void write_html_ranks_report(const HtmlRanksModel& m, std::ostream& os, c
     w.value(std::string_view(html));
     w.finish();
   }
-  os << detail::html_assets::kScriptOpen;
-  for (const std::string_view piece : detail::html_ranks_assets::kScript) os << piece;
-  os << detail::html_assets::kTail;
+  for (const std::string_view piece : detail::html_ranks_assets::kAfterData) os << piece;
   os.flush();
   if (!os) throw IoError("writing the HTML report failed");
 }

@@ -158,7 +158,7 @@ inline void write_html_device_json(ValueWriter& w, const HtmlDevice& d) {
 }
 
 /// The page's data: {"v", "generator", "title", "strings", "frames" (file, line, name flat),
-/// "stacks", "devices"}; read by the script in html_report_assets.hpp.
+/// "stacks", "devices"}; read by the report's scripts (web/report-*.js).
 inline void write_html_model_json(const HtmlModel& m, const HtmlReportOptions& opt, ValueWriter& w) {
   w.begin_dict();
   w.field("v", 1);
@@ -194,11 +194,13 @@ void write_html_report(const S& snapshot, std::ostream& os, const HtmlReportOpti
   detail::HtmlModel model = detail::build_html_model(snapshot, options.max_trace_entries);
   for (detail::HtmlDevice& dev : model.devices)
     detail::apply_html_level_of_detail(dev, options.max_page_states, options.max_page_allocations);
-  std::string head(detail::html_assets::kHead);
+  std::string head;
+  for (const std::string_view piece : detail::html_assets::kHead) head += piece;
   detail::append_html_escaped(head, options.title);
   // The page's cards (the device section after the summary cards), then memory by category
   // (memory_timeline.hpp) for each device with a trace, then the steps (step_summary.hpp).
-  std::string body(detail::html_assets::kStyleAndBody);
+  std::string body;
+  for (const std::string_view piece : detail::html_assets::kBeforeData) body += piece;
   if constexpr (requires { snapshot.device_memory; }) {
     std::size_t at = body.find("<section class=\"card\" id=\"tl-card\">");
     if (at == std::string::npos) at = body.find("</main>");
@@ -222,9 +224,7 @@ void write_html_report(const S& snapshot, std::ostream& os, const HtmlReportOpti
   JsonWriter w(os, JsonWriterOptions{.script_safe = true});
   detail::write_html_model_json(model, options, w);
   w.finish();
-  os << detail::html_assets::kScriptOpen;
-  for (const std::string_view piece : detail::html_assets::kScript) os << piece;
-  os << detail::html_assets::kTail;
+  for (const std::string_view piece : detail::html_assets::kAfterData) os << piece;
   os.flush();
   if (!os) throw IoError("writing the HTML report failed");
 }

@@ -7,7 +7,7 @@
 // The C++ side does the heavy work once (html_report_model.hpp: intervals, interned stacks,
 // peaks) and embeds it as compact columnar JSON (number arrays, delta-coded where values grow,
 // plus one string table, written by the one JsonWriter in its script-safe mode); the page's
-// script (html_report_assets.hpp) only decodes and draws.
+// script (web/report-*.js, embedded by html_report_assets.hpp) only decodes and draws.
 //
 //   gmp::write_html_report(gmp::snapshot(), "report.html", {.title = "train step 42"});
 //

@@ -212,7 +212,7 @@ function main() {
     ' \u00b7 open offline, nothing is fetched';
   $('footer').textContent = 'gpumemprof offline memory report \u00b7 ' + D.generator;
   const pick = $('device');
-  pick.innerHTML = D.devices.map((d, i) => '<option value="' + i + '">cuda:' + d.device + ' (' + fmtInt(d.nEvents) + ' events, ' + fmtInt(d.segments.addr.length) + ' segments)</option>').join('');
+  pick.innerHTML = D.devices.map((d, i) => '<option value="' + i + '">cuda:' + d.device + ' (' + plural(d.nEvents, 'event') + ', ' + plural(d.segments.addr.length, 'segment') + ')</option>').join('');
   $('devpick').classList.toggle('hidden', D.devices.length < 2);
   pick.onchange = () => openDevice(+pick.value);
   let first = 0;

@@ -144,7 +144,7 @@ TEST_CASE("memory timeline HTML: the time axis's five ticks differ, in a unit th
   CHECK(gmp::detail::time_tick(0, 3'000'000) == "0.00 s");
   CHECK(gmp::detail::time_tick(750'000, 3'000'000) == "0.75 s");
   CHECK(gmp::detail::time_tick(1250, 5000) == "1.2 ms");
-  CHECK(gmp::detail::time_tick(0.25, 1) == "0.250 us");
+  CHECK(gmp::detail::time_tick(0.25, 1) == "0.25 us");
 }
 
 TEST_CASE("memory timeline files: by extension, atomically; anything else is refused") {

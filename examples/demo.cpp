@@ -298,7 +298,7 @@ int run_demo(const DemoOptions& options) {
     if (!options.quiet) {
       // The loss only where the math runs (the simulated device allocates, computes nothing).
       const std::string loss = compute->computes() ? "  loss " + std::to_string(s.loss) : "";
-      std::printf("step %3d%s  %10s  allocated %10s  peak %10s\n", step + 1, loss.c_str(),
+      std::printf("step %3d%s  %10s  allocated %10s  peak %10s\n", step, loss.c_str(),
                   gmp::format_seconds(r.execution_time).c_str(),
                   gmp::format_size(static_cast<std::uint64_t>(r.memory_after.allocated_memory)).c_str(),
                   gmp::format_size(static_cast<std::uint64_t>(r.peak_memory_usage())).c_str());

@@ -53,7 +53,9 @@ inline MemoryUsage usage_from_profile(const DataValue& root, const std::string& 
     for (const DataValue& r : results->items()) {
       const DataValue* name = r.find("name");
       const std::uint64_t created = bytes(&r, "tensors_created");
-      u.total.allocations += created;
+      // The run's count from outermost calls only: a nested call's allocations are its outer
+      // call's too (files written before "depth" existed count every call).
+      if (detail_diff::int_or_zero(&r, "depth") == 0) u.total.allocations += created;
       if (name != nullptr && name->is(DataValue::Kind::string)) u.scopes[name->as_string()].allocations += created;
     }
   }

@@ -33,26 +33,28 @@ inline std::int64_t time_bound(const std::string& text, std::int64_t open, const
   return negative ? -v : v;
 }
 
-/// --steps A:B as a --time window: the training steps are the annotated ranges named as steps
-/// ("step 3", "ProfilerStep#3", "train_step", "iteration 7"), numbered from 0 in time order.
+/// --steps A:B: the training steps as summary and html count them (analysis/steps.hpp: annotated
+/// ranges named as steps, else the repeating allocation pattern), numbered from 0; each device
+/// with steps keeps the entries of steps A to B (by the recorder's order, exact when entries of
+/// one microsecond span a step's edge), the others the time span of those steps.
 template <SnapshotLike S>
-std::string steps_as_time(const std::string& spec, const S& snap, const std::string& path) {
-  std::vector<AnnotatedRange> steps;
+void steps_window(const std::string& spec, const S& snap, const std::string& path, SliceWindow& w) {
+  std::vector<StepReport> reports;
+  std::size_t count = 0;
   for (std::size_t d = 0; d < snap.device_traces.size(); ++d) {
-    for (AnnotatedRange& r : annotated_steps(snap.external_annotations, static_cast<int>(d))) steps.push_back(std::move(r));
+    reports.push_back(analyze_steps(snap, static_cast<int>(d)));
+    count = std::max(count, reports.back().steps.size());
   }
-  if (steps.empty()) {
+  if (count == 0) {
     throw UsageError(path +
-                     ": no annotated steps (ranges named \"step N\", \"ProfilerStep#N\", \"train_step\" or "
-                     "\"iteration N\"); use --time T0:T1 instead");
+                     ": no steps found (no ranges named \"step N\", \"ProfilerStep#N\", \"train_step\" or "
+                     "\"iteration N\", and no repeating allocation pattern); use --time T0:T1 instead");
   }
-  std::sort(steps.begin(), steps.end(), [](const AnnotatedRange& a, const AnnotatedRange& b) { return a.t0 < b.t0; });
   const auto colon = spec.find(':');
-  const std::string last = std::to_string(steps.size() - 1);
+  const std::string last = std::to_string(count - 1);
   const auto step_index = [&](const std::string& text, std::size_t open) {
     if (text.empty()) return open;
-    if (text.size() > 9 || text.find_first_not_of("0123456789") != std::string::npos ||
-        std::stoull(text) >= steps.size()) {
+    if (text.size() > 9 || text.find_first_not_of("0123456789") != std::string::npos || std::stoull(text) >= count) {
       throw UsageError("--steps '" + spec + "': the snapshot has steps 0 to " + last + "; give A:B, A: or :B");
     }
     return static_cast<std::size_t>(std::stoull(text));
@@ -60,9 +62,23 @@ std::string steps_as_time(const std::string& spec, const S& snap, const std::str
   if (colon == std::string::npos)
     throw UsageError("--steps '" + spec + "': give A:B, A: or :B (steps 0 to " + last + ")");
   const std::size_t a = step_index(spec.substr(0, colon), 0);
-  const std::size_t b = step_index(spec.substr(colon + 1), steps.size() - 1);
+  const std::size_t b = step_index(spec.substr(colon + 1), count - 1);
   if (a > b) throw UsageError("--steps '" + spec + "': the first step is after the last");
-  return std::to_string(steps[a].t0) + ":" + (steps[b].open() ? std::string() : std::to_string(steps[b].t1));
+  w.t0 = std::numeric_limits<std::int64_t>::max();
+  w.t1 = std::numeric_limits<std::int64_t>::min();
+  for (std::size_t d = 0; d < reports.size(); ++d) {
+    const std::vector<StepFacts>& steps = reports[d].steps;
+    if (a >= steps.size()) continue;
+    const StepFacts& from = steps[a];
+    const StepFacts& to = steps[std::min(b, steps.size() - 1)];
+    // An open end keeps everything before the first step or after the last.
+    const bool from_start = colon == 0;
+    const bool to_end = colon + 1 == spec.size();
+    w.entries[static_cast<int>(d)] = {from_start ? 0 : from.first_entry,
+                                      to_end ? snap.device_traces[d].size() : to.end_entry};
+    w.t0 = std::min(w.t0, from_start ? std::numeric_limits<std::int64_t>::min() : from.start_us);
+    w.t1 = std::max(w.t1, to_end ? std::numeric_limits<std::int64_t>::max() : to.end_us);
+  }
 }
 
 /// The window --time and --max-entries ask for; checked against the snapshot's time span.
@@ -73,7 +89,11 @@ SliceWindow slice_window(const Args& args, const S& snap, const std::string& pat
   if (args.has("--max-entries") && w.max_entries == 0) throw UsageError("--max-entries takes a count of 1 or more");
   if (args.has("--time") && args.has("--steps")) throw UsageError("give --time or --steps, not both");
   if (!args.has("--time") && !args.has("--steps")) return w;
-  const std::string t = args.has("--steps") ? steps_as_time(args.get("--steps"), snap, path) : args.get("--time");
+  if (args.has("--steps")) {
+    steps_window(args.get("--steps"), snap, path, w);
+    return w;
+  }
+  const std::string t = args.get("--time");
   const auto colon = t.find(':');
   if (colon == std::string::npos) throw UsageError("--time '" + t + "': give T0:T1, T0: or :T1 (microseconds)");
   w.t0 = time_bound(t.substr(0, colon), std::numeric_limits<std::int64_t>::min(), t);
@@ -104,8 +124,9 @@ inline int cmd_slice(int argc, char** argv) {
         "  show as allocated before it).\n"
         "  --time T0:T1       entries with T0 <= time_us <= T1 (microseconds, as in the trace); T0: and\n"
         "                     :T1 leave an end open\n"
-        "  --steps A:B        steps A to B: annotated ranges named \"step N\", \"ProfilerStep#N\", \"train_step\"\n"
-        "                     or \"iteration N\", numbered from 0 in time order; A: and :B leave an end open\n"
+        "  --steps A:B        steps A to B, numbered from 0 as summary and html number them (ranges named\n"
+        "                     \"step N\", \"ProfilerStep#N\", \"train_step\" or \"iteration N\", else the\n"
+        "                     repeating allocation pattern); A: and :B leave an end open\n"
         "  --max-entries N    the newest N entries of each device's trace (with --time: of the window)\n"
         "  -o OUT             .pickle (the viewer's format) or .json; never the input file\n",
         stdout);

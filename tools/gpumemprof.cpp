@@ -48,6 +48,14 @@ int run_demo_command(int argc, char** argv) {
 #endif
 }
 
+// The demo's line only where the demo is built in (-Dexamples).
+#if GPUMEMPROF_CLI_DEMO
+#define GPUMEMPROF_CLI_DEMO_LINE \
+  "  demo             a profiled training loop (GPU with cuBLAS, else the simulated device)\n"
+#else
+#define GPUMEMPROF_CLI_DEMO_LINE ""
+#endif
+
 const char* usage() {
   return "usage: gpumemprof <command> [options]\n"
          "commands:\n"
@@ -62,8 +70,8 @@ const char* usage() {
          "  html DIR -o REPORT.html        every rank on one axis; a click opens a rank's report\n"
          "  perfetto SNAPSHOT -o TRACE.json  counter tracks for ui.perfetto.dev\n"
          "  timeline SNAPSHOT -o OUT.json|OUT.html  memory by category over time (torch.profiler's layout)\n"
-         "  slice SNAPSHOT (--time T0:T1 | --steps A:B | --max-entries N) -o OUT.pickle  a window for the viewer\n"
-         "  demo             a profiled training loop (GPU with cuBLAS, else the simulated device)\n"
+         "  slice SNAPSHOT (--time T0:T1 | --steps A:B | --max-entries N) -o OUT.pickle  a window for the "
+         "viewer\n" GPUMEMPROF_CLI_DEMO_LINE
          "  help [COMMAND]   this text, or a command's options\n"
          "  --version        print the version\n"
          "Run 'gpumemprof <command> --help' (or -h) for a command's options.\n";

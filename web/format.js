@@ -1,13 +1,21 @@
 /* ---------- formatting ---------- */
-const UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
+// Sizes as every other report prints them (format_size, allocator/format_size.hpp): bytes below
+// 1 KiB, then KiB, MiB or GiB with two decimals ("21.75 MiB", "512 bytes"); a tie rounds to even,
+// as printf's %.2f does. `trim` (axis ticks only) drops trailing zeros ("64 MiB").
+const UNITS = ['bytes', 'KiB', 'MiB', 'GiB'];
+function fixed2(x) {
+  const s = x * 100, f = Math.floor(s), r = s - f > 0.5 || (s - f === 0.5 && f % 2 === 1) ? f + 1 : f;
+  return (r / 100).toFixed(2);
+}
 function fmtBytes(n, trim) {
   if (!isFinite(n)) return '-';
   let a = Math.abs(n), u = 0;
   while (a >= 1024 && u < UNITS.length - 1) { a /= 1024; u++; }
-  let t = u === 0 ? String(Math.round(a)) : a >= 100 ? a.toFixed(0) : a >= 10 ? a.toFixed(1) : a.toFixed(2);
+  let t = u === 0 ? String(Math.round(a)) : fixed2(a);
   if (trim && t.indexOf('.') >= 0) t = t.replace(/\.?0+$/, '');
   return (n < 0 ? '-' : '') + t + ' ' + UNITS[u];
 }
+function plural(n, noun) { return fmtInt(n) + ' ' + noun + (n === 1 ? '' : 's'); }
 function fmtInt(n) { return Math.round(n).toLocaleString('en-US'); }
 function fmtCount(n) {
   const a = Math.abs(n);

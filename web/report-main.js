@@ -9,7 +9,7 @@ function SegmentMap(dev) {
       ['pending free', s.pendingFree, 'var(--pending)'], ['free in segments', s.externalFree - s.pendingFree, 'var(--free)']];
     $('fragbar').innerHTML = parts.map((p) => '<div title="' + esc(p[0] + ': ' + fmtBytes(p[1])) + '" style="width:' + (100 * p[1] / R).toFixed(3) + '%;background:' + p[2] + '"></div>').join('');
     $('frag-legend').innerHTML = parts.map((p) => '<span><span class="sw" style="background:' + p[2] + '"></span>' + esc(p[0]) + ' ' + fmtBytes(p[1]) + ' (' + fmtPct(p[1] / R) + ')</span>').join('') +
-      '<span>reserved ' + fmtBytes(s.reserved) + ' in ' + fmtInt(s.numSegments) + ' segments</span>';
+      '<span>reserved ' + fmtBytes(s.reserved) + ' in ' + plural(s.numSegments, 'segment') + '</span>';
   }
   function layout() {
     const r = dpr(), segs = dev.segs;
@@ -82,7 +82,7 @@ function SegmentMap(dev) {
       if (p.px0 === 0) { ctx.fillStyle = '#1e2943'; ctx.fillRect(p.x, y0, Math.max(1, Math.round(dpr())), rowH); }
     }
     const s = dev.sum;
-    $('seg-sub').textContent = fmtInt(s.numSegments) + ' segments, ' + fmtInt(s.numBlocks) + ' blocks. Hover a segment for its blocks; a dark edge marks where a segment starts.';
+    $('seg-sub').textContent = plural(s.numSegments, 'segment') + ', ' + plural(s.numBlocks, 'block') + '. Hover a segment for its blocks; a dark edge marks where a segment starts.';
     report.stats.segments = { pieces: pieces.length, rows: cv.height / rowStep };
   }
   function hitAt(ev) {
@@ -212,7 +212,7 @@ function main() {
     ' \u00b7 open offline, nothing is fetched';
   $('footer').textContent = 'gpumemprof offline memory report \u00b7 ' + D.generator;
   const pick = $('device');
-  pick.innerHTML = D.devices.map((d, i) => '<option value="' + i + '">' + esc(d.name || 'cuda:' + d.device) + ' (' + fmtInt(d.nEvents) + ' events, ' + fmtInt(d.segments.addr.length) + ' segments)</option>').join('');
+  pick.innerHTML = D.devices.map((d, i) => '<option value="' + i + '">' + esc(d.name || 'cuda:' + d.device) + ' (' + plural(d.nEvents, 'event') + ', ' + plural(d.segments.addr.length, 'segment') + ')</option>').join('');
   $('devpick').classList.toggle('hidden', D.devices.length < 2);
   pick.onchange = () => openDevice(+pick.value);
   let first = 0;

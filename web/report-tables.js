@@ -11,10 +11,10 @@ function renderSummary(dev) {
     ['Peak allocated', s.peakAllocated >= 0 ? fmtBytes(s.peakAllocated) : 'n/a', (s.peakAllocated >= 0 ? fmtInt(s.peakAllocated) + ' bytes: ' : '') + 'block bytes, as max_memory_allocated (the blocks the trace recorded)'],
     ['Peak requested in use (pending frees left out)', fmtBytes(s.peakRequestedInUse), 'requested bytes until the free is requested, as torch.profiler\'s memory timeline and gpumemprof timeline'],
     ['Allocations', fmtInt(E ? s.numAllocs : s.numLiveBlocks), E ? fmtInt(s.numFrees) + ' frees \u00b7 ' + fmtInt(liveEnd) + ' live at the end' : 'live blocks (no trace recorded)'],
-    ['Segments', fmtInt(s.numSegments), fmtInt(s.numBlocks) + ' blocks \u00b7 ' + fmtInt(s.numLiveBlocks) + ' allocated'],
+    ['Segments', fmtInt(s.numSegments), plural(s.numBlocks, 'block') + ' \u00b7 ' + fmtInt(s.numLiveBlocks) + ' allocated'],
     ['External fragmentation', isFinite(ext) ? fmtPct(ext) : 'n/a', '1 \u2212 largest free block / free bytes \u00b7 ' + fmtBytes(s.externalFree - s.pendingFree) + ' free, largest block ' + fmtBytes(s.largestFree)],
     ['Internal fragmentation', fmtPct(intl), fmtBytes(s.internalFree) + ' of rounding slack in live blocks, share of reserved'],
-    ['Trace', E ? fmtInt(s.numEvents) + ' events' : 'none', E ? 'over ' + fmtDur(s.durationUs) + (s.numDroppedEvents ? ' \u00b7 ' + fmtInt(s.numDroppedEvents) + ' older left out' : '') : 'history was not recorded'],
+    ['Trace', E ? plural(s.numEvents, 'event') : 'none', E ? 'over ' + fmtDur(s.durationUs) + (s.numDroppedEvents ? ' \u00b7 ' + fmtInt(s.numDroppedEvents) + ' older left out' : '') : 'history was not recorded'],
   ];
   if (s.numOoms) cards.push(['Out of memory', fmtInt(s.numOoms), 'OOM events in the trace (red marks on the timeline)', 'bad']);
   $('summary').innerHTML = cards.map((c) => '<div class="stat ' + (c[3] || '') + '"><div class="k">' + esc(c[0]) + '</div><div class="v">' + esc(c[1]) +
@@ -36,7 +36,7 @@ function Inspector(dev, hooks) {
     for (const i of live) bytes += size[i];
     $('inst-title').textContent = E === 0 ? 'Live allocations in the snapshot' : s === dev.peak ? 'Live at the peak' : 'Live at the selected instant';
     $('inst-peak').classList.toggle('hidden', E === 0 || s === dev.peak);
-    $('inst-sub').textContent = fmtBytes(bytes) + ' in ' + fmtInt(live.length) + ' allocations \u00b7 ' + instantLabel(dev, s) +
+    $('inst-sub').textContent = fmtBytes(bytes) + ' in ' + plural(live.length, 'allocation') + ' \u00b7 ' + instantLabel(dev, s) +
       (E ? ' \u00b7 reserved ' + fmtBytes(reservedAt(dev, s)) : '') +
       (dev.lod && dev.lod.hidden && bytes < dev.total[s] ? ' \u00b7 level of detail: ' + fmtBytes(dev.total[s] - bytes) + ' more in allocations the page does not list' : '');
     const rows = live.slice(0, shown);

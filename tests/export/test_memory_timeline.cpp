@@ -129,6 +129,24 @@ TEST_CASE("memory timeline HTML: one area per category, bands for ranges and ste
   CHECK(page.find("http") == std::string::npos);  // nothing to fetch
 }
 
+TEST_CASE("memory timeline HTML: the time axis's five ticks differ, in a unit that fits the span") {
+  // A short loop: 40 microseconds in all (ticks once read "0.0 ms" five times).
+  gmp::Snapshot s;
+  s.device_traces = {{entry(TraceAction::alloc, 0x1000, 4096, 1000), entry(TraceAction::alloc, 0x2000, 4096, 1020),
+                      entry(TraceAction::free_requested, 0x2000, 4096, 1040)}};
+  std::ostringstream os;
+  gmp::write_memory_timeline_html(s, 0, os, "short");
+  const std::string page = os.str();
+  for (const char* tick : {">0 us<", ">10 us<", ">20 us<", ">30 us<", ">40 us<"}) {
+    INFO(tick);
+    CHECK(page.find(tick) != std::string::npos);
+  }
+  CHECK(gmp::detail::time_tick(0, 3'000'000) == "0.00 s");
+  CHECK(gmp::detail::time_tick(750'000, 3'000'000) == "0.75 s");
+  CHECK(gmp::detail::time_tick(1250, 5000) == "1.2 ms");
+  CHECK(gmp::detail::time_tick(0.25, 1) == "0.25 us");
+}
+
 TEST_CASE("memory timeline files: by extension, atomically; anything else is refused") {
   TempDir dir;
   gmp::Snapshot s;

@@ -1,10 +1,14 @@
 // Memory categories: RAII tags per thread (nested, innermost wins), carried by the block, by the
 // history's user_metadata and by the category ledger's exact byte counts.
+#include <algorithm>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "catch.hpp"
+#include "gpumemprof/export/formats/json_reader.hpp"
+#include "gpumemprof/export/formats/snapshot_writer.hpp"
 #include "gpumemprof/history/category_ledger.hpp"
 #include "gpumemprof/history/memory_category.hpp"
 #include "history_util.hpp"
@@ -376,4 +380,80 @@ TEST_CASE("reset_category_peaks restarts the peaks from the bytes after the free
   CHECK(stats.at("reset_after_free_test").current == 0);
   CHECK(stats.at("reset_after_free_test").peak == 0);
   CHECK(stats.at("reset_after_free_test").allocated_peak == 0);
+}
+
+TEST_CASE("category_stats lists categories only: not annotation names, not user metadata") {
+  Categorized r;
+  { auto warmup = gmp::annotate("warmup (category_stats test)"); }
+  gmp::set_user_metadata("metadata (category_stats test)");
+  void* p = nullptr;
+  {
+    auto step = gmp::annotate("step 0 (category_stats test)");
+    auto tag = gmp::memory_category("tagged (category_stats test)");  // interned after the names above
+    p = r.a().allocate(4096);
+  }
+  gmp::set_user_metadata("");
+  const gmp::CategoryStats stats = r.ledger.stats();
+  CHECK(stats.count("tagged (category_stats test)") == 1);
+  CHECK(stats.count("unknown") == 1);
+  CHECK(stats.count("warmup (category_stats test)") == 0);
+  CHECK(stats.count("step 0 (category_stats test)") == 0);
+  CHECK(stats.count("metadata (category_stats test)") == 0);
+  CHECK(stats.size() == 2);
+  r.a().deallocate(p);
+  CHECK(r.ledger.stats().count("tagged (category_stats test)") == 1);  // a category stays listed once freed
+}
+
+namespace {
+/// The "category" key of each trace entry of device 0, as PyTorch's memory viewer reads it
+/// ("-" where an entry has none), and the viewer's legend: the entries' categories, first seen first.
+std::vector<std::string> viewer_categories(const gmp::Snapshot& s, std::vector<std::string>& legend) {
+  std::ostringstream os;
+  gmp::write_snapshot(s, os, gmp::SnapshotFormat::json);
+  const gmp::DataValue root = gmp::parse_json(os.str());
+  std::vector<std::string> out;
+  for (const gmp::DataValue& e : root.find("device_traces")->items()[0].items()) {
+    const gmp::DataValue* c = e.find("category");
+    out.push_back(c != nullptr ? c->as_string() : "-");
+    if (c != nullptr && std::find(legend.begin(), legend.end(), c->as_string()) == legend.end())
+      legend.push_back(c->as_string());
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("Trace entries carry their category where PyTorch's memory viewer reads it") {
+  Categorized r;
+  void* p = nullptr;
+  {
+    auto tag = gmp::memory_category(cat::activation);
+    p = r.a().allocate(1 << 20);
+  }
+  void* q = r.a().allocate(4096);  // untagged
+  r.a().deallocate(p);
+  std::vector<std::string> legend;
+  const std::vector<std::string> cats = viewer_categories(r.a().snapshot(), legend);
+  const std::vector<gmp::TraceEntry> trace = r.recorder.trace();
+  REQUIRE(cats.size() >= trace.size());
+  for (std::size_t i = 0; i < trace.size(); ++i) {
+    INFO(i << " " << gmp::to_string(trace[i].action));
+    const std::string_view c = gmp::category_of_metadata(trace[i].user_metadata);
+    CHECK(cats[i] == (c.empty() ? std::string("unknown") : std::string(c)));
+  }
+  // The viewer's legend is not empty, and holds "unknown" (its script fails on a list without it).
+  CHECK(std::find(legend.begin(), legend.end(), "activation") != legend.end());
+  CHECK(std::find(legend.begin(), legend.end(), "unknown") != legend.end());
+  r.a().deallocate(q);
+
+  // Every entry tagged: no "unknown" to list, so no keys at all (the viewer shows no legend).
+  gmp::Snapshot all;
+  all.device_traces.emplace_back();
+  gmp::TraceEntry e;
+  e.user_metadata = gmp::metadata_with_category("", "parameter");
+  all.device_traces[0].push_back(e);
+  legend.clear();
+  CHECK(viewer_categories(all, legend) == std::vector<std::string>{"-"});
+  // No entry tagged (PyTorch's own snapshots): written as they were.
+  all.device_traces[0][0].user_metadata.clear();
+  CHECK(viewer_categories(all, legend) == std::vector<std::string>{"-"});
 }

@@ -90,12 +90,12 @@ TEST_CASE("export: names are escaped in JSON and quoted in CSV") {
   REQUIRE(header_end != std::string::npos);
   const std::string header = csv.substr(0, header_end);
   CHECK(header.rfind("name,execution_time,memory_allocated,memory_freed,memory_diff,peak_memory_usage,"
-                     "tensors_created,tensors_deleted,allocator_level,exception_message,memory_before.timestamp,",
+                     "tensors_created,tensors_deleted,depth,allocator_level,exception_message,memory_before.timestamp,",
                      0) == 0);
   CHECK(header.find("memory_peak.stack_trace") != std::string::npos);
   const std::string row = csv.substr(header_end + 2);
   CHECK(row.rfind("\"a\"\"b\\c\nd\x01"
-                  "e,\xC3\xA9\xFF\",0,10,4,6,0,0,0,true,\"say \"\"hi\"\"\",",
+                  "e,\xC3\xA9\xFF\",0,10,4,6,0,0,0,0,true,\"say \"\"hi\"\"\",",
                   0) == 0);
   CHECK(row.size() >= 2);
   CHECK(row.substr(row.size() - 2) == "\r\n");

@@ -130,3 +130,42 @@ TEST_CASE("a failed budget lists the top live allocation sites when history reco
   gmp::record_memory_history({.enabled = gmp::HistoryEnabled::off}, "sim:3");
   a.validate();
 }
+
+namespace {
+void* weights = nullptr;
+/// Loads 256 MiB of weights that stay.
+void load_weights(gmp::DeviceAllocator& a) { weights = a.allocate(256_MiB); }
+/// A step whose 48 MiB of scratch makes the peak, freed before the scope ends.
+void step_48mib(gmp::DeviceAllocator& a) {
+  void* scratch = a.allocate(48_MiB);
+  a.deallocate(scratch);
+}
+}  // namespace
+
+TEST_CASE("a failed peak budget names what was live at the peak, not what is live afterwards") {
+  auto& a = gmp::default_allocator("sim:5");
+  gmp::record_memory_history({}, "sim:5");
+  gmp::GPUMemoryProfiler profiler("sim:5");
+  profiler.profile_function("load", load_weights, a);
+  const gmp::ProfileResult r = profiler.profile_function("step", step_48mib, a);
+  REQUIRE(r.peak_memory_usage() == static_cast<std::int64_t>(304_MiB));
+  const gmp::testing::PeakBelow budget(300_MiB);
+  CHECK_FALSE(budget.match(r));
+  const std::string text = budget.describe();
+  INFO(text);
+  CHECK(
+      text.starts_with("peak 304.00 MiB > budget 300.00 MiB in \"step\"; live at the scope's peak on sim:5 "
+                       "(304.00 MiB requested):\n  48.00 MiB in 1 block, allocated in the scope: "));
+  CHECK_THAT(text, Catch::Matchers::Contains("256.00 MiB in 1 block, held from before: "));
+#if GPUMEMPROF_WITH_STACKTRACE
+  CHECK_THAT(text, Catch::Matchers::Contains("allocated in the scope: (anonymous namespace)::step_48mib("));
+  CHECK_THAT(text, Catch::Matchers::Contains("held from before: (anonymous namespace)::load_weights("));
+#endif
+  // The step's own rise names the same allocation.
+  const gmp::testing::PeakIncreaseBelow rise(32_MiB);
+  CHECK_FALSE(rise.match(r));
+  CHECK_THAT(rise.describe(), Catch::Matchers::Contains("48.00 MiB in 1 block, allocated in the scope: "));
+  a.deallocate(weights);
+  gmp::record_memory_history({.enabled = gmp::HistoryEnabled::off}, "sim:5");
+  a.validate();
+}

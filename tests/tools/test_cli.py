@@ -154,6 +154,23 @@ if WITH_DEMO:
         check(os.path.exists(os.path.join(demo_dir, name)), f"demo did not write {name}")
     if os.path.exists(os.path.join(demo_dir, "snapshot.pickle")):
         check_snapshot_file(os.path.join(demo_dir, "snapshot.pickle"))
+        # One meaning of "step": the demo's profiled train_step scopes are the steps that summary
+        # and slice --steps see, numbered from 0 as the demo prints them.
+        demo_snap = os.path.join(demo_dir, "snapshot.pickle")
+        (demo_steps,) = json.loads(run("summary", demo_snap, "--json").stdout)["steps"]
+        check(demo_steps["source"] == "annotations" and
+              [x["name"] for x in demo_steps["steps"]] == ["train_step"] * 5, f"demo steps: {demo_steps}")
+        check([l.split()[1] for l in steps] == ["0", "1", "2", "3", "4"], f"demo step numbers: {steps}")
+        p = run("slice", demo_snap, "--steps", "2:4", "-o", os.path.join(demo_dir, "steps-2-4.pickle"))
+        check("trace entries" in p.stdout, f"slice --steps 2:4 of the demo: {p.stdout}")
+        # One number: the profile and the snapshot of the same run count the same allocations
+        # (nested scopes once).
+        def allocations(path):
+            out = run("diff", path, path).stdout
+            return [l.split()[1] for l in out.splitlines() if l.startswith("allocations ")]
+        check(allocations(os.path.join(demo_dir, "profile.json")) == allocations(demo_snap),
+              f"demo allocations: profile {allocations(os.path.join(demo_dir, 'profile.json'))}, "
+              f"snapshot {allocations(demo_snap)}")
     check_one_error_line(run("demo", "--steps", "many", expect_rc=2), "--steps")
 else:
     check_one_error_line(run("demo", expect_rc=2), "without the examples")

@@ -234,6 +234,18 @@ within budget: peak allocated change +64.00 MiB, budget 64.00 MiB
 """
 check_equal(p.stdout, want, "diff of two profile JSONs")
 
+# Nested scopes count once in the run's allocations (a nested call's allocations are its outer
+# call's too), as a snapshot of the same run counts them: 10 in "step", 4 of them in "forward".
+prof_n = os.path.join(TMP, "nested.json")
+nested = profile(10 * MiB, 0, {"step": (10 * MiB, 1, 0, 10), "forward": (4 * MiB, 1, 0, 4)})
+for r in nested["results"]:
+    r["depth"] = 1 if r["name"] == "forward" else 0
+with open(prof_n, "w") as f:
+    json.dump(nested, f)
+p = run("diff", prof_n, prof_n)
+check(any(line.split()[:2] == ["allocations", "10"] for line in p.stdout.splitlines()),
+      f"diff counts nested scopes' allocations twice: {p.stdout}")
+
 # One peak allocated (issue 18): block bytes, PyTorch's meaning, the same in summary, the HTML
 # report and diff for PyTorch's reference snapshot -- PyTorch's own allocated_bytes.all.peak for
 # that run (tests/data/pytorch_stats.json) -- requested bytes are labelled requested.

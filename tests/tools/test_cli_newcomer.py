@@ -43,6 +43,14 @@ def main():
         print("%s gpumemprof help %s: %s%s" % ("ok  " if ok else "FAIL", cmd, r.stdout.splitlines()[0] if r.stdout else
                                               "(no output) " + r.stderr.strip(), "; says " + ", ".join(words) if words else ""))
         failures += not ok
+    # `help` lists the demo exactly where `demo` runs (a CLI built without the examples has none).
+    listed = any(line.startswith("  demo ") for line in
+                 subprocess.run([exe, "help"], capture_output=True, text=True, timeout=60).stdout.splitlines())
+    built = subprocess.run([exe, "demo", "--help"], capture_output=True, text=True, timeout=60).returncode == 0
+    ok = listed == built
+    print("%s gpumemprof help %s the demo, which this build %s" % ("ok  " if ok else "FAIL", "lists" if listed else
+                                                                   "does not list", "has" if built else "lacks"))
+    failures += not ok
     return 1 if failures else 0
 
 

@@ -6,6 +6,7 @@ state gives when the later entries are undone, and what the viewer's backward wa
 trace needs (every alloc in it finds its block live). Bad bounds: one error line, exit 2.
 
 usage: test_cli_slice.py GPUMEMPROF_BINARY   (env: GPUMEMPROF_SOURCE_DIR)"""
+import json
 import os
 import pickle
 import shutil
@@ -121,15 +122,26 @@ with open(stepped_path, "wb") as f:
 out = os.path.join(TMP, "steps-slice.pickle")
 run("slice", stepped_path, "--steps", "1:2", "-o", out)
 first = times.index(bounds[1][0])
-last = max(i for i, t in enumerate(times) if t <= bounds[2][1]) + 1
+# A step holds the entries from its START up to its END, not those at the END's time (as summary
+# and html count them): the slice ends before the first entry at or after step 2's END.
+last = next(i for i, t in enumerate(times) if t >= bounds[2][1])
 sl = check_slice("--steps 1:2", whole, out, first, last)
 check([a["name"] for a in sl["external_annotations"] if a["stage"] == "START"] == ["step 1", "step 2"],
       f"--steps 1:2: annotations {sl['external_annotations']!r}")
 run("slice", stepped_path, "--steps", "3:", "-o", out)
 check_slice("--steps 3:", whole, out, times.index(bounds[3][0]), n)
 cli_checks.check_one_error_line(run("slice", stepped_path, "--steps", "0:9", "-o", out, expect_rc=2), "steps 0 to 3")
-cli_checks.check_one_error_line(run("slice", REFERENCE, "--steps", "0:1", "-o", out, expect_rc=2),
-                                "no annotated steps")
+# Without annotated steps, the steps summary and html detect (PyTorch's reference: a repeating
+# allocation pattern), numbered from 0: slice --steps takes the same steps.
+want = json.loads(run("summary", REFERENCE, "--json").stdout)["steps"][0]
+check(want["source"] == "detected", f"reference steps: {want['source']}")
+p = run("slice", REFERENCE, "--steps", "1:1", "-o", out)
+check(f"{want['steps'][1]['entries']} trace entries" in p.stdout,
+      f"--steps 1:1 of detected steps: {p.stdout!r}, step 1 has {want['steps'][1]['entries']} entries")
+# Neither: ten entries repeat nothing.
+few = os.path.join(TMP, "few.pickle")
+run("slice", REFERENCE, "--max-entries", "10", "-o", few)
+cli_checks.check_one_error_line(run("slice", few, "--steps", "0:1", "-o", out, expect_rc=2), "no steps found")
 
 # Bad input: one line, exit 2.
 out = os.path.join(TMP, "bad.pickle")  # never written

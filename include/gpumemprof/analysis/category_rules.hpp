@@ -88,8 +88,10 @@ class CategoryRules {
     ranges_ = annotated_ranges(annotations, device);
   }
 
-  /// The category of memory allocated at `time_us` by `frames` ("" = no rule matches).
-  [[nodiscard]] std::string category_for(const Frames& frames, std::int64_t time_us) const {
+  /// The category of memory allocated by `frames` in trace entry number `index`, at `time_us`
+  /// ("" = no rule matches). A scope holds the entry by the recorder's order where the snapshot
+  /// keeps it (AnnotatedRange::holds).
+  [[nodiscard]] std::string category_for(const Frames& frames, std::size_t index, std::int64_t time_us) const {
     // The first frame rule a stack matches, once per distinct stack (entries share stacks).
     std::size_t frame_rule = rules_.size();
     if (frames) {
@@ -112,7 +114,7 @@ class CategoryRules {
     for (std::size_t i = 0; i < frame_rule; ++i) {  // scope rules before it come first
       if (!rules_[i].scope) continue;
       for (const AnnotatedRange& g : ranges_) {
-        if (g.t0 <= time_us && time_us < g.t1 && std::regex_search(g.name, rules_[i].pattern)) return rules_[i].category;
+        if (g.holds(index, time_us) && std::regex_search(g.name, rules_[i].pattern)) return rules_[i].category;
       }
     }
     return frame_rule < rules_.size() ? rules_[frame_rule].category : std::string();

@@ -2,8 +2,9 @@
 //
 // Where the steps come from:
 //   annotations -- ranges named as steps ("step 3", "ProfilerStep#3" from torch.profiler,
-//                  "train_step", "iteration 7"; not "optimizer.step"), in time order; an entry
-//                  belongs to the step whose range holds its time;
+//                  "train_step", "iteration 7"; not "optimizer.step"), in the order they began;
+//                  an entry belongs to the step whose range holds it: by the recorder's order
+//                  (Annotation::trace_index) where the snapshot keeps it, else by its time;
 //   detected    -- without such ranges, the repeating allocation pattern: an allocation "key"
 //                  (requested size and stack) that recurs at a steady spacing (every gap after the
 //                  first within 10% of their median, at least 2 allocations, at least 3 times,
@@ -63,8 +64,7 @@ namespace detail {
   for (AnnotatedRange& r : annotated_ranges(annotations, device)) {
     if (detail::names_a_step(r.name)) steps.push_back(std::move(r));
   }
-  std::stable_sort(steps.begin(), steps.end(),
-                   [](const AnnotatedRange& a, const AnnotatedRange& b) { return a.t0 < b.t0; });
+  std::stable_sort(steps.begin(), steps.end(), began_before);
   return steps;
 }
 
@@ -81,10 +81,12 @@ enum class StepSource : std::uint8_t { none, annotations, detected };
 
 /// One step (bytes are requested bytes held: the timeline's allocated level).
 struct StepFacts {
-  std::string name;             ///< the annotation's name, or "step N" when detected
-  std::int64_t start_us = 0;    ///< the range's start, or the time of the step's first entry
-  std::int64_t end_us = 0;      ///< the range's end, or the time of the step's last entry
-  std::size_t entries = 0;      ///< trace entries in the step
+  std::string name;               ///< the annotation's name, or "step N" when detected
+  std::int64_t start_us = 0;      ///< the range's start, or the time of the step's first entry
+  std::int64_t end_us = 0;        ///< the range's end, or the time of the step's last entry
+  std::size_t entries = 0;        ///< trace entries in the step
+  std::size_t first_entry = 0;    ///< the device trace's index of its first entry
+  std::size_t end_entry = 0;      ///< one past its last entry (first_entry when it has none)
   std::int64_t start_bytes = 0;   ///< held when the step began
   std::int64_t peak_bytes = 0;    ///< the most held during the step (its start included)
   std::int64_t end_bytes = 0;     ///< held at its end
@@ -209,12 +211,16 @@ template <SnapshotLike S>
   if (!ranges.empty()) {
     r.source = StepSource::annotations;
     for (const AnnotatedRange& a : ranges) r.steps.push_back(StepFacts{a.name, a.t0, a.open() ? a.t0 : a.t1});
+    std::size_t i = 0;
     for (const auto& e : trace) {
-      // The last range starting at or before the entry, if it still runs then.
-      const auto it = std::upper_bound(ranges.begin(), ranges.end(), e.time_us,
-                                       [](std::int64_t t, const AnnotatedRange& a) { return t < a.t0; });
-      const bool inside = it != ranges.begin() && e.time_us < std::prev(it)->t1;
+      // The last range begun at or before the entry (in the recorder's order where the snapshot
+      // keeps it), if it still runs then.
+      const auto it = std::partition_point(ranges.begin(), ranges.end(), [&](const AnnotatedRange& a) {
+        return a.ordered() ? a.i0 <= static_cast<std::int64_t>(i) : a.t0 <= e.time_us;
+      });
+      const bool inside = it != ranges.begin() && std::prev(it)->holds(i, e.time_us);
       step_of.push_back(inside ? static_cast<std::int32_t>(std::prev(it) - ranges.begin()) : -1);
+      ++i;
     }
   } else {
     std::vector<std::size_t> entry_of_alloc;
@@ -248,9 +254,11 @@ template <SnapshotLike S>
       if (!seen[static_cast<std::size_t>(k)]) {
         seen[static_cast<std::size_t>(k)] = true;
         s.start_bytes = s.peak_bytes = before;
+        s.first_entry = i;
         if (r.source == StepSource::detected) s.start_us = e.time_us;
       }
       ++s.entries;
+      s.end_entry = i + 1;
       s.peak_bytes = std::max(s.peak_bytes, after.requested_in_use);
       s.end_bytes = after.requested_in_use;
       if (r.source == StepSource::detected || ranges[static_cast<std::size_t>(k)].open()) s.end_us = e.time_us;
@@ -284,9 +292,15 @@ template <SnapshotLike S>
   });
   // Steps without entries hold what the one before ended with.
   std::int64_t held = timeline.start().requested_in_use;
+  std::size_t next_entry = 0;
   for (std::size_t k = 0; k < r.steps.size(); ++k) {
     StepFacts& s = r.steps[k];
-    if (!seen[k]) s.start_bytes = s.peak_bytes = s.end_bytes = held;
+    if (!seen[k]) {
+      s.start_bytes = s.peak_bytes = s.end_bytes = held;
+      s.first_entry = s.end_entry =
+          k < ranges.size() && ranges[k].ordered() ? static_cast<std::size_t>(ranges[k].i0) : next_entry;
+    }
+    next_entry = s.end_entry;
     s.growth_bytes = s.end_bytes - (k == 0 ? s.start_bytes : r.steps[k - 1].end_bytes);
     held = s.end_bytes;
   }

@@ -118,13 +118,13 @@ class TraceTimeline {
       before[c] += static_cast<std::int64_t>(n);
     };
     walk_impl(
-        [&](std::size_t, const Entry& e, Live& l) {
+        [&](std::size_t i, const Entry& e, Live& l) {
           const TimelineLevels d = timeline_delta(e);
           net.requested_in_use += d.requested_in_use;
           net.requested += d.requested;
           net.reserved += d.reserved;
           if (tagged_ && e.action == TraceAction::free_requested && !l.contains(e.addr))
-            add_before(category_of(e), e.size);
+            add_before(category_of(e, i), e.size);
         },
         [&](const CategoryChange& c, Live& l) {
           if (!l.contains(c.addr)) add_before(category_id(c.previous), c.size);
@@ -185,10 +185,10 @@ class TraceTimeline {
           if (!tagged_) {
             by_category[0] += d.requested_in_use;
           } else if (e.action == TraceAction::alloc) {
-            add(category_of(e), static_cast<std::int64_t>(e.size));
+            add(category_of(e, i), static_cast<std::int64_t>(e.size));
           } else if (e.action == TraceAction::free_requested) {
             const auto it = l.find(e.addr);
-            add(it != l.end() ? it->second : category_of(e), -static_cast<std::int64_t>(e.size));
+            add(it != l.end() ? it->second : category_of(e, i), -static_cast<std::int64_t>(e.size));
           }
           f(i, e, static_cast<const TimelineLevels&>(level),
             static_cast<const std::vector<std::int64_t>&>(by_category));
@@ -266,19 +266,19 @@ class TraceTimeline {
     for (const auto& e : trace_) {
       changes_until(i);
       entry(i, e, live);
-      if (tagged_ && e.action == TraceAction::alloc) live[e.addr] = category_of(e);
+      if (tagged_ && e.action == TraceAction::alloc) live[e.addr] = category_of(e, i);
       if (tagged_ && e.action == TraceAction::free_requested) live.erase(e.addr);
       ++i;
     }
     changes_until(std::numeric_limits<std::size_t>::max());
   }
 
-  // The category id of an entry; new names are added (the constructor's pass sees them all).
-  std::uint32_t category_of(const Entry& e) const {
+  // The category id of entry number `i`; new names are added (the constructor's pass sees them all).
+  std::uint32_t category_of(const Entry& e, std::size_t i) const {
     std::string_view name = category_of_metadata(e.user_metadata);
     std::string ruled;
     if (name.empty() && rules_) {
-      ruled = rules_->category_for(e.frames, e.time_us);
+      ruled = rules_->category_for(e.frames, i, e.time_us);
       name = ruled;
     }
     return category_id(name);

@@ -33,9 +33,11 @@ GPUMEMPROF_FUNC void CategoryLedger::deliver() const {
 GPUMEMPROF_FUNC CategoryStats CategoryLedger::stats() const {
   deliver();  // every event before this call counted
   std::vector<CategoryStat> copy;
+  std::vector<bool> used;
   {
     std::lock_guard lock(mutex_);
     copy = by_id_;
+    used = used_;
   }
   const std::vector<std::string> names =
       detail::MetadataStrings::instance().lookup_all(static_cast<std::uint32_t>(copy.size()));
@@ -43,7 +45,8 @@ GPUMEMPROF_FUNC CategoryStats CategoryLedger::stats() const {
   out[category::unknown] = copy.empty() ? CategoryStat{} : copy[0];
   for (std::size_t id = 1; id < copy.size(); ++id) {
     if (id >= names.size()) break;
-    CategoryStat& s = out[names[id]];  // two ids never share a name; += keeps "unknown" exact
+    if (id >= used.size() || !used[id]) continue;  // a string no block carried as its category
+    CategoryStat& s = out[names[id]];              // two ids never share a name; += keeps "unknown" exact
     s.current += copy[id].current;
     s.peak = std::max(s.peak, copy[id].peak);
     s.allocated_current += copy[id].allocated_current;
@@ -81,10 +84,14 @@ GPUMEMPROF_FUNC void CategoryLedger::sink_events(void* user, std::span<const All
 
 GPUMEMPROF_FUNC bool CategoryLedger::add(std::uint32_t id, std::int64_t requested, std::int64_t allocated) noexcept {
   try {
-    if (id >= by_id_.size()) by_id_.resize(std::size_t{id} + 1);
+    if (id >= by_id_.size()) {
+      by_id_.resize(std::size_t{id} + 1);
+      used_.resize(std::size_t{id} + 1, false);
+    }
   } catch (...) {
     return false;
   }
+  used_[id] = true;
   CategoryStat& s = by_id_[id];
   s.current += requested;
   s.peak = std::max(s.peak, s.current);

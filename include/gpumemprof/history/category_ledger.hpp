@@ -100,6 +100,10 @@ class CategoryLedger {
           std::lock_guard state(mutex_);
           by_id_.assign(std::max(live.size(), by_id_.size()), CategoryStat{});
           std::copy(live.begin(), live.end(), by_id_.begin());
+          used_.resize(by_id_.size(), false);
+          for (std::size_t id = 0; id < live.size(); ++id) {
+            if (live[id].current != 0 || live[id].allocated_current != 0) used_[id] = true;
+          }
           return 0;
         });
     flush_ = [&allocator] { allocator.flush_events(); };
@@ -131,6 +135,9 @@ class CategoryLedger {
   // and by readers.
   mutable std::mutex mutex_;
   std::vector<CategoryStat> by_id_;  // index = category id (0 = unknown)
+  // Ids are those of the process's string table, which also holds annotation names and user
+  // metadata: only ids that some block carried as its category are categories.
+  std::vector<bool> used_;
 
   mutable std::mutex attach_mutex_;  // never taken under the allocator's lock
   const void* allocator_ = nullptr;

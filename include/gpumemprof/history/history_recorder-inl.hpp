@@ -80,7 +80,7 @@ GPUMEMPROF_FUNC std::vector<TraceEntry> HistoryRecorder::trace() const {
 
 GPUMEMPROF_FUNC std::vector<Annotation> HistoryRecorder::annotations() const {
   detail::HistoryCopy copy;
-  copy_annotations(copy);
+  copy_recording(copy);  // the entries too: they place the annotations (trace_index)
   return to_annotations(copy, TraceClock::converter());
 }
 
@@ -169,10 +169,20 @@ GPUMEMPROF_FUNC std::vector<CategoryChange> HistoryRecorder::category_changes(co
 
 GPUMEMPROF_FUNC std::vector<Annotation> HistoryRecorder::to_annotations(const detail::HistoryCopy& copy,
                                                                         const TraceClock::Converter& clock) {
+  // Each annotation's place among the trace entries, by tick (times in microseconds tie within
+  // a short step): a START precedes the entries of its tick, an END follows them.
+  std::vector<TraceClock::Tick> ticks;
+  ticks.reserve(copy.entries.size());
+  for (const detail::RawTraceEntry& e : copy.entries) {
+    if (e.action != TraceAction::category_change) ticks.push_back(e.tick);
+  }
   std::vector<Annotation> out;
   out.reserve(copy.annotations.size());
   for (const auto& a : copy.annotations) {
-    out.push_back({detail::MetadataStrings::instance().lookup(a.name), a.start, copy.device, clock.to_us(a.tick)});
+    const auto at = a.start ? std::lower_bound(ticks.begin(), ticks.end(), a.tick)
+                            : std::upper_bound(ticks.begin(), ticks.end(), a.tick);
+    out.push_back({detail::MetadataStrings::instance().lookup(a.name), a.start, copy.device, clock.to_us(a.tick),
+                   static_cast<std::int64_t>(at - ticks.begin())});
   }
   return out;
 }

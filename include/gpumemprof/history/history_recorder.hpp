@@ -181,7 +181,8 @@ class HistoryRecorder final : private detail::AnnotationSink {
   static std::vector<CategoryChange> category_changes(const detail::HistoryCopy& copy,
                                                       const TraceClock::Converter& clock);
 
-  /// Annotations of a copy, oldest first.
+  /// Annotations of a copy, oldest first, each placed among the copy's trace entries
+  /// (Annotation::trace_index).
   static std::vector<Annotation> to_annotations(const detail::HistoryCopy& copy, const TraceClock::Converter& clock);
 
  private:

@@ -95,11 +95,17 @@ struct CategoryChange {
 };
 
 /// An external annotation: a named range begun (START) or ended (END) on a device.
+/// Entries and annotations recorded within one microsecond share a time_us: `trace_index`
+/// keeps the order the recorder saw (written as the annotation's "trace_index" key, which
+/// PyTorch's viewers ignore; PyTorch's own files have none, and their annotations are placed by
+/// time).
 struct Annotation {
   std::string name;
   bool start = true;  ///< stage "START" (else "END")
   int device = 0;
   std::int64_t time_us = 0;
+  /// It happened after that many entries of its device's trace; -1: not known (placed by time).
+  std::int64_t trace_index = -1;
 };
 
 /// A value of allocator_settings: PyTorch writes ints, floats, bools, strings and one dict

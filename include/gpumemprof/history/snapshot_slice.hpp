@@ -40,6 +40,9 @@ struct SliceWindow {
   std::int64_t t0 = std::numeric_limits<std::int64_t>::min();
   std::int64_t t1 = std::numeric_limits<std::int64_t>::max();
   std::size_t max_entries = 0;
+  /// Per device index: keep its entries [first, second) instead of those inside [t0, t1] --
+  /// exact where entries share a microsecond (steps of a short loop).
+  std::map<int, std::pair<std::size_t, std::size_t>> entries = {};
 };
 
 struct SliceResult {
@@ -188,20 +191,30 @@ class SegmentRewinder {
 }  // namespace detail
 
 /// The slice of `snap` that `w` selects (see the file comment). Only the kept entries are
-/// expanded into TraceEntry values; annotations inside the kept time span stay.
+/// expanded into TraceEntry values; annotations among the kept entries stay (placed by
+/// trace_index where the snapshot has it, else inside the kept time span).
 template <SnapshotLike S>
 SliceResult slice_snapshot(const S& snap, const SliceWindow& w) {
   SliceResult r;
   std::vector<detail::SegmentRewinder> rewinders;
   std::int64_t kept_first = std::numeric_limits<std::int64_t>::max();
   std::int64_t kept_last = std::numeric_limits<std::int64_t>::min();
+  std::vector<std::pair<std::size_t, std::size_t>> kept_entries;  // per device: [first, last)
   for (std::size_t d = 0; d < snap.device_traces.size(); ++d) {
     const auto& trace = snap.device_traces[d];
     std::size_t first = 0;
-    while (first < trace.size() && trace[first].time_us < w.t0) ++first;
-    std::size_t last = first;  // one past the window
-    while (last < trace.size() && trace[last].time_us <= w.t1) ++last;
+    std::size_t last = 0;  // one past the window
+    if (const auto by_index = w.entries.find(static_cast<int>(d)); by_index != w.entries.end()) {
+      last = std::min(by_index->second.second, static_cast<std::size_t>(trace.size()));
+      first = std::min(by_index->second.first, last);
+    } else {
+      while (first < trace.size() && trace[first].time_us < w.t0) ++first;
+      last = first;
+      while (last < trace.size() && trace[last].time_us <= w.t1) ++last;
+    }
     if (w.max_entries != 0 && last - first > w.max_entries) first = last - w.max_entries;
+    kept_entries.resize(d + 1, {0, 0});
+    kept_entries[d] = {first, last};
 
     std::vector<SnapshotSegment> mine;
     for (const SnapshotSegment& s : snap.segments) {
@@ -261,7 +274,21 @@ SliceResult slice_snapshot(const S& snap, const SliceWindow& w) {
   }
   r.snapshot.allocator_settings = snap.allocator_settings;
   for (const Annotation& a : snap.external_annotations) {
-    if (a.time_us >= kept_first && a.time_us <= kept_last) r.snapshot.external_annotations.push_back(a);
+    const auto d = static_cast<std::size_t>(a.device);
+    if (a.trace_index >= 0 && d < kept_entries.size()) {  // placed by the recorder: by its place
+      const auto [first, last] = kept_entries[d];
+      const auto at = static_cast<std::size_t>(a.trace_index);
+      // Kept when it falls among the kept entries: a START before one of them (the first
+      // included), an END after one of them (the last included).
+      if (a.start ? (at < first || at >= last) : (at <= first || at > last)) continue;
+      Annotation kept = a;
+      kept.trace_index = static_cast<std::int64_t>(at - first);
+      r.snapshot.external_annotations.push_back(std::move(kept));
+    } else if (a.time_us >= kept_first && a.time_us <= kept_last) {
+      Annotation kept = a;
+      kept.trace_index = -1;
+      r.snapshot.external_annotations.push_back(std::move(kept));
+    }
   }
   r.snapshot.rank_info = snap.rank_info;
   return r;

@@ -252,7 +252,10 @@ GPUMEMPROF_FUNC MemoryGrowth LeakDetector::judge_growth(const std::string& name,
   const detail::LineFit fit = detail::fit_line(st.series);
   g.slope = fit.slope;
   g.t_statistic = fit.t_statistic;
-  const double growth = fit.slope * static_cast<double>(st.series.size() - 1);
+  // What the fitted calls added: each call's growth (its end over the previous call's end) is
+  // the slope, so n calls add n slopes -- the sum of the per-step growth that `gpumemprof
+  // summary` prints for the same steps (not n - 1: the first fitted call grew too).
+  const double growth = fit.slope * static_cast<double>(st.series.size());
   g.growth = static_cast<std::int64_t>(std::llround(growth));
   const bool significant = fit.slope > 0 && fit.t_statistic >= options_.min_t_statistic;
   const bool beyond_noise = growth > static_cast<double>(options_.tolerance_bytes);

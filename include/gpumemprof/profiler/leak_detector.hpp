@@ -71,7 +71,7 @@ struct MemoryGrowth {
   std::uint64_t calls_fitted = 0;  ///< calls in the fit
   double slope = 0.0;              ///< bytes per call
   double t_statistic = 0.0;        ///< slope / its standard error (infinity for an exact line)
-  std::int64_t growth = 0;         ///< fitted growth over the fitted calls, bytes
+  std::int64_t growth = 0;         ///< what the fitted calls added: slope x calls_fitted, bytes
   bool leak_suspected = false;
   std::string reason;  ///< the verdict in words
 };

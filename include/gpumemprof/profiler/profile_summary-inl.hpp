@@ -90,18 +90,23 @@ GPUMEMPROF_FUNC std::string format_summary(const ProfileSummary& s) {
   std::snprintf(line, sizeof line,
                 "  %" PRIu64 " calls of %" PRIu64 " names (%" PRIu64
                 " nested in other scopes), %s in outermost scopes; "
-                "peak allocated since baseline %s, net change %s\n",
+                "peak allocated since baseline %s, net change in those calls %s\n",
                 s.total_function_calls, s.total_functions_profiled, s.nested_function_calls,
                 format_seconds(s.total_execution_time).c_str(),
                 format_size(static_cast<std::uint64_t>(std::max<std::int64_t>(0, s.peak_memory_usage))).c_str(),
                 format_size_change(s.net_memory_change).c_str());
   out += line;
+  // The change since the baseline is the calls' net change plus what happened outside them
+  // (between calls, or in scopes still open): say so, rather than print two numbers that differ.
+  const std::int64_t outside = s.memory_change_from_baseline - s.net_memory_change;
+  const std::string change =
+      format_size_change(s.memory_change_from_baseline) +
+      (outside != 0 ? ", of which " + format_size_change(outside) + " outside finished profiled calls" : std::string());
   std::snprintf(line, sizeof line, "  %s: %s at baseline, %s now (%s); allocated in outermost calls %s, freed %s\n",
                 s.allocator_level ? "allocated" : "device used",
                 format_size(static_cast<std::uint64_t>(std::max<std::int64_t>(0, s.baseline_memory_usage))).c_str(),
                 format_size(static_cast<std::uint64_t>(std::max<std::int64_t>(0, s.current_memory_usage))).c_str(),
-                format_size_change(s.memory_change_from_baseline).c_str(),
-                size_or_na(static_cast<double>(s.total_memory_allocated)).c_str(),
+                change.c_str(), size_or_na(static_cast<double>(s.total_memory_allocated)).c_str(),
                 size_or_na(static_cast<double>(s.total_memory_freed)).c_str());
   out += line;
   std::snprintf(line, sizeof line, "  monitoring %s, %" PRIu64 " samples held", s.monitoring_active ? "on" : "off",

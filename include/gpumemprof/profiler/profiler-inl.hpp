@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "gpumemprof/history/annotations.hpp"
 #include "gpumemprof/history/stacks.hpp"
 #include "gpumemprof/profiler/profiler.hpp"
 
@@ -122,6 +123,12 @@ GPUMEMPROF_FUNC void GPUMemoryProfiler::enter(ProfileScope& s) {
                                          : open_device_window(s.before_.device_used_memory.value_or(0));
   auto open_scopes = detail::open_scope_counter(this);
   s.hooks_.enter(s.name_.c_str());
+  // While history is recorded the scope is also an annotated range of its name, as PyTorch's
+  // record_function is: "train_step" scopes are then the snapshot's steps (analysis/steps.hpp).
+  if (auto& sinks = detail::AnnotationSinks::instance(); sinks.active()) {
+    s.annotation_ = detail::MetadataStrings::instance().intern(s.name_);
+    sinks.emit(s.annotation_, true);
+  }
   s.depth_ = open_scopes->fetch_add(1);  // nothing below throws
   s.open_scopes_ = std::move(open_scopes);
   s.start_ = clock::now();
@@ -139,6 +146,7 @@ GPUMEMPROF_FUNC ProfileResult GPUMemoryProfiler::finish(ProfileScope& s, bool un
     }
   }
   const auto end = clock::now();
+  if (s.annotation_ != 0) detail::AnnotationSinks::instance().emit(std::exchange(s.annotation_, 0), false);
   if (s.open_scopes_) s.open_scopes_->fetch_sub(1);
   const bool allocator_level = source_->allocator_level();
   const AllocatorGauges after = source_->gauges();
@@ -267,7 +275,8 @@ GPUMEMPROF_FUNC ProfileScope::ProfileScope(ProfileScope&& other) noexcept
       depth_(other.depth_),
       stack_(std::move(other.stack_)),
       exception_message_(std::move(other.exception_message_)),
-      hooks_(std::exchange(other.hooks_, detail::EnteredHooks{})) {}
+      hooks_(std::exchange(other.hooks_, detail::EnteredHooks{})),
+      annotation_(std::exchange(other.annotation_, 0)) {}
 
 GPUMEMPROF_FUNC ProfileScope::~ProfileScope() {
   if (profiler_ == nullptr) return;

@@ -114,6 +114,7 @@ class ProfileScope {
   std::vector<std::uintptr_t> stack_;
   std::optional<std::string> exception_message_;
   detail::EnteredHooks hooks_;
+  std::uint32_t annotation_ = 0;  // the name's id when the scope opened an annotated range
 };
 
 class GPUMemoryProfiler {
@@ -163,7 +164,10 @@ class GPUMemoryProfiler {
     return scope.stop();
   }
 
-  /// Opens a profiled scope; its result is recorded when the returned guard ends.
+  /// Opens a profiled scope; its result is recorded when the returned guard ends. While memory
+  /// history is recorded, the scope is also an annotated range named `name` in the snapshot
+  /// (like gmp::annotate and PyTorch's record_function): scopes named "train_step" or "step N"
+  /// are the steps that summary, html and slice --steps count (docs/steps.md).
   [[nodiscard]] ProfileScope profile_context(std::string_view name = "context") { return ProfileScope(*this, name); }
 
   /// Starts sampling every `interval` on a background thread into snapshots() (allocator

@@ -7,8 +7,9 @@
 //   REQUIRE_THAT(profiler.profile_function("step", step), gmp::testing::AllocationsAtMost(100));
 //
 // A failure states the measured value and the budget in PyTorch's units, the scope name, and,
-// when history records stacks on the device, the allocation sites holding the most live memory
-// right after the scope ("96.00 MiB > budget 64.00 MiB in "step"; top live allocation sites: ...").
+// when history records stacks on the device, the allocation sites: for the peak budgets those
+// live when the scope reached its peak ("peak 96.00 MiB > budget 64.00 MiB in "step"; live at
+// the scope's peak ..."), for the others those holding the most live memory after the scope.
 // It includes Catch2 itself (TEST_CASE, REQUIRE_THAT, ...): v3's headers when present, else v2's
 // catch2/catch.hpp.
 #pragma once
@@ -25,6 +26,7 @@
 #error "gpumemprof/testing/catch2.hpp needs Catch2 v2 (catch2/catch.hpp) or v3 (catch2/matchers/catch_matchers.hpp)"
 #endif
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <optional>
@@ -32,8 +34,9 @@
 #include <utility>
 
 #include "gpumemprof/allocator/format_size.hpp"
-#include "gpumemprof/analysis/user_frame.hpp"
 #include "gpumemprof/allocator/size_literals.hpp"
+#include "gpumemprof/analysis/peak_moment.hpp"
+#include "gpumemprof/analysis/user_frame.hpp"
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/device/device.hpp"
 #include "gpumemprof/export/reports/snapshot_summary.hpp"
@@ -90,6 +93,34 @@ namespace detail {
   }
 }
 
+/// What was live when the scope of `r` reached its peak, by site, from `device`'s history (the
+/// trace entries between the scope's start and end); the live sites now when history recorded
+/// no entries then.
+[[nodiscard]] inline std::string peak_sites(const ProfileResult& r, const std::optional<Device>& device,
+                                            std::size_t top) {
+  if (!device) return "";
+  try {
+    const Snapshot snap = snapshot(*device);
+    // Scope readings are seconds; the slack of a microsecond covers the two clocks' rounding.
+    const auto us = [](double seconds) { return static_cast<std::int64_t>(std::llround(seconds * 1e6)); };
+    const PeakMoment m =
+        peak_moment(snap, device->index(), us(r.memory_before.timestamp) - 1, us(r.memory_after.timestamp) + 1);
+    if (!m.found) return live_sites(device, top);
+    std::string out;
+    std::size_t n = 0;
+    for (const PeakSite& site : m.sites) {
+      if (n++ == top) break;
+      out += "\n  " + format_size(site.bytes) + " in " + std::to_string(site.blocks) + " " +
+             plural(site.blocks, "block") + (site.in_window ? ", allocated in the scope: " : ", held from before: ") +
+             site.site;
+    }
+    return "; live at the scope's peak on " + device->str() + " (" +
+           format_size(static_cast<std::uint64_t>(m.held_bytes)) + " requested):" + out;
+  } catch (const std::exception& e) {
+    return std::string("; allocation sites unavailable: ") + e.what();
+  }
+}
+
 /// The shared shape of the budget matchers: `measure` reads the value, `budget` bounds it,
 /// `what` names it; the measured value and the sites are kept from match() for describe().
 class BudgetMatcher : public CatchMatcherBase<ProfileResult> {
@@ -101,7 +132,10 @@ class BudgetMatcher : public CatchMatcherBase<ProfileResult> {
     measured_ = measure(r);
     name_ = r.name;
     const bool ok = measured_ <= budget_;
-    if (!ok) sites_ = live_sites(sites_device(r, device_), kBudgetSites);
+    if (!ok) {
+      const std::optional<Device> device = sites_device(r, device_);
+      sites_ = about_peak() ? peak_sites(r, device, kBudgetSites) : live_sites(device, kBudgetSites);
+    }
     return ok;
   }
 
@@ -118,6 +152,8 @@ class BudgetMatcher : public CatchMatcherBase<ProfileResult> {
 
  protected:
   [[nodiscard]] virtual std::int64_t measure(const ProfileResult& r) const = 0;
+  /// True when the measure is the scope's peak: a failure names what was live at the peak.
+  [[nodiscard]] virtual bool about_peak() const { return false; }
   [[nodiscard]] virtual std::string format_value(std::int64_t v) const { return format_signed_size(v); }
   [[nodiscard]] std::string format_budget() const { return format_value(budget_); }
 
@@ -147,6 +183,7 @@ class PeakBelow final : public detail::BudgetMatcher {
 
  protected:
   std::int64_t measure(const ProfileResult& r) const override { return r.peak_memory_usage(); }
+  bool about_peak() const override { return true; }
 };
 
 /// Passes when the scope's peak rose at most `bytes` above the allocated bytes at its start
@@ -158,6 +195,7 @@ class PeakIncreaseBelow final : public detail::BudgetMatcher {
 
  protected:
   std::int64_t measure(const ProfileResult& r) const override { return r.peak_increase(); }
+  bool about_peak() const override { return true; }
 };
 
 /// Passes when the scope's net change (memory_diff()) is at most `tolerance_bytes`.

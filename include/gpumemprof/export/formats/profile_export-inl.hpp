@@ -68,6 +68,7 @@ void visit_fields(const ProfileResult& r, V& v) {
   v.field("peak_memory_usage", r.peak_memory_usage(), true);
   v.field("tensors_created", r.tensors_created, a);
   v.field("tensors_deleted", r.tensors_deleted, a);
+  v.field("depth", std::int64_t{r.depth}, true);  // profiled scopes it ran inside (0: outermost)
   v.field("allocator_level", r.allocator_level, true);
   v.field("exception_message", std::string_view(r.exception_message.value_or("")), r.exception_message.has_value());
   v.nested("memory_before", r.memory_before);

@@ -5,10 +5,10 @@
 
 #include <sys/stat.h>
 
+#include <array>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
-#include <array>
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -120,8 +120,22 @@ class SnapshotDecoder {
     if (const DataValue* notes = root.find("external_annotations")) {
       const Where wa = top.at("external_annotations");
       need(*notes, K::list, wa);
-      for (std::size_t i = 0; i < notes->size(); ++i)
-        snap.external_annotations.push_back(annotation(notes->items()[i], wa.at(i)));
+      std::vector<std::int64_t> last_index;  // per device: the last trace_index seen
+      for (std::size_t i = 0; i < notes->size(); ++i) {
+        Annotation a = annotation(notes->items()[i], wa.at(i));
+        if (a.trace_index >= 0) {  // ours: placed among the device's entries
+          const auto d = static_cast<std::size_t>(a.device);
+          const std::size_t entries = d < snap.device_traces.size() ? snap.device_traces[d].size() : 0;
+          if (d >= last_index.size()) last_index.resize(d + 1, 0);
+          if (static_cast<std::uint64_t>(a.trace_index) > entries || a.trace_index < last_index[d]) {
+            fail(wa.at(i).at("trace_index"), std::to_string(a.trace_index) + " is out of order or past the " +
+                                                 std::to_string(entries) + " entries of device_traces[" +
+                                                 std::to_string(d) + "]");
+          }
+          last_index[d] = a.trace_index;
+        }
+        snap.external_annotations.push_back(std::move(a));
+      }
     }
     if (root.find("rank") != nullptr) snap.rank_info = rank_info(root, top);
     if (const DataValue* devices = root.find("device_memory")) {  // ours; absent in PyTorch's
@@ -417,6 +431,8 @@ class SnapshotDecoder {
     a.start = stage == "START";
     a.device = device_field(d, w);
     a.time_us = time_field(d, w);
+    if (view(d, "trace_index").memo != kAbsent)
+      a.trace_index = static_cast<std::int64_t>(size_field(d, "trace_index", w, 0));
     return a;
   }
 

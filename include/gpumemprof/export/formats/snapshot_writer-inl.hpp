@@ -21,6 +21,7 @@
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/export/formats/owners_writer.hpp"
 #include "gpumemprof/export/formats/snapshot_writer.hpp"
+#include "gpumemprof/history/memory_category.hpp"
 #include "gpumemprof/history/snapshot.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
@@ -111,7 +112,30 @@ inline void write_segment(ValueWriter& w, const SnapshotSegment& seg, FrameStrin
   w.end_dict();
 }
 
-inline void write_trace_entry(ValueWriter& w, const TraceEntry& e, FrameStrings& strings) {
+/// The category PyTorch's memory viewer reads from a trace entry's "category" key, for its
+/// colours and its legend: the allocation's category, "unknown" for untagged entries.
+inline std::string_view viewer_category(const TraceEntry& e) {
+  const std::string_view c = category_of_metadata(e.user_metadata);
+  return c.empty() ? std::string_view(category::unknown) : c;
+}
+
+/// Whether the entries get a "category" key: when some entry has a category and some has none.
+/// The viewer (torch/utils/viz/MemoryViz.js) lists the categories of the entries in its legend
+/// and needs "unknown" among them once there are any: it colours blocks held from before the
+/// trace as "unknown", and a list without it ends in a script error there.
+inline bool write_viewer_categories(const Snapshot& snap) {
+  bool tagged = false;
+  bool untagged = false;
+  for (const auto& trace : snap.device_traces) {
+    for (const TraceEntry& e : trace) {
+      (category_of_metadata(e.user_metadata).empty() ? untagged : tagged) = true;
+      if (tagged && untagged) return true;
+    }
+  }
+  return false;
+}
+
+inline void write_trace_entry(ValueWriter& w, const TraceEntry& e, FrameStrings& strings, bool categories) {
   static constexpr const char* kNotAvailable = "N/A";
   w.begin_dict();
   w.key("action");
@@ -129,6 +153,7 @@ inline void write_trace_entry(ValueWriter& w, const TraceEntry& e, FrameStrings&
   w.field("user_metadata", e.user_metadata);
   w.key("frames");
   write_frames(w, e.frames, strings);
+  if (categories) w.field("category", viewer_category(e));  // ours, where the viewer reads it
   w.end_dict();
 }
 
@@ -217,9 +242,10 @@ GPUMEMPROF_FUNC void write_snapshot(const Snapshot& snap, ValueWriter& w) {
 
   w.key("device_traces");
   w.begin_list();
+  const bool categories = detail::write_viewer_categories(snap);
   for (const auto& trace : snap.device_traces) {
     w.begin_list();
-    for (const TraceEntry& e : trace) detail::write_trace_entry(w, e, strings);
+    for (const TraceEntry& e : trace) detail::write_trace_entry(w, e, strings, categories);
     w.end_list();
   }
   w.end_list();
@@ -241,6 +267,7 @@ GPUMEMPROF_FUNC void write_snapshot(const Snapshot& snap, ValueWriter& w) {
     w.field("name", a.name);
     w.field("device", a.device);
     w.field("time_us", a.time_us);
+    if (a.trace_index >= 0) w.field("trace_index", a.trace_index);
     w.end_dict();
   }
   w.end_list();

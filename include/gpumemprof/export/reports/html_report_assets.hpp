@@ -103,15 +103,23 @@ function setState(s) { $('gmp-status').setAttribute('data-state', s); report.sta
 
 // web/format.js
 inline constexpr std::string_view kFormatJs = R"GMP(/* ---------- formatting ---------- */
-const UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
+// Sizes as every other report prints them (format_size, allocator/format_size.hpp): bytes below
+// 1 KiB, then KiB, MiB or GiB with two decimals ("21.75 MiB", "512 bytes"); a tie rounds to even,
+// as printf's %.2f does. `trim` (axis ticks only) drops trailing zeros ("64 MiB").
+const UNITS = ['bytes', 'KiB', 'MiB', 'GiB'];
+function fixed2(x) {
+  const s = x * 100, f = Math.floor(s), r = s - f > 0.5 || (s - f === 0.5 && f % 2 === 1) ? f + 1 : f;
+  return (r / 100).toFixed(2);
+}
 function fmtBytes(n, trim) {
   if (!isFinite(n)) return '-';
   let a = Math.abs(n), u = 0;
   while (a >= 1024 && u < UNITS.length - 1) { a /= 1024; u++; }
-  let t = u === 0 ? String(Math.round(a)) : a >= 100 ? a.toFixed(0) : a >= 10 ? a.toFixed(1) : a.toFixed(2);
+  let t = u === 0 ? String(Math.round(a)) : fixed2(a);
   if (trim && t.indexOf('.') >= 0) t = t.replace(/\.?0+$/, '');
   return (n < 0 ? '-' : '') + t + ' ' + UNITS[u];
 }
+function plural(n, noun) { return fmtInt(n) + ' ' + noun + (n === 1 ? '' : 's'); }
 function fmtInt(n) { return Math.round(n).toLocaleString('en-US'); }
 function fmtCount(n) {
   const a = Math.abs(n);
@@ -779,10 +787,10 @@ function renderSummary(dev) {
     ['Peak allocated', s.peakAllocated >= 0 ? fmtBytes(s.peakAllocated) : 'n/a', (s.peakAllocated >= 0 ? fmtInt(s.peakAllocated) + ' bytes: ' : '') + 'block bytes, as max_memory_allocated (the blocks the trace recorded)'],
     ['Peak requested in use (pending frees left out)', fmtBytes(s.peakRequestedInUse), 'requested bytes until the free is requested, as torch.profiler\'s memory timeline and gpumemprof timeline'],
     ['Allocations', fmtInt(E ? s.numAllocs : s.numLiveBlocks), E ? fmtInt(s.numFrees) + ' frees \u00b7 ' + fmtInt(liveEnd) + ' live at the end' : 'live blocks (no trace recorded)'],
-    ['Segments', fmtInt(s.numSegments), fmtInt(s.numBlocks) + ' blocks \u00b7 ' + fmtInt(s.numLiveBlocks) + ' allocated'],
+    ['Segments', fmtInt(s.numSegments), plural(s.numBlocks, 'block') + ' \u00b7 ' + fmtInt(s.numLiveBlocks) + ' allocated'],
     ['External fragmentation', isFinite(ext) ? fmtPct(ext) : 'n/a', '1 \u2212 largest free block / free bytes \u00b7 ' + fmtBytes(s.externalFree - s.pendingFree) + ' free, largest block ' + fmtBytes(s.largestFree)],
     ['Internal fragmentation', fmtPct(intl), fmtBytes(s.internalFree) + ' of rounding slack in live blocks, share of reserved'],
-    ['Trace', E ? fmtInt(s.numEvents) + ' events' : 'none', E ? 'over ' + fmtDur(s.durationUs) + (s.numDroppedEvents ? ' \u00b7 ' + fmtInt(s.numDroppedEvents) + ' older left out' : '') : 'history was not recorded'],
+    ['Trace', E ? plural(s.numEvents, 'event') : 'none', E ? 'over ' + fmtDur(s.durationUs) + (s.numDroppedEvents ? ' \u00b7 ' + fmtInt(s.numDroppedEvents) + ' older left out' : '') : 'history was not recorded'],
   ];
   if (s.numOoms) cards.push(['Out of memory', fmtInt(s.numOoms), 'OOM events in the trace (red marks on the timeline)', 'bad']);
   $('summary').innerHTML = cards.map((c) => '<div class="stat ' + (c[3] || '') + '"><div class="k">' + esc(c[0]) + '</div><div class="v">' + esc(c[1]) +
@@ -804,7 +812,7 @@ function Inspector(dev, hooks) {
     for (const i of live) bytes += size[i];
     $('inst-title').textContent = E === 0 ? 'Live allocations in the snapshot' : s === dev.peak ? 'Live at the peak' : 'Live at the selected instant';
     $('inst-peak').classList.toggle('hidden', E === 0 || s === dev.peak);
-    $('inst-sub').textContent = fmtBytes(bytes) + ' in ' + fmtInt(live.length) + ' allocations \u00b7 ' + instantLabel(dev, s) +
+    $('inst-sub').textContent = fmtBytes(bytes) + ' in ' + plural(live.length, 'allocation') + ' \u00b7 ' + instantLabel(dev, s) +
       (E ? ' \u00b7 reserved ' + fmtBytes(reservedAt(dev, s)) : '') +
       (dev.lod && dev.lod.hidden && bytes < dev.total[s] ? ' \u00b7 level of detail: ' + fmtBytes(dev.total[s] - bytes) + ' more in allocations the page does not list' : '');
     const rows = live.slice(0, shown);
@@ -916,7 +924,7 @@ function SegmentMap(dev) {
       ['pending free', s.pendingFree, 'var(--pending)'], ['free in segments', s.externalFree - s.pendingFree, 'var(--free)']];
     $('fragbar').innerHTML = parts.map((p) => '<div title="' + esc(p[0] + ': ' + fmtBytes(p[1])) + '" style="width:' + (100 * p[1] / R).toFixed(3) + '%;background:' + p[2] + '"></div>').join('');
     $('frag-legend').innerHTML = parts.map((p) => '<span><span class="sw" style="background:' + p[2] + '"></span>' + esc(p[0]) + ' ' + fmtBytes(p[1]) + ' (' + fmtPct(p[1] / R) + ')</span>').join('') +
-      '<span>reserved ' + fmtBytes(s.reserved) + ' in ' + fmtInt(s.numSegments) + ' segments</span>';
+      '<span>reserved ' + fmtBytes(s.reserved) + ' in ' + plural(s.numSegments, 'segment') + '</span>';
   }
   function layout() {
     const r = dpr(), segs = dev.segs;
@@ -989,7 +997,7 @@ function SegmentMap(dev) {
       if (p.px0 === 0) { ctx.fillStyle = '#1e2943'; ctx.fillRect(p.x, y0, Math.max(1, Math.round(dpr())), rowH); }
     }
     const s = dev.sum;
-    $('seg-sub').textContent = fmtInt(s.numSegments) + ' segments, ' + fmtInt(s.numBlocks) + ' blocks. Hover a segment for its blocks; a dark edge marks where a segment starts.';
+    $('seg-sub').textContent = plural(s.numSegments, 'segment') + ', ' + plural(s.numBlocks, 'block') + '. Hover a segment for its blocks; a dark edge marks where a segment starts.';
     report.stats.segments = { pieces: pieces.length, rows: cv.height / rowStep };
   }
   function hitAt(ev) {
@@ -1119,7 +1127,7 @@ function main() {
     ' \u00b7 open offline, nothing is fetched';
   $('footer').textContent = 'gpumemprof offline memory report \u00b7 ' + D.generator;
   const pick = $('device');
-  pick.innerHTML = D.devices.map((d, i) => '<option value="' + i + '">' + esc(d.name || 'cuda:' + d.device) + ' (' + fmtInt(d.nEvents) + ' events, ' + fmtInt(d.segments.addr.length) + ' segments)</option>').join('');
+  pick.innerHTML = D.devices.map((d, i) => '<option value="' + i + '">' + esc(d.name || 'cuda:' + d.device) + ' (' + plural(d.nEvents, 'event') + ', ' + plural(d.segments.addr.length, 'segment') + ')</option>').join('');
   $('devpick').classList.toggle('hidden', D.devices.length < 2);
   pick.onchange = () => openDevice(+pick.value);
   let first = 0;

@@ -147,6 +147,17 @@ inline std::string fmt_num(double v) {
   return buf;
 }
 
+/// The time axis's label `offset_us` after the first event, in the unit the whole `span_us`
+/// reads best in, with the decimals that keep five evenly spaced ticks apart.
+inline std::string time_tick(double offset_us, double span_us) {
+  const double unit = span_us >= 1e6 ? 1e6 : span_us >= 1e3 ? 1e3 : 1.0;
+  const double step = span_us / 4 / unit;
+  const int decimals = step >= 10 ? 0 : step >= 1 ? 1 : step >= 0.1 ? 2 : 3;
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.*f %s", decimals, offset_us / unit, unit == 1e6 ? "s" : unit == 1e3 ? "ms" : "us");
+  return buf;
+}
+
 }  // namespace detail
 
 template <SnapshotLike S>
@@ -259,18 +270,20 @@ std::string memory_timeline_svg(const S& snap, int device, const CategoryRules* 
     detail::append_html_escaped(svg, name);
     svg += "</title></path>";
   }
-  // Axes: bytes on the left, milliseconds since the first event below.
+  // Axes: bytes on the left, the time since the first event below.
   svg += "<line x1=\"" + std::to_string(kLeft) + "\" y1=\"" + std::to_string(kTop + kPlotH) + "\" x2=\"" +
          std::to_string(kLeft + plot_w) + "\" y2=\"" + std::to_string(kTop + kPlotH) + "\" stroke=\"#333\"/>";
   for (int g = 0; g <= 4; ++g) {
     const std::int64_t bytes = ymax * g / 4;
     svg += "<text x=\"" + std::to_string(kLeft - 4) + "\" y=\"" + detail::fmt_num(y_of(bytes) + 4) +
            "\" font-size=\"10\" text-anchor=\"end\">" + format_size(static_cast<std::uint64_t>(bytes)) + "</text>";
-    const std::int64_t time = t0 + static_cast<std::int64_t>(span * g / 4);
-    svg += "<text x=\"" + detail::fmt_num(x_of(time)) + "\" y=\"" + std::to_string(kTop + kPlotH + 14) +
-           "\" font-size=\"10\" text-anchor=\"" + (g == 4 ? "end" : g == 0 ? "start" : "middle") + "\">" +
-           detail::fmt_num(static_cast<double>(time - t0) / 1000.0) +
-           " ms</text>";
+    const double offset = span * g / 4;
+    svg += "<text x=\"" + detail::fmt_num(kLeft + offset / span * plot_w) + "\" y=\"" +
+           std::to_string(kTop + kPlotH + 14) + "\" font-size=\"10\" text-anchor=\"" +
+           (g == 4   ? "end"
+            : g == 0 ? "start"
+                     : "middle") +
+           "\">" + detail::time_tick(offset, span) + "</text>";
   }
   svg += "</svg>";
 

@@ -102,7 +102,8 @@ GPUMEMPROF_FUNC std::string format_summary(const SnapshotSummary& s, std::size_t
     }
   }
   out += "trace: " + (actions.empty() ? std::string("no entries") : actions) + "; " + std::to_string(s.annotations) +
-         " annotations\n";
+         " " + plural(s.annotations, "annotation") + "\n";
+  if (top == 0) return out;  // --top 0: no sites asked for, no heading
   out += "top allocation sites by live bytes:\n";
   if (s.sites.empty()) out += "  (no live allocations)\n";
   for (std::size_t i = 0; i < s.sites.size() && i < top; ++i) {

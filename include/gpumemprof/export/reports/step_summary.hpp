@@ -32,13 +32,22 @@ namespace detail {
 /// Where the steps came from, in words.
 inline std::string step_source_text(const StepReport& r) {
   switch (r.source) {
-    case StepSource::annotations: return "annotated ranges named as steps";
+    case StepSource::annotations: return "annotated ranges named as steps, numbered from 0";
     case StepSource::detected:
-      return "detected: the allocation pattern repeats every " + std::to_string(r.period) + " allocations";
+      return "detected: the allocation pattern repeats every " + std::to_string(r.period) +
+             " allocations; numbered from 0";
     case StepSource::none: break;
   }
   return "no ranges named as steps (\"step N\", \"ProfilerStep#N\", \"train_step\", \"iteration N\") and no "
          "repeating allocation pattern";
+}
+
+/// A step's label in every table: its number (from 0, the number `slice --steps` takes), then the
+/// annotation's name where that says more ("3  train_step"; "3" for "step 3" or a detected step).
+inline std::string step_label(const StepReport& r, std::size_t k) {
+  const std::string number = std::to_string(k);
+  const std::string& name = r.steps[k].name;
+  return name.empty() || name == "step " + number ? number : number + "  " + name;
 }
 
 /// The rows a table shows: all up to 20 steps, else the first and last 10 (SIZE_MAX marks the gap).
@@ -70,12 +79,13 @@ inline std::vector<std::size_t> shown_steps(std::size_t n) {
       continue;
     }
     const StepFacts& s = r.steps[k];
-    std::snprintf(buf, sizeof buf, "  %-24.24s %12s %12s %13s\n", s.name.c_str(),
+    std::snprintf(buf, sizeof buf, "  %-24.24s %12s %12s %13s\n", detail::step_label(r, k).c_str(),
                   format_size(static_cast<std::uint64_t>(s.peak_bytes)).c_str(),
-                  format_size(static_cast<std::uint64_t>(s.end_bytes)).c_str(), format_size_change(s.growth_bytes).c_str());
+                  format_size(static_cast<std::uint64_t>(s.end_bytes)).c_str(),
+                  format_size_change(s.growth_bytes).c_str());
     out += buf;
   }
-  if (r.steps.size() < 2) return out;
+  if (r.steps.size() < 2 || top == 0) return out;  // --top 0: no sites asked for, no heading
   if (r.growing_sites.empty()) return out + "no allocation site grows in every step after the first\n";
   out += "allocation sites that grow in every step after the first:\n";
   const auto later = static_cast<std::int64_t>(r.steps.size() - 1);
@@ -144,7 +154,7 @@ inline void write_steps(ValueWriter& w, const StepReport& r) {
       }
       const StepFacts& s = r.steps[k];
       out += "<tr><td>";
-      detail::append_html_escaped(out, s.name);
+      detail::append_html_escaped(out, detail::step_label(r, k));
       out += "</td><td>" + format_size(static_cast<std::uint64_t>(s.peak_bytes)) + "</td><td>" +
              format_size(static_cast<std::uint64_t>(s.end_bytes)) + "</td><td>" + format_size_change(s.growth_bytes) +
              "</td></tr>\n";

@@ -2,6 +2,16 @@
 // (its text, and make_oom_report and attach_oom_reporter for the default allocator's type) and the
 // forecast (request streams, their alignment, forecast_peak), defined once here for GPUMEMPROF_COMPILED_LIB programs.
 #define GPUMEMPROF_LIB_SOURCE 1
+// The forecast replays its target stream through a CachingAllocator on a simulated device: its
+// bodies are instantiated here for SimulatedBackend (the library's own allocator, AnyBackend, is
+// instantiated once, in caching_allocator.cpp, and stays extern here).
+#include "gpumemprof/allocator/caching_allocator-inl.hpp"
+#include "gpumemprof/allocator/caching_allocator_events-inl.hpp"
+#include "gpumemprof/allocator/caching_allocator_expandable-inl.hpp"
+#include "gpumemprof/allocator/caching_allocator_pools-inl.hpp"
+#include "gpumemprof/allocator/caching_allocator_segments-inl.hpp"
+#include "gpumemprof/allocator/caching_allocator_stats-inl.hpp"
+#include "gpumemprof/allocator/caching_allocator_views-inl.hpp"
 #include "gpumemprof/analysis/forecast-inl.hpp"
 #include "gpumemprof/analysis/memory_facts-inl.hpp"
 #include "gpumemprof/analysis/oom_report-inl.hpp"

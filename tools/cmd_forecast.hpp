@@ -14,7 +14,7 @@
 #include "cmd_replay_snapshot.hpp"
 #include "cmd_tune.hpp"
 #include "gpumemprof/analysis/forecast.hpp"
-#include "gpumemprof/export/formats/json_writer.hpp"
+#include "gpumemprof/codec/json_writer.hpp"
 
 namespace gpumemprof::tools {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "catch.hpp"
-#include "gpumemprof/export/formats/json_reader.hpp"
+#include "gpumemprof/codec/json_reader.hpp"
 #include "gpumemprof/export/formats/snapshot_writer.hpp"
 #include "gpumemprof/history/category_ledger.hpp"
 #include "gpumemprof/history/memory_category.hpp"

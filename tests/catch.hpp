@@ -6,6 +6,7 @@
 #include <catch2/catch_approx.hpp>
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/generators/catch_generators.hpp>
+#include <catch2/generators/catch_generators_range.hpp>  // from_range (v2 has it in catch.hpp)
 #include <catch2/matchers/catch_matchers_all.hpp>
 using Catch::Approx;
 // v2 also has the matchers in namespace Catch (Catch::Contains).

@@ -1,4 +1,4 @@
-// expandable_segments:True on a real GPU (driver VMM): growth, recycling, shrink, OOM, two
+// compacting_expandable_segments:True (gpumemprof-only) on a real GPU (driver VMM): growth, recycling, shrink, OOM, two
 // streams and small requests in large blocks, with kernels writing every allocation and checking
 // it after each remapping.
 #include <cuda_runtime_api.h>
@@ -32,7 +32,7 @@ TEST_CASE("expandable GPU: grows contiguously, recycles free pages, data intact,
   REQUIRE(gmp::CudaBackend(0).supports_virtual_memory());
   const std::size_t g = page();
   REQUIRE(g == 2 * MiB);  // the figures below assume the usual 2 MiB granularity
-  CudaAllocator a(gmp::CudaBackend(0), gmp::AllocatorConfig("expandable_segments:True"));
+  CudaAllocator a(gmp::CudaBackend(0), gmp::AllocatorConfig("compacting_expandable_segments:True"));
   const Buffer p{a.allocate(3 * MiB), 3 * MiB, 1};
   const Buffer q{a.allocate(5 * MiB), 5 * MiB, 2};
   const Buffer r{a.allocate(64 * MiB), 64 * MiB, 3};
@@ -63,7 +63,7 @@ TEST_CASE("expandable GPU: grows contiguously, recycles free pages, data intact,
 
 TEST_CASE("expandable GPU: small requests at the budget take a free large block, data intact") {
   REQUIRE(page() == 2 * MiB);
-  CudaAllocator a(gmp::CudaBackend(0), gmp::AllocatorConfig("expandable_segments:True"));
+  CudaAllocator a(gmp::CudaBackend(0), gmp::AllocatorConfig("compacting_expandable_segments:True"));
   const Buffer w{a.allocate(6 * MiB), 6 * MiB, 1};
   fill(w);
   CHECK(bad(w) == 0);
@@ -91,7 +91,7 @@ TEST_CASE("expandable GPU: small requests at the budget take a free large block,
 }
 
 TEST_CASE("expandable GPU: OOM under a memory fraction, then recovery with intact data") {
-  CudaAllocator a(gmp::CudaBackend(0), gmp::AllocatorConfig("expandable_segments:True"));
+  CudaAllocator a(gmp::CudaBackend(0), gmp::AllocatorConfig("compacting_expandable_segments:True"));
   std::size_t free_now = 0, total = 0;
   GPUMEMPROF_CUDA_CHECK(cudaMemGetInfo(&free_now, &total));
   a.set_memory_fraction(static_cast<double>(256 * MiB) / static_cast<double>(total));
@@ -125,7 +125,7 @@ TEST_CASE("expandable GPU: OOM under a memory fraction, then recovery with intac
 }
 
 TEST_CASE("expandable GPU: two streams, one reservation each; pages recycled across them") {
-  CudaAllocator a(gmp::CudaBackend(0), gmp::AllocatorConfig("expandable_segments:True"));
+  CudaAllocator a(gmp::CudaBackend(0), gmp::AllocatorConfig("compacting_expandable_segments:True"));
   cudaStream_t s1 = nullptr, s2 = nullptr;
   GPUMEMPROF_CUDA_CHECK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
   GPUMEMPROF_CUDA_CHECK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));

@@ -279,9 +279,14 @@ class CudaBackend {
   // --- CaptureAwareBackend (CUDA graphs) --------------------------------------------------------
   /// Whether `stream` is capturing now (cudaStreamIsCapturing, which capture itself allows). An
   /// invalidated capture counts as capturing: nothing capture forbids may run on it either.
+  /// A stream the user already destroyed (cached memory may still name it) answers with an
+  /// error: it is not capturing, and the error is cleared so that it reaches no later call.
   [[nodiscard]] bool is_capturing(Stream stream) {
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    GPUMEMPROF_CUDA_CHECK(cudaStreamIsCapturing(stream.as<CUstream_st>(), &status));
+    if (cudaStreamIsCapturing(stream.as<CUstream_st>(), &status) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
     return status != cudaStreamCaptureStatusNone;
   }
   /// This thread's capture mode, exchanged (cudaThreadExchangeStreamCaptureMode).

@@ -234,11 +234,16 @@ TEST_CASE("a complete trace of expandable segments replays, on either policy") {
       S, 4 * MiB,
       {block(S, 2 * MiB, gmp::BlockState::active_allocated), block(S + 2 * MiB, 2 * MiB, gmp::BlockState::inactive)}));
   s.segments.back().is_expandable = true;
+  // PyTorch's expandable segments map the large pool in 20 MiB pages; the compacting variant in 2 MiB.
   const gmp::SnapshotReplayResult e = replay(s, "expandable_segments:True");
   CHECK_FALSE(e.seed.any());
   CHECK(e.recorded_peak_reserved == 4 * MiB);
-  CHECK(e.peak_reserved == static_cast<std::int64_t>(4 * MiB));
+  CHECK(e.peak_reserved == static_cast<std::int64_t>(20 * MiB));
   CHECK(e.peak_allocated == static_cast<std::int64_t>(4 * MiB));
+  const gmp::SnapshotReplayResult c = replay(s, "compacting_expandable_segments:True");
+  CHECK_FALSE(c.seed.any());
+  CHECK(c.peak_reserved == static_cast<std::int64_t>(4 * MiB));
+  CHECK(c.peak_allocated == static_cast<std::int64_t>(4 * MiB));
   const gmp::SnapshotReplayResult d = replay(s);  // the default policy: one 20 MiB segment
   CHECK_FALSE(d.seed.any());
   CHECK(d.peak_reserved == static_cast<std::int64_t>(20 * MiB));

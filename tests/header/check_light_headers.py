@@ -45,10 +45,14 @@ HEAVY = ("cuda.h", "cuda_runtime.h", "cuda_runtime_api.h", "cupti.h", "nvToolsEx
 # since MemoryStats' keyed reads did (header-only: 8924); the umbrella 14361, 7069 once the
 # reports, memory timeline, snapshot files and profile exporters moved to the library, 5089 since
 # the history layer, the analyses, the summaries, the leak detector, the tracker, the
-# external-memory ledger and NVTX did.
-COMPILED_LINE_BUDGET = 3500
+# external-memory ledger and NVTX did. Private pools and capture, PyTorch's expandable policy and
+# Python frames brought the light path to 3552 and the umbrella to 5457 (H200 host's count,
+# 2026-11-29); the compile-time goals still hold there (dev VM, `MODES=compiled
+# bench/compile_time/measure.sh 3`: 2.53 s and 2.86 s of CPU against 3 s and 6 s), so the budgets
+# keep ~2% room above that.
+COMPILED_LINE_BUDGET = 3620
 UMBRELLA = "gpumemprof/gpumemprof.hpp"
-UMBRELLA_LINE_BUDGET = 5350
+UMBRELLA_LINE_BUDGET = 5560
 # The umbrella's own bodies that compiled mode leaves to the library (lib/reports.cpp,
 # lib/snapshot_files.cpp, lib/history.cpp, lib/device.cpp, lib/nvtx.cpp, lib/analysis.cpp,
 # lib/profiler.cpp): the exporters, their assets and their helpers, the history recorder, the

@@ -563,7 +563,7 @@ class CachingAllocator {
   // Whether a capture may be under way that forbids waiting on `s` or calling malloc/free
   // without relaxed mode: a route is active, or the backend says `s` captures.
   bool capturing(Stream s) GPUMEMPROF_EXCLUSIVE;
-  bool any_capturing() GPUMEMPROF_EXCLUSIVE;  // routes, or any stream of a segment or event queue
+  bool any_capturing() GPUMEMPROF_EXCLUSIVE;  // routes, or the stream of a segment holding an allocated block
   // While alive, this thread is in relaxed capture mode (c10's CUDAStreamCaptureModeGuard): for
   // backend calls that may synchronize. A scope, not a lambda: the lock analysis follows it.
   class RelaxedCapture {

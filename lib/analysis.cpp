@@ -5,13 +5,7 @@
 // The forecast replays its target stream through a CachingAllocator on a simulated device: its
 // bodies are instantiated here for SimulatedBackend (the library's own allocator, AnyBackend, is
 // instantiated once, in caching_allocator.cpp, and stays extern here).
-#include "gpumemprof/allocator/caching_allocator-inl.hpp"
-#include "gpumemprof/allocator/caching_allocator_events-inl.hpp"
-#include "gpumemprof/allocator/caching_allocator_expandable-inl.hpp"
-#include "gpumemprof/allocator/caching_allocator_pools-inl.hpp"
-#include "gpumemprof/allocator/caching_allocator_segments-inl.hpp"
-#include "gpumemprof/allocator/caching_allocator_stats-inl.hpp"
-#include "gpumemprof/allocator/caching_allocator_views-inl.hpp"
+#include "gpumemprof/allocator/caching_allocator_bodies-inl.hpp"
 #include "gpumemprof/analysis/forecast-inl.hpp"
 #include "gpumemprof/analysis/memory_facts-inl.hpp"
 #include "gpumemprof/analysis/oom_report-inl.hpp"

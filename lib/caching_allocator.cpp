@@ -5,12 +5,6 @@
 #include "gpumemprof/allocator/default_allocator.hpp"
 #include "gpumemprof/device/any_backend.hpp"
 
-#include "gpumemprof/allocator/caching_allocator-inl.hpp"
-#include "gpumemprof/allocator/caching_allocator_events-inl.hpp"
-#include "gpumemprof/allocator/caching_allocator_expandable-inl.hpp"
-#include "gpumemprof/allocator/caching_allocator_pools-inl.hpp"
-#include "gpumemprof/allocator/caching_allocator_segments-inl.hpp"
-#include "gpumemprof/allocator/caching_allocator_stats-inl.hpp"
-#include "gpumemprof/allocator/caching_allocator_views-inl.hpp"
+#include "gpumemprof/allocator/caching_allocator_bodies-inl.hpp"
 
 template class gpumemprof::CachingAllocator<gpumemprof::AnyBackend>;

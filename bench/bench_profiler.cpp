@@ -39,8 +39,13 @@ SimAllocator& sim_allocator() {
   return a;
 }
 
+// The profiler keeps its last max_results results in a ring; a slot's first use costs page faults
+// (the kernel's price, paid once per slot), so a short run over the default 100,000 slots would
+// measure mostly that. A ring of 1,024 wraps within the first millisecond: the steady state of a
+// training loop, which is what a scope costs.
 void profile_scopes(benchmark::State& state, gmp::ProfilerOptions options) {
   options.synchronize = false;
+  options.max_results = 1024;
   gmp::GPUMemoryProfiler profiler(sim_allocator(), options);
   for (auto _ : state) {
     auto scope = profiler.profile_context("forward");

@@ -5,7 +5,9 @@ Replays every trace (*.trace.gz) and PyTorch snapshot (*.snapshot.pickle) in a d
 `gpumemprof replay FILE --json` under a fixed set of allocator configs and writes one text file:
 per (file, config), the exit code and the JSON with its timing fields removed (ns_per_pair and the
 like differ run to run); traces also write the snapshot of their replay (--snapshot OUT.json),
-whose segments and blocks are fingerprinted by a hash, again without wall-clock fields. A run that
+whose segments and blocks are fingerprinted by a hash, again without wall-clock fields and with
+addresses taken relative to the lowest one (the simulated device's base address changes from run
+to run; the layout within it does not). A run that
 fails is recorded with its exit code and its error output: some snapshot/config pairs fail by
 design. Two fingerprints of the same data compare with `diff`.
 
@@ -41,6 +43,28 @@ def strip_timing(v):
     return v
 
 
+def addresses(v, acc):
+    if isinstance(v, dict):
+        for k, x in v.items():
+            if k in ("addr", "address") and isinstance(x, int) and x:
+                acc.append(x)
+            else:
+                addresses(x, acc)
+    elif isinstance(v, list):
+        for x in v:
+            addresses(x, acc)
+    return acc
+
+
+def rebase(v, base):
+    if isinstance(v, dict):
+        return {k: (x - base if k in ("addr", "address") and isinstance(x, int) and x else rebase(x, base))
+                for k, x in v.items()}
+    if isinstance(v, list):
+        return [rebase(x, base) for x in v]
+    return v
+
+
 def run(binary, path, config, snapshot_out=None):
     cmd = [binary, "replay", path, "--json"]
     if config:
@@ -60,6 +84,7 @@ def run(binary, path, config, snapshot_out=None):
     if snapshot_out and p.returncode == 0 and os.path.exists(snapshot_out):
         with open(snapshot_out, encoding="utf-8") as f:
             snap = strip_timing(json.load(f))
+        snap = rebase(snap, min(addresses(snap, []), default=0))
         text = json.dumps(snap, sort_keys=True).encode()
         lines.append("snapshot sha256 " + hashlib.sha256(text).hexdigest())
     return lines

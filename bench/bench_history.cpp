@@ -177,7 +177,7 @@ void BM_snapshot_1M_events(benchmark::State& state) {
   Million& m = million();
   std::size_t entries = 0;
   for (auto _ : state) {
-    const gmp::Snapshot s = m.a.snapshot();
+    const gmp::Snapshot s = gmp::snapshot(m.a);
     entries = s.device_traces.at(0).size();
     benchmark::DoNotOptimize(s.segments.data());
   }
@@ -188,7 +188,7 @@ BENCHMARK(BM_snapshot_1M_events)->Unit(benchmark::kMillisecond)->Iterations(3);
 void BM_snapshot_1M_events_built_and_written(benchmark::State& state) {
   Million& m = million();
   const auto path = (std::filesystem::temp_directory_path() / "gpumemprof-bench-history.pickle").string();
-  for (auto _ : state) gmp::write_snapshot_file(m.a.snapshot(), path);
+  for (auto _ : state) gmp::write_snapshot_file(gmp::snapshot(m.a), path);
   state.counters["bytes"] = static_cast<double>(std::filesystem::file_size(path));
   std::filesystem::remove(path);
 }

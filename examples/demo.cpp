@@ -242,7 +242,7 @@ void write_outputs(const DemoOptions& options, const gmp::GPUMemoryProfiler& pro
   gmp::export_profile(profiler, path("profile.json"));
   gmp::export_results(profiler.results(), path("results.csv"));
   gmp::export_snapshots(profiler.snapshots(), path("samples.csv"));
-  const gmp::Snapshot snapshot = allocator.snapshot();
+  const gmp::Snapshot snapshot = gmp::snapshot(allocator);
   gmp::write_snapshot_file(snapshot, path("snapshot.pickle"));
   gmp::write_html_report(snapshot, path("report.html"),
                          {.title = "gpumemprof demo: MLP training on " + profiler.device_name()});

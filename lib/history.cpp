@@ -9,6 +9,5 @@
 GPUMEMPROF_NAMESPACE_BEGIN
 
 template Snapshot snapshot<AnyBackend>(const CachingAllocator<AnyBackend>&);
-template Snapshot CachingAllocator<AnyBackend>::snapshot() const;
 
 GPUMEMPROF_NAMESPACE_END

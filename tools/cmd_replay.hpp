@@ -142,7 +142,7 @@ inline ReplayReport run_replay(Trace& t, const Device& device, const AllocatorCo
   rep.result = replay(t, alloc, &live);
   if (!snapshot_path.empty()) {
     if (progress) std::fprintf(stderr, "\rwriting %s ", snapshot_path.c_str());
-    Snapshot snap = alloc.snapshot();
+    Snapshot snap = gpumemprof::snapshot(alloc);
     history.detach();
     add_trace_frames(snap, t, alloc.device_index());  // each block names its line in the trace
     const auto& trace = snap.device_traces.at(static_cast<std::size_t>(std::max(alloc.device_index(), 0)));

@@ -19,6 +19,16 @@
 #include "catch.hpp"
 #include "gpumemprof/allocator/segment_chain.hpp"
 
+// Block's links are private (SegmentChain writes them); the checks below break them on purpose.
+GPUMEMPROF_NAMESPACE_BEGIN
+namespace detail {
+struct BlockTestAccess {
+  static Block*& prev(Block& b) { return b.prev_; }
+  static Block*& next(Block& b) { return b.next_; }
+};
+}  // namespace detail
+GPUMEMPROF_NAMESPACE_END
+
 namespace segment_chain_tests {
 
 namespace d = gpumemprof::detail;
@@ -37,7 +47,7 @@ struct Bench {
   // (offset from the segment, size, mapped) of each block, head to tail.
   [[nodiscard]] std::vector<std::tuple<std::size_t, std::size_t, bool>> layout() const {
     std::vector<std::tuple<std::size_t, std::size_t, bool>> out;
-    for (const d::Block* b = seg.head; b != nullptr; b = b->next)
+    for (const d::Block* b = seg.head; b != nullptr; b = b->next())
       out.emplace_back(b->addr - seg.addr, b->size, b->mapped);
     return out;
   }
@@ -72,8 +82,8 @@ TEST_CASE("segment chain: splits keep the tiling, the head and the neighbours' l
   d::Block* front = c.blank();
   Chain::split_front(whole, front, 1 * MiB);  // [front 1][whole 7]
   CHECK(c.seg.head == front);
-  CHECK(front->next == whole);
-  CHECK(whole->prev == front);
+  CHECK(front->next() == whole);
+  CHECK(whole->prev() == front);
   CHECK(front->segment == &c.seg);
   CHECK(front->stream == c.seg.stream);
   CHECK(c.layout() == L{{0, 1 * MiB, true}, {1 * MiB, 7 * MiB, true}});
@@ -85,9 +95,9 @@ TEST_CASE("segment chain: splits keep the tiling, the head and the neighbours' l
   Chain::split_front(tail, middle, 3 * MiB);  // [front 1][whole 2][middle 3][tail 2]
   CHECK(c.layout() ==
         L{{0, 1 * MiB, true}, {1 * MiB, 2 * MiB, true}, {3 * MiB, 3 * MiB, true}, {6 * MiB, 2 * MiB, true}});
-  CHECK(whole->next == middle);
-  CHECK(tail->prev == middle);
-  CHECK(tail->next == nullptr);
+  CHECK(whole->next() == middle);
+  CHECK(tail->prev() == middle);
+  CHECK(tail->next() == nullptr);
   CHECK(c.broken().empty());
 }
 
@@ -99,12 +109,12 @@ TEST_CASE("segment chain: merges absorb either neighbour, the head included") {
   Chain::split_front(b, a, 2 * MiB);
   Chain::split_back(b, z, 3 * MiB);      // [a 2][b 3][z 3]
   CHECK(Chain::merge(b, z) == 3 * MiB);  // [a 2][b 6]
-  CHECK(b->next == nullptr);
+  CHECK(b->next() == nullptr);
   CHECK(c.layout() == L{{0, 2 * MiB, true}, {2 * MiB, 6 * MiB, true}});
   CHECK(c.broken().empty());
   CHECK(Chain::merge(b, a) == 2 * MiB);  // [b 8]: b is the head again
   CHECK(c.seg.head == b);
-  CHECK(b->prev == nullptr);
+  CHECK(b->prev() == nullptr);
   CHECK_FALSE(b->is_split());
   CHECK(c.layout() == L{{0, 8 * MiB, true}});
   CHECK(c.broken().empty());
@@ -115,8 +125,8 @@ TEST_CASE("segment chain: merges absorb either neighbour, the head included") {
   Chain::split_back(b, m, 1 * MiB);
   Chain::split_back(m, t, 4 * MiB);  // [b 1][m 4][t 3]
   CHECK(Chain::merge(b, m) == 4 * MiB);
-  CHECK(b->next == t);
-  CHECK(t->prev == b);
+  CHECK(b->next() == t);
+  CHECK(t->prev() == b);
   CHECK(c.layout() == L{{0, 5 * MiB, true}, {5 * MiB, 3 * MiB, true}});
   CHECK(c.broken().empty());
 }
@@ -175,7 +185,7 @@ TEST_CASE("segment chain: check_links names what is broken") {
   REQUIRE(c.broken().empty());
 
   SECTION("a prev link that points elsewhere") {
-    b->prev = z;
+    d::BlockTestAccess::prev(*b) = z;
     CHECK(c.broken() == "block prev link");
   }
   SECTION("a gap between neighbours") {
@@ -252,7 +262,7 @@ TEST_CASE("segment chain: operations stop on broken links before changing them")
 
   CHECK_FALSE(aborts([&] { Chain::split_front(b, piece, 1 * MiB); }));  // the control: a sound chain
   CHECK(aborts([&] {
-    a->next = nullptr;  // b's predecessor lost it
+    d::BlockTestAccess::next(*a) = nullptr;  // b's predecessor lost it
     Chain::split_front(b, piece, 1 * MiB);
   }));
   CHECK(aborts([&] {

@@ -55,7 +55,7 @@ TEST_CASE("recorded block bytes of a real PyTorch request stream equal the alloc
     RecordingAllocator r(conf);
     std::vector<void*> live;
     gmp::tools::replay(gmp::tools::load_trace(recorded_data("gpt2_train.trace.gz")), r.sim.a, &live);
-    const gmp::Snapshot snap = r.sim.a.snapshot();
+    const gmp::Snapshot snap = gmp::snapshot(r.sim.a);
     const std::int64_t peak = r.sim.stats().allocated_bytes.all().peak;
     CHECK(recorded_peak(snap) == peak);
     if (std::string(conf).empty()) CHECK(gmp::replay_snapshot(snap, 0).peak_allocated == peak);
@@ -78,7 +78,7 @@ TEST_CASE("recorded block bytes drop when the free is requested, as allocated_by
   r.sim.a.deallocate(q);
   r.sim.a.empty_cache();
   r.sim.a.validate();
-  const gmp::Snapshot snap = r.sim.a.snapshot();
+  const gmp::Snapshot snap = gmp::snapshot(r.sim.a);
   CHECK(r.sim.stats().allocated_bytes.all().peak == static_cast<std::int64_t>(8 * MiB));
   CHECK(recorded_peak(snap) == static_cast<std::int64_t>(8 * MiB));
   CHECK(gmp::replay_snapshot(snap, 0).peak_allocated == static_cast<std::int64_t>(12 * MiB));

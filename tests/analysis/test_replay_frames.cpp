@@ -43,7 +43,7 @@ gmp::Snapshot replayed(const gmp::tools::Trace& t, std::size_t max_entries, std:
   history.attach(alloc);
   std::vector<void*> live;
   (void)gmp::tools::replay(t, alloc, &live);
-  gmp::Snapshot snap = alloc.snapshot();
+  gmp::Snapshot snap = gmp::snapshot(alloc);
   history.detach();
   *named = gmp::tools::add_trace_frames(snap, t, 0);
   for (void* p : live) alloc.deallocate(p);

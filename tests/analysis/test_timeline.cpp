@@ -111,7 +111,7 @@ TEST_CASE("timeline: Perfetto's, the HTML report's and diff's levels are the tim
   }
   a.deallocate(live.back());
   live.pop_back();
-  const gmp::Snapshot snap = a.snapshot();
+  const gmp::Snapshot snap = gmp::snapshot(a);
   const gmp::TraceTimeline<gmp::Snapshot> t(snap, 0);
   const auto& trace = snap.device_traces.at(0);
   REQUIRE(trace.size() > 60);

@@ -94,12 +94,12 @@ struct TaggedLater {
     REQUIRE(a.set_category(s, id(gmp::category::parameter)));  // a tagged one moves too
     a.deallocate(s);  // parameter's peak is only between the change and this free
     a.validate();
-    final_snapshot = a.snapshot();
+    final_snapshot = gmp::snapshot(a);
     end = ledger_levels(ledger, false);
     peaks = ledger_levels(ledger, true);
   }
   void moment() {
-    (void)rec.a().snapshot();  // a `snapshot` entry marks the moment in the trace
+    (void)gmp::snapshot(rec.a());  // a `snapshot` entry marks the moment in the trace
     moments.push_back(ledger_levels(ledger, false));
   }
 

@@ -49,10 +49,12 @@ HEAVY = ("cuda.h", "cuda_runtime.h", "cuda_runtime_api.h", "cupti.h", "nvToolsEx
 # Python frames brought the light path to 3552 and the umbrella to 5457 (H200 host's count,
 # 2026-11-29); the compile-time goals still hold there (dev VM, `MODES=compiled
 # bench/compile_time/measure.sh 3`: 2.53 s and 2.86 s of CPU against 3 s and 6 s), so the budgets
-# keep ~2% room above that.
-COMPILED_LINE_BUDGET = 3620
+# keep ~2% room above that. Splitting the allocator into parts (the segment list, the shard
+# registry, the cross-stream frees: headers of their own) added ~100 lines to each (dev VM without
+# CUDA: 3548 -> 3649 and 5448 -> 5545), the budgets as much.
+COMPILED_LINE_BUDGET = 3720
 UMBRELLA = "gpumemprof/gpumemprof.hpp"
-UMBRELLA_LINE_BUDGET = 5560
+UMBRELLA_LINE_BUDGET = 5660
 # The umbrella's own bodies that compiled mode leaves to the library (lib/reports.cpp,
 # lib/snapshot_files.cpp, lib/history.cpp, lib/device.cpp, lib/nvtx.cpp, lib/analysis.cpp,
 # lib/profiler.cpp): the exporters, their assets and their helpers, the history recorder, the

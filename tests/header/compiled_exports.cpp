@@ -72,7 +72,7 @@ int main() {
   check(!gmp::host_name().empty(), "host_name");
 
   // lib/history.cpp: snapshots of the default allocators' type, recorders, categories.
-  const gmp::Snapshot own = alloc.snapshot();
+  const gmp::Snapshot own = gmp::snapshot(alloc);
   check(own.segments.size() == snap.segments.size() && own.device_traces.size() == snap.device_traces.size(),
         "CachingAllocator<AnyBackend>::snapshot");
   check(gmp::snapshot_devices({gmp::Device("sim:0")}).segments.size() == own.segments.size(), "snapshot_devices");

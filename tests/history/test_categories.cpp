@@ -125,7 +125,7 @@ TEST_CASE("A category joins the thread's own user metadata in the trace entry") 
   CHECK(only(trace, TraceAction::free_completed).at(0).user_metadata == "step 3; category=input");
 
   // The snapshot's pickle keeps it: reopened, the entry still names its category.
-  const gmp::Snapshot s = r.a().snapshot();
+  const gmp::Snapshot s = gmp::snapshot(r.a());
   bool found = false;
   for (const auto& e : s.device_traces.at(0)) found |= gmp::category_of_metadata(e.user_metadata) == "input";
   CHECK(found);
@@ -306,7 +306,7 @@ TEST_CASE("set_category moves a live allocation and its bytes to another categor
   const auto trace = r.recorder.trace();
   CHECK(trace.size() == 1 + 2 + 2 + 2);  // one small-pool segment, 2 allocs, 2 frees requested and completed
   CHECK(categories(trace, TraceAction::free_requested) == std::vector<std::string>{"activation", "parameter"});
-  const gmp::Snapshot snap = a.snapshot();
+  const gmp::Snapshot snap = gmp::snapshot(a);
   REQUIRE(snap.category_changes.size() == 1);
   const auto& moves = snap.category_changes[0];
   REQUIRE(moves.size() == 2);
@@ -432,7 +432,7 @@ TEST_CASE("Trace entries carry their category where PyTorch's memory viewer read
   void* q = r.a().allocate(4096);  // untagged
   r.a().deallocate(p);
   std::vector<std::string> legend;
-  const std::vector<std::string> cats = viewer_categories(r.a().snapshot(), legend);
+  const std::vector<std::string> cats = viewer_categories(gmp::snapshot(r.a()), legend);
   const std::vector<gmp::TraceEntry> trace = r.recorder.trace();
   REQUIRE(cats.size() >= trace.size());
   for (std::size_t i = 0; i < trace.size(); ++i) {

@@ -77,7 +77,7 @@ TEST_CASE("enabled=state keeps one event and the stacks of live blocks only") {
   a.validate();
   CHECK(r.recorder.trace().size() == 1);  // a ring of one: the newest event
   CHECK(r.recorder.trace()[0].action == TraceAction::free_completed);
-  const gmp::Snapshot s = a.snapshot();
+  const gmp::Snapshot s = gmp::snapshot(a);
   a.validate();
   REQUIRE(s.device_traces.size() == 1);
   REQUIRE(s.device_traces[0].size() == 1);
@@ -165,7 +165,7 @@ ContextRun run_context(HistoryContext context, HistoryStacks stacks = HistorySta
   void* q = a.allocate(8192);
   a.validate();
   out.live = addr(q);
-  out.snap = a.snapshot();
+  out.snap = gmp::snapshot(a);
   out.trace = out.snap.device_traces.at(0);
   a.deallocate(q);
   a.validate();
@@ -250,7 +250,7 @@ TEST_CASE("free_requested at deallocate, free_completed once the other stream's 
   CHECK(count(t, TraceAction::free_requested) == 1);
   CHECK(count(t, TraceAction::free_completed) == 0);
   {
-    const gmp::Snapshot s = a.snapshot();
+    const gmp::Snapshot s = gmp::snapshot(a);
     REQUIRE(block_at(s, addr(p)) != nullptr);
     CHECK(block_at(s, addr(p))->state == gmp::BlockState::active_pending_free);
   }
@@ -393,7 +393,7 @@ TEST_CASE("enabled=off detaches the recorder and clears everything; on again sta
   r.recorder.set_options({});
   CHECK(gmp::history_recorder_of(a) == &r.recorder);
   CHECK(a.event_sink_count() == 1);
-  const gmp::Snapshot s = a.snapshot();
+  const gmp::Snapshot s = gmp::snapshot(a);
   REQUIRE(s.device_traces.at(0).size() == 1);
   CHECK(s.device_traces[0][0].action == TraceAction::snapshot);
   CHECK(block_at(s, addr(p))->frames == nullptr);  // its stack belonged to the cleared recording
@@ -412,7 +412,7 @@ TEST_CASE("clear_history drops the events but keeps the stacks of live blocks") 
   a.validate();
   r.recorder.set_options({.clear_history = true});
   CHECK(r.recorder.trace().empty());
-  const gmp::Snapshot s = a.snapshot();
+  const gmp::Snapshot s = gmp::snapshot(a);
   CHECK(s.device_traces.at(0).size() == 1);
   if (gmp::stacks_available) CHECK(starts_at(block_at(s, addr(p))->frames, kRecordingFile, line));
   a.deallocate(p);

@@ -78,7 +78,7 @@ TEST_CASE("A replay of resnet50_train with history on gives a snapshot in PyTorc
     }
   }
   const gmp::MemoryStats stats = a.memory_stats();
-  const gmp::Snapshot s = a.snapshot();
+  const gmp::Snapshot s = gmp::snapshot(a);
   a.validate();
 
   // Segments: address order, blocks tiling them, sizes adding up to the allocator's stats.
@@ -202,7 +202,7 @@ TEST_CASE("A snapshot without history has segments, empty traces and no frames")
   auto& a = sim.a;
   void* p = a.allocate(1000);
   a.validate();
-  const gmp::Snapshot s = a.snapshot();
+  const gmp::Snapshot s = gmp::snapshot(a);
   REQUIRE(s.segments.size() == 1);
   CHECK(s.segments[0].blocks.size() == 2);
   CHECK(s.segments[0].blocks[0].state == gmp::BlockState::active_allocated);
@@ -238,7 +238,7 @@ TEST_CASE("Annotations go to every recording allocator, tagged with its device, 
   CHECK(mine[0].device == 0);
   REQUIRE(theirs.size() == 3);
   CHECK(theirs[1].device == 3);
-  const gmp::Snapshot s = other.snapshot();
+  const gmp::Snapshot s = gmp::snapshot(other);
   CHECK(s.device_traces.size() == 4);  // indexed by device
   REQUIRE(s.external_annotations.size() == 3);
   CHECK(s.external_annotations[2].device == 3);

@@ -44,7 +44,7 @@ TEST_CASE("A captured frame names its own source file, function and line") {
   int line = 0;
   void* p = allocate_here(a, line);
   a.validate();
-  const gmp::Snapshot s = a.snapshot();
+  const gmp::Snapshot s = gmp::snapshot(a);
   const auto* b = block_at(s, addr(p));
   REQUIRE(b != nullptr);
   REQUIRE(b->frames != nullptr);
@@ -68,7 +68,7 @@ TEST_CASE("Stacks start at the caller of the allocator and keep stack_depth fram
     auto& a = r.a();
     void* p = allocate_deep(a, 20);
     a.validate();
-    const gmp::Snapshot s = a.snapshot();
+    const gmp::Snapshot s = gmp::snapshot(a);
     const gmp::Frames& frames = block_at(s, addr(p))->frames;
     REQUIRE(frames != nullptr);
     CHECK(frames->size() == depth);
@@ -90,7 +90,7 @@ TEST_CASE("Allocations from one call site share one Frames object") {
     ps.push_back(a.allocate(1000 + 512 * static_cast<std::size_t>(i)));
     a.validate();
   }
-  const gmp::Snapshot s = a.snapshot();
+  const gmp::Snapshot s = gmp::snapshot(a);
   const gmp::Frames& first = block_at(s, addr(ps[0]))->frames;
   REQUIRE(first != nullptr);
   for (void* p : ps) CHECK(block_at(s, addr(p))->frames.get() == first.get());

@@ -23,7 +23,7 @@ TEST_CASE("History stays exact while 4 threads allocate and free") {
   std::thread observer([&] {
     while (!stop.load()) {
       auto range = gmp::annotate("observer");
-      const gmp::Snapshot s = a.snapshot();
+      const gmp::Snapshot s = gmp::snapshot(a);
       for (const auto& seg : s.segments) {
         std::uint64_t tiled = 0;
         for (const auto& b : seg.blocks) tiled += b.size;

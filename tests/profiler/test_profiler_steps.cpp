@@ -29,7 +29,7 @@ TEST_CASE("steps: profiled train_step scopes are the snapshot's steps; leak grow
     profiler.profile_function("optimizer", [&] { d.free(d.alloc(4 * MiB)); });
     kept.push_back(d.alloc(2 * MiB));
   }
-  const gmp::StepReport r = gmp::analyze_steps(d.allocator.snapshot(), 0);
+  const gmp::StepReport r = gmp::analyze_steps(gmp::snapshot(d.allocator), 0);
   CHECK(r.source == gmp::StepSource::annotations);
   REQUIRE(r.steps.size() == kSteps);  // "optimizer" scopes are no steps
   CHECK(r.steps[0].name == "train_step");

@@ -68,9 +68,9 @@ TEST_CASE("summary: nested scopes count once in the totals; one peak for profile
   // One peak: since the baseline, inside scopes or not.
   CHECK(s.peak_memory_usage == 8 * iMiB);
   CHECK(tracker.get_statistics().peak_memory == 8 * iMiB);  // no sample saw it: the allocator did
-  const gmp::SnapshotReplayResult replayed = gmp::replay_snapshot(d.allocator.snapshot(), 0);
+  const gmp::SnapshotReplayResult replayed = gmp::replay_snapshot(gmp::snapshot(d.allocator), 0);
   CHECK(replayed.peak_allocated == 8 * iMiB);
-  CHECK(gmp::format_peak_allocated(d.allocator.snapshot()) ==
+  CHECK(gmp::format_peak_allocated(gmp::snapshot(d.allocator)) ==
         "peak allocated, device 0: 8.00 MiB = 8388608 bytes (the blocks its trace recorded)\n");
 
   const std::string table = gmp::format_summary(s);

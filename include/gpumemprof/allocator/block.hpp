@@ -2,8 +2,8 @@
 //
 // Data structures and invariants (checked by CachingAllocator::validate()):
 // - A Segment is one device allocation. Its Blocks tile it exactly, linked in address order
-//   by prev/next; Segment::head is the lowest. Segments never merge. Only SegmentChain
-//   (segment_chain.hpp) changes these links.
+//   by prev/next; Segment::head is the lowest. Segments never merge. The links are private:
+//   only SegmentChain (segment_chain.hpp) changes them; everyone else reads prev()/next().
 // - A Block is in exactly one of three states:
 //     allocated      -- handed to the client; found by address in the PointerMap;
 //     pending free   -- freed by the client but used on other streams (event_count > 0);
@@ -42,10 +42,15 @@ struct alignas(64) Block {
   std::uint32_t event_count = 0;  // outstanding cross-stream events (pending free while > 0)
 
   std::uintptr_t addr = 0;
-  std::size_t size = 0;   // bytes, a multiple of 512
-  Block* prev = nullptr;  // address neighbours in the segment
-  Block* next = nullptr;
+  std::size_t size = 0;  // bytes, a multiple of 512
 
+ private:
+  friend class SegmentChain;      // the only writer of the links
+  friend struct BlockTestAccess;  // tests/allocator/test_segment_chain.cpp breaks links on purpose
+  Block* prev_ = nullptr;         // address neighbours in the segment
+  Block* next_ = nullptr;
+
+ public:
   std::size_t requested = 0;  // bytes the client asked for (0 when not active)
   Stream stream;
   Segment* segment = nullptr;
@@ -56,7 +61,10 @@ struct alignas(64) Block {
   std::unique_ptr<std::vector<Stream>> stream_uses;  // other streams recorded via record_stream
   Block* free_next = nullptr;                        // ObjectPool's free list (records not in use)
 
-  [[nodiscard]] bool is_split() const noexcept { return prev != nullptr || next != nullptr; }
+  /// The block before / after this one in its segment (address order); null at either end.
+  [[nodiscard]] Block* prev() const noexcept { return prev_; }
+  [[nodiscard]] Block* next() const noexcept { return next_; }
+  [[nodiscard]] bool is_split() const noexcept { return prev_ != nullptr || next_ != nullptr; }
   [[nodiscard]] bool is_free() const noexcept { return !allocated && event_count == 0; }
 };
 

@@ -55,17 +55,17 @@ template <DeviceBackend Backend>
 CachingAllocator<Backend>::~CachingAllocator() {
   try {
     detail::LockGuard lock(device_mutex_);  // no other thread may use a dying allocator
-    for (auto& se : events_) {
+    for (auto& se : cross_stream_.queues()) {
       for (auto& pe : se.queue) backend_.release_event(pe.event);
     }
-    for (Segment* s = segments_head_; s != nullptr; s = s->list_next) {
+    for (Segment* s = segment_list_.head(); s != nullptr; s = s->list_next) {
       if (!s->expandable) {
         backend_.free(reinterpret_cast<void*>(s->addr));
         continue;
       }
       if constexpr (VirtualMemoryBackend<Backend>) {
         backend_.synchronize_stream(s->stream);
-        for (const Block* b = s->head; b != nullptr; b = b->next) {
+        for (const Block* b = s->head; b != nullptr; b = b->next()) {
           if (b->mapped) backend_.unmap(s->reservation, b->addr - s->addr, b->size);
         }
         backend_.release(s->reservation);
@@ -119,9 +119,7 @@ bool CachingAllocator<Backend>::set_category(void* ptr, std::uint32_t category, 
 template <DeviceBackend Backend>
 typename CachingAllocator<Backend>::Shard& CachingAllocator<Backend>::shard_slow(Stream s) {
   detail::LockGuard lock(device_mutex_);
-  for (const auto& sh : shards_) {
-    if (sh->stream == s && sh->pool == 0) return *sh;
-  }
+  if (Shard* sh = shards_.find(s); sh != nullptr) return *sh;
   // A new stream. ExclusiveLock takes the device mutex (held here) before the shards, so no
   // exclusive section can miss the new shard's lock.
   return add_shard(s, /*exclusive=*/false);
@@ -133,19 +131,13 @@ template <DeviceBackend Backend>
 typename CachingAllocator<Backend>::Shard& CachingAllocator<Backend>::add_shard(Stream s, bool exclusive,
                                                                                 std::uint32_t pool) {
   auto owned = std::make_unique<Shard>(s, pool);
-  shards_.reserve(shards_.size() + 1);  // what may throw, first
+  shards_.reserve_one();  // what may throw, first
   if (exclusive) {
     ledger_.add_lane_locked(*owned);
   } else {
     ledger_.add_lane(*owned);
   }
-  Shard* sh = shards_.emplace_back(std::move(owned)).get();
-  if (const std::size_t n = fast_count_.load(std::memory_order_relaxed); pool == 0 && n < kFastShards) {
-    fast_shards_[n].store(sh, std::memory_order_relaxed);
-    fast_streams_[n].store(s.id, std::memory_order_relaxed);
-    fast_count_.store(n + 1, std::memory_order_release);
-  }
-  return *sh;
+  return shards_.add(std::move(owned));
 }
 
 template <DeviceBackend Backend>

@@ -19,15 +19,20 @@
 // free blocks sit in shards of their own (stream, pool); while a route is active every allocation
 // takes the slow path, and during capture nothing forbidden is called (that file says how).
 //
-// Data.
+// Data: the facade below owns the parts, each a type with its own fields and invariant.
 //   Segment  one device allocation (or one expandable reservation); all segments form one list
-//            in creation order (segments_head_).
+//            in creation order (segment_list_: segment_list.hpp).
 //   Block    a piece of a segment: allocated (in the pointer map), pending free (waiting for
-//            events, in no index) or free (in its shard's tree); block.hpp.
+//            events, in no index) or free (in its shard's tree); block.hpp. Its links are
+//            private: SegmentChain (segment_chain.hpp) is their only writer.
 //   Shard    one stream's free trees (small, large) and block records, behind the stream's spin
-//            lock; it is also the stream's lane in the stats ledger. Found without a lock.
+//            lock; it is also the stream's lane in the stats ledger. Found without a lock
+//            (shards_: shard_registry.hpp, which also holds the two pools' views).
 //   ptrs_    allocated blocks by address: 256 buckets, each with a spin lock.
+//   cross_stream_  frees waiting for other streams' events, or for a capture to end
+//            (cross_stream_events.hpp).
 //   ledger_  the statistics, peak windows and lifetime totals (stats_ledger.hpp).
+//   pools_   private pools and their routes (private_pools.hpp).
 //
 // Invariants.
 //   Blocks  [v] a segment's blocks tile it exactly, linked by prev/next in address order, head
@@ -49,8 +54,10 @@
 // Events (event_buffer.hpp): a call asks the sinks to prepare (a stack walk) before any lock,
 // buffers events in its shard's lane (slow paths: slow_events_), delivers after every lock.
 //
-// Locks, in the order they are taken (checked by clang's -Wthread-safety where the analysis can
-// follow; ExclusiveLock and StatsLedger::lock_all say where it cannot). One exception: a reader
+// Locks, in the order they are taken. The order of 0, 1, 2 and 5 is declared on the members
+// (ACQUIRED_BEFORE) and checked, with what each lock guards, by clang's thread-safety analysis in
+// every clang build (meson.build); shards and buckets are sets known at run time, which
+// ExclusiveLock (caching_allocator_lock.hpp) and StatsLedger::lock_all take. One exception: a reader
 // holding every shard (with_lock) takes the fold lock -- safe while the ledger is quiescent
 // (StatsLedger::unlock_all says why).
 //   0. events_mutex_     one delivery of events to the sinks at a time; sinks run holding only it.
@@ -77,7 +84,9 @@
 // Delivery of events: caching_allocator_events-inl.hpp. with_lock_then and the views it walks:
 // caching_allocator_locked-inl.hpp. Construction, new shards: caching_allocator-inl.hpp.
 // Expandable segments: caching_allocator_expandable-inl.hpp. Private pools and capture:
-// caching_allocator_pools-inl.hpp.
+// caching_allocator_pools-inl.hpp. The exclusive section's lock: caching_allocator_lock.hpp.
+// Snapshots read the allocator from the history layer: snapshot(allocator), in
+// history/snapshot_builder.hpp.
 //
 // Streams the user destroys: release_stream() (before cudaStreamDestroy) waits for the stream,
 // returns its cached memory and moves its remaining segments to the default stream, so nothing
@@ -98,6 +107,7 @@
 
 #include "gpumemprof/allocator/allocator_config.hpp"
 #include "gpumemprof/allocator/block.hpp"
+#include "gpumemprof/allocator/cross_stream_events.hpp"
 #include "gpumemprof/allocator/event_buffer.hpp"
 #include "gpumemprof/allocator/event_sinks.hpp"
 #include "gpumemprof/allocator/expandable_layout.hpp"
@@ -107,7 +117,10 @@
 #include "gpumemprof/allocator/memory_stats.hpp"
 #include "gpumemprof/allocator/pointer_map.hpp"
 #include "gpumemprof/allocator/private_pools.hpp"
+#include "gpumemprof/allocator/relaxed_capture.hpp"
 #include "gpumemprof/allocator/segment_chain.hpp"
+#include "gpumemprof/allocator/segment_list.hpp"
+#include "gpumemprof/allocator/shard_registry.hpp"
 #include "gpumemprof/allocator/size_policy.hpp"
 #include "gpumemprof/allocator/stats_ledger.hpp"
 #include "gpumemprof/config.hpp"
@@ -119,8 +132,6 @@
 #include "gpumemprof/error.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
-
-struct Snapshot;  // history/snapshot.hpp; CachingAllocator::snapshot() is defined in the history layer
 
 /// Values readable at any time, all of one consistent instant (see gauges()). Byte values in bytes.
 struct AllocatorGauges {
@@ -210,11 +221,6 @@ class CachingAllocator {
   /// Caps reserved memory at `fraction` of the device's total memory (0..1).
   void set_memory_fraction(double fraction);
 
-  /// PyTorch-schema snapshot of segments, blocks and the recorded history: the same as
-  /// gmp::snapshot(*this), defined in gpumemprof/history/snapshot_builder.hpp (included by
-  /// gpumemprof.hpp).
-  [[nodiscard]] Snapshot snapshot() const;
-
   /// Checks every invariant (block tiling, indexes, stats recount); throws std::logic_error
   /// naming the first broken one.
   void validate() const;
@@ -260,27 +266,9 @@ class CachingAllocator {
   template <class F>
   void visit_segments(F&& f) const;
 
-  /// A consistent view of the allocator, valid only inside with_lock().
-  class LockedView {
-   public:
-    /// Visits every segment, in creation order.
-    // Not analysed: a LockedView exists only inside with_lock(), which holds the device mutex.
-    template <class F>
-    void visit_segments(F&& f) const GPUMEMPROF_NO_THREAD_SAFETY_ANALYSIS {
-      for (const Segment* s = a_.segments_head_; s != nullptr; s = s->list_next) a_.for_each_view(*s, f);
-    }
-    [[nodiscard]] const MemoryStats& stats() const noexcept { return stats_; }
-
-   private:
-    friend class CachingAllocator;
-    // The stats are copied once: with every shard held no allocation or free changes them, and
-    // f() then runs without the stats lock, so samplers (gauges(), peak windows) keep reading
-    // while a snapshot is taken.
-    explicit LockedView(const CachingAllocator& a)
-        : a_(a), stats_(a.ledger_.read([](const detail::StatsLedger::State& s) { return s.stats; })) {}
-    const CachingAllocator& a_;
-    MemoryStats stats_;
-  };
+  /// A consistent view of the allocator, valid only inside with_lock(): visit_segments(f) visits
+  /// every segment in creation order, stats() the statistics (caching_allocator_locked-inl.hpp).
+  class LockedView;
   /// Runs `f(const LockedView&)` under the allocator's lock and returns its result: no allocator
   /// event happens meanwhile. `f` must not call the allocator (it would deadlock).
   template <class F>
@@ -300,132 +288,18 @@ class CachingAllocator {
  private:
   using Block = detail::Block;
   using Segment = detail::Segment;
-  using Tree = detail::FreeIndex<Block>;
-  using Records = detail::ObjectPool<Block>;
 
-  // FreeIndex bins cover sizes up to these: small blocks never exceed their 2 MiB segment, and
-  // larger free blocks are few (one tree holds them).
-  static constexpr std::size_t kSmallExact = kSmallBuffer;
-  static constexpr std::size_t kLargeExact = std::size_t{256} << 20;
+  using Shard = detail::Shard;
+  using Pool = detail::ShardPool;
+  using Tree = detail::BlockTree;
+  using Records = detail::BlockRecords;
 
-  // One stream's free structures, behind its lock (the ledger's lane: the lane's lock also
-  // orders the stream's stat records). Created under the device mutex, never destroyed while the
-  // allocator lives (so a Shard& stays valid without a lock). The trees and records are under
-  // `mutex` -- or an exclusive section, which holds every shard: a set the analysis cannot name,
-  // so they carry no GUARDED_BY.
-  struct Shard : detail::StatsLedger::Lane {  // its own lines: two streams never share one
-    explicit Shard(Stream s, std::uint32_t p = 0) : stream(s), pool(p), trees{Tree(kLargeExact), Tree(kSmallExact)} {}
-    Stream stream;
-    std::uint32_t pool;  // private pool index (0: default); private pools' shards are used exclusively
-    Tree trees[2];    // [0] large pool, [1] small pool
-    Records records;  // block records split off and merged away
-    detail::EventLane events;  // this stream's events for the sinks (event_buffer.hpp)
-  };
-  // Creation order; changed under device_mutex_.
-  using Shards = std::vector<std::unique_ptr<Shard>>;
+  // The exclusive section's lock (the device mutex, then every lock of the ledger):
+  // caching_allocator_lock.hpp.
+  class GPUMEMPROF_SCOPED_CAPABILITY ExclusiveLock;
 
-  struct Pool {
-    bool small = false;
-    StatPool stat_pool = StatPool::large_pool;
-    std::atomic<std::uint64_t> free_lookups{0};  // PyTorch's get_free_blocks_call_count (GC ages)
-    const Shards* shards = nullptr;
-
-    // Slow paths only (device mutex held): the free tree of `s` in this pool (of private pool
-    // `p`, when not 0).
-    Tree* find(Stream s, std::uint32_t p = 0) const noexcept {
-      for (const auto& sh : *shards) {
-        if (sh->stream == s && sh->pool == p) return &sh->trees[small];
-      }
-      return nullptr;
-    }
-    // A block's (stream, private pool) always has a shard.
-    Tree& at(Stream s, std::uint32_t p = 0) const noexcept { return *find(s, p); }
-    template <class F>
-    void for_each_tree(F&& f) const {  // the default pool's
-      for (const auto& sh : *shards) {
-        if (sh->pool == 0) f(sh->stream, sh->trees[small]);
-      }
-    }
-    template <class F>
-    void for_each_pool_tree(F&& f) const {  // every pool's: f(private pool index, stream, tree)
-      for (const auto& sh : *shards) f(sh->pool, sh->stream, sh->trees[small]);
-    }
-  };
-
-  // The device mutex, then the ledger's lock_all(): the fold lock, every shard (creation order)
-  // and the stats lock -- nothing else runs. Every journal is folded on entry, so the slow path
-  // reads and writes exact stats (stats_). The analysis sees the device mutex; the shards, a set
-  // known at run time, it cannot see (StatsLedger::lock_all).
-  class GPUMEMPROF_SCOPED_CAPABILITY ExclusiveLock {
-   public:
-    // Not analysed inside (take and give_back); the analysis trusts the annotations.
-    explicit ExclusiveLock(const CachingAllocator& a)
-        GPUMEMPROF_ACQUIRE(a.device_mutex_, a.ledger_.stats_lock()) GPUMEMPROF_NO_THREAD_SAFETY_ANALYSIS
-        : a_(a),
-          stats_(true) {
-      take(false, nullptr);
-    }
-    // For readers only (with_lock), which read the stats through the ledger: the fold lock and
-    // the stats are let go -- no journal grows while every shard is held, so readers meanwhile
-    // fold nothing (the ledger is quiescent) and read the stats.
-    struct ReadersOnly {};
-    ExclusiveLock(const CachingAllocator& a, ReadersOnly)
-        GPUMEMPROF_ACQUIRE(a.device_mutex_) GPUMEMPROF_NO_THREAD_SAFETY_ANALYSIS : a_(a),
-                                                                                   stats_(false) {
-      take(false, nullptr);
-    }
-    ~ExclusiveLock() GPUMEMPROF_RELEASE() GPUMEMPROF_NO_THREAD_SAFETY_ANALYSIS { unlock(); }
-    ExclusiveLock(const ExclusiveLock&) = delete;
-    ExclusiveLock& operator=(const ExclusiveLock&) = delete;
-    // Lets go early (throw_oom, before calling observers). Not annotated RELEASE: callers get the
-    // lock by reference, and the analysis would not know it held.
-    void unlock() noexcept GPUMEMPROF_NO_THREAD_SAFETY_ANALYSIS {
-      if (!held_) return;
-      held_ = false;
-      give_back(false, nullptr);
-    }
-    // Runs f() -- one backend call that may wait -- holding only the device mutex (unless
-    // !keep_device) and `keep_shard`'s lock (if any), and takes the rest back before returning or
-    // throwing. With the device mutex kept, only the free trees of the shards let go, the pointer
-    // map and the stats may have moved meanwhile; without it, anything.
-    template <class F>
-    decltype(auto) released_during(bool keep_device, const Shard* keep_shard, F&& f) {
-      give_back(keep_device, keep_shard);
-      struct Retake {
-        ExclusiveLock& lock;
-        bool device;
-        const Shard* shard;
-        ~Retake() { lock.take(device, shard); }
-      } retake{*this, keep_device, keep_shard};
-      return std::forward<F>(f)();
-    }
-
-   private:
-    // Takes what give_back(device_held, kept) let go: the device mutex first, then the ledger's
-    // locks (a kept shard stays parked meanwhile, and every journal is folded again once all
-    // shards are back: other streams went on meanwhile). Not analysed: the analysis would see a
-    // scoped lock released and taken again inside its own members.
-    void take(bool device_held, const Shard* kept) GPUMEMPROF_NO_THREAD_SAFETY_ANALYSIS {
-      if (!device_held) a_.device_mutex_.lock();
-      a_.ledger_.lock_all(kept, stats_);
-    }
-    void give_back(bool keep_device, const Shard* kept) noexcept GPUMEMPROF_NO_THREAD_SAFETY_ANALYSIS {
-      a_.ledger_.unlock_all(kept, stats_);
-      if (!keep_device) a_.device_mutex_.unlock();
-    }
-    const CachingAllocator& a_;
-    bool stats_;
-    bool held_ = true;
-  };
-
-  struct PendingEvent {
-    Event event;
-    Block* block;
-  };
-  struct StreamEvents {
-    Stream stream;
-    std::deque<PendingEvent> queue;  // in recording order
-  };
+  using PendingEvent = detail::PendingEvent;
+  using StreamEvents = detail::StreamEvents;
 
   // --- hot path helpers ---
   [[nodiscard]] std::size_t round(std::size_t bytes) const noexcept {
@@ -440,14 +314,7 @@ class CachingAllocator {
     Shard* sh = find_fast_shard(s);
     return sh != nullptr ? *sh : shard_slow(s);
   }
-  Shard* find_fast_shard(Stream s) const noexcept {
-    const std::size_t n = fast_count_.load(std::memory_order_acquire);
-    for (std::size_t i = 0; i < n; ++i) {
-      if (fast_streams_[i].load(std::memory_order_relaxed) == s.id)
-        return fast_shards_[i].load(std::memory_order_relaxed);
-    }
-    return nullptr;
-  }
+  Shard* find_fast_shard(Stream s) const noexcept { return shards_.find_fast(s); }
   Shard& shard_slow(Stream s);
   Shard& add_shard(Stream s, bool exclusive, std::uint32_t pool = 0) GPUMEMPROF_REQUIRES(device_mutex_);
   Shard& add_shard_exclusive(Stream s, std::uint32_t pool = 0) GPUMEMPROF_EXCLUSIVE;
@@ -472,7 +339,7 @@ class CachingAllocator {
   // cannot throw. May throw std::bad_alloc: call before changing anything.
   static void reserve_free(Tree& tree, const Block* b) {
     std::size_t merged = b->size;
-    for (const Block* n : {b->prev, b->next}) {
+    for (const Block* n : {b->prev(), b->next()}) {
       if (n != nullptr && n->is_free() && n->mapped == b->mapped) merged += n->size;
     }
     tree.reserve(merged);
@@ -541,11 +408,7 @@ class CachingAllocator {
   void release_expandable_pool(Pool& pool) GPUMEMPROF_EXCLUSIVE;  // PyTorch's release_blocks
   void release_expandable_segment(Segment* s, bool synced) GPUMEMPROF_EXCLUSIVE;
   void rehome_segment(Segment* s, Shard& home) GPUMEMPROF_EXCLUSIVE;
-  // Exclusive; not analysed: grow_expandable calls it from a lambda, which the analysis checks
-  // apart from its caller's locks.
-  void release_reservation(Segment* s) GPUMEMPROF_NO_THREAD_SAFETY_ANALYSIS;
-  void unlink_segment(Segment* s) GPUMEMPROF_EXCLUSIVE;
-  void link_segment(Segment* s) GPUMEMPROF_EXCLUSIVE;
+  void release_reservation(Segment* s) GPUMEMPROF_EXCLUSIVE;
   [[nodiscard]] std::size_t span_of(const Segment& s) const noexcept {
     return s.expandable ? s.reservation.size : s.size;
   }
@@ -564,28 +427,7 @@ class CachingAllocator {
   // without relaxed mode: a route is active, or the backend says `s` captures.
   bool capturing(Stream s) GPUMEMPROF_EXCLUSIVE;
   bool any_capturing() GPUMEMPROF_EXCLUSIVE;  // routes, or the stream of a segment holding an allocated block
-  // While alive, this thread is in relaxed capture mode (c10's CUDAStreamCaptureModeGuard): for
-  // backend calls that may synchronize. A scope, not a lambda: the lock analysis follows it.
-  class RelaxedCapture {
-   public:
-    explicit RelaxedCapture(Backend& b) : b_(b) {
-      if constexpr (CaptureAwareBackend<Backend>) old_ = b.exchange_capture_mode(CaptureMode::relaxed);
-    }
-    ~RelaxedCapture() {
-      if constexpr (CaptureAwareBackend<Backend>) {
-        try {
-          b_.exchange_capture_mode(old_);
-        } catch (...) {  // NOLINT(bugprone-empty-catch): restoring this thread's own mode does not fail
-        }
-      }
-    }
-    RelaxedCapture(const RelaxedCapture&) = delete;
-    RelaxedCapture& operator=(const RelaxedCapture&) = delete;
-
-   private:
-    Backend& b_;
-    CaptureMode old_ = CaptureMode::global;
-  };
+  using RelaxedCapture = detail::RelaxedCapture<Backend>;  // relaxed_capture.hpp
   // The private pool an allocation on `stream` goes to now (0: the default pool).
   std::uint32_t pool_for(Stream stream) GPUMEMPROF_EXCLUSIVE { return pools_.routing() ? pools_.route_for(stream) : 0; }
   // A last resort before OOM: a cached block of a use_on_oom pool.
@@ -644,12 +486,13 @@ class CachingAllocator {
   using EventCall = detail::EventCall<CachingAllocator>;  // at the entry of calls that may cause events
   friend EventCall;
   // Delivers buffered events; unless `wait`, gives up when a lock is busy. No allocator lock held.
-  void deliver_events(bool wait) const;
+  void deliver_events(bool wait) const GPUMEMPROF_EXCLUDES(events_mutex_, device_mutex_);
   // Moves every lane's events to its run (and, with `reserve`, makes room in every lane); the
-  // caller holds the delivery lock and every shard (not analysed: shards are known at run time).
-  void take_all_events(bool reserve = false) const GPUMEMPROF_NO_THREAD_SAFETY_ANALYSIS;
+  // caller holds the delivery lock and the exclusive lock (every shard: a set the analysis cannot
+  // name, so it sees the device mutex only).
+  void take_all_events(bool reserve = false) const GPUMEMPROF_REQUIRES(events_mutex_, device_mutex_);
   // Tells the sinks the taken events stamped before `cut`; the caller holds only the delivery lock.
-  void deliver_taken(std::uint64_t cut) const GPUMEMPROF_NO_THREAD_SAFETY_ANALYSIS;
+  void deliver_taken(std::uint64_t cut) const GPUMEMPROF_REQUIRES(events_mutex_);
   // Changes the sink set between two deliveries: events before go to the old set.
   template <class F>
   decltype(auto) change_sinks(F&& change);
@@ -684,36 +527,31 @@ class CachingAllocator {
   // Guarded by device_mutex_ (and so by ExclusiveLock): the shard list, segments, events, the
   // slow paths' record pools, reserved bytes, the memory fraction, OOM observers. sinks_ and
   // gc_active_ change only exclusively, so any shard lock suffices to read them.
-  mutable detail::Mutex events_mutex_;  // before the device mutex: one delivery at a time
+  // The lock order of the map above, declared (clang checks it with -Wthread-safety-beta): the
+  // delivery lock, the device mutex, then the ledger's (fold lock, shards, stats lock).
+  mutable detail::Mutex events_mutex_ GPUMEMPROF_ACQUIRED_BEFORE(device_mutex_);  // one delivery at a time
   // Every lane, for a delivery (guarded by events_mutex_), and merge scratch.
   mutable std::vector<detail::EventLane*> event_lanes_ GPUMEMPROF_GUARDED_BY(events_mutex_);
   mutable std::vector<Shard*> event_shards_ GPUMEMPROF_GUARDED_BY(events_mutex_);
   mutable std::vector<detail::EventRun*> event_runs_ GPUMEMPROF_GUARDED_BY(events_mutex_);
-  mutable detail::Mutex device_mutex_;  // before every lock of the ledger
-  Shards shards_ GPUMEMPROF_GUARDED_BY(device_mutex_);
-  static constexpr std::size_t kFastShards = 16;
-  std::array<std::atomic<Shard*>, kFastShards> fast_shards_{};  // the first shards, published lock-free
-  // Their streams, scanned by the lookup: read-only lines. (Comparing sh->stream instead reads
-  // each earlier shard's first line, which its owner writes on every operation -- its lock --
-  // and cost 8 threads on their own streams ~0.9 us per pair on the H100 host.)
-  std::array<std::atomic<std::uintptr_t>, kFastShards> fast_streams_{};
-  std::atomic<std::size_t> fast_count_{0};
+  mutable detail::Mutex device_mutex_ GPUMEMPROF_ACQUIRED_BEFORE(ledger_.stats_lock());  // before the ledger's
+  // The shards (shard_registry.hpp): the list changes under device_mutex_; the first ones are
+  // found without a lock (find_fast), which the analysis cannot see: the registry carries no
+  // GUARDED_BY, and the writers below hold the device mutex.
+  detail::ShardRegistry shards_;
   Pool small_;
   Pool large_;
   // Allocated blocks by address. 256 buckets: threads on different streams rarely share one.
   detail::LockedShards<detail::PointerMap<Block>, 256> ptrs_;
   Records block_records_ GPUMEMPROF_GUARDED_BY(device_mutex_);
-  detail::ObjectPool<Segment> segment_records_ GPUMEMPROF_GUARDED_BY(device_mutex_);
-  Segment* segments_head_ GPUMEMPROF_GUARDED_BY(device_mutex_) = nullptr;  // all segments, creation order
-  Segment* segments_tail_ GPUMEMPROF_GUARDED_BY(device_mutex_) = nullptr;
-  std::vector<StreamEvents> events_ GPUMEMPROF_GUARDED_BY(device_mutex_);
+  detail::SegmentList segment_list_ GPUMEMPROF_GUARDED_BY(device_mutex_);        // all segments, creation order
+  detail::CrossStreamEvents cross_stream_ GPUMEMPROF_GUARDED_BY(device_mutex_);  // cross_stream_events.hpp
   // Written exclusively; read by the hot path, which takes the slow path unless it is 0: the
   // events waiting (queued and deferred), plus kRouteUnit per active route to a private pool --
   // so routing costs the hot path nothing (PyTorch takes its one lock for every malloc).
   std::atomic<std::size_t> pending_events_{0};
   static constexpr std::size_t kRouteUnit = std::size_t{1} << 40;
   detail::PrivatePools pools_ GPUMEMPROF_GUARDED_BY(device_mutex_);
-  std::vector<Block*> deferred_ GPUMEMPROF_GUARDED_BY(device_mutex_);    // frees waiting for capture to end
   std::size_t total_reserved_ GPUMEMPROF_GUARDED_BY(device_mutex_) = 0;  // bytes held from the device
   std::size_t reserving_ GPUMEMPROF_GUARDED_BY(device_mutex_) = 0;       // bytes of new segments in backend mallocs now
   std::optional<std::size_t> allowed_max_ GPUMEMPROF_GUARDED_BY(device_mutex_);  // set_memory_fraction
@@ -737,6 +575,7 @@ GPUMEMPROF_NAMESPACE_END
 // the member bodies come from the compiled library (CachingAllocator<AnyBackend>, declared
 // `extern template` in default_allocator.hpp); only the hot path (inlined) and the member
 // templates that callers instantiate stay.
+#include "gpumemprof/allocator/caching_allocator_lock.hpp"
 #ifndef GPUMEMPROF_COMPILED_LIB
 #include "gpumemprof/allocator/caching_allocator-inl.hpp"
 #include "gpumemprof/allocator/caching_allocator_expandable-inl.hpp"

@@ -12,30 +12,29 @@
 
 GPUMEMPROF_NAMESPACE_BEGIN
 
-// Not analysed: the locks are taken conditionally (try_lock unless `wait`) and the shards, a set
-// known at run time, one at a time.
+// The locks are taken conditionally (try_lock unless `wait`), then held by guards that adopt them.
 template <DeviceBackend Backend>
-void CachingAllocator<Backend>::deliver_events(bool wait) const GPUMEMPROF_NO_THREAD_SAFETY_ANALYSIS {
-  std::unique_lock<detail::Mutex> delivery(events_mutex_, std::defer_lock);
+void CachingAllocator<Backend>::deliver_events(bool wait) const {
   if (wait) {
-    delivery.lock();
-  } else if (!delivery.try_lock()) {
+    events_mutex_.lock();
+  } else if (!events_mutex_.try_lock()) {
     return;  // another delivery runs: it or the next takes these events
   }
+  detail::LockGuard delivery(events_mutex_, detail::adopt_lock);
   // Every event stamped before the cut is in its lane once that lane's lock is taken after it.
   const std::uint64_t cut = detail::stamp_fenced();
   {
-    std::unique_lock<detail::Mutex> device(device_mutex_, std::defer_lock);
     if (wait) {
-      device.lock();
-    } else if (!device.try_lock()) {
+      device_mutex_.lock();
+    } else if (!device_mutex_.try_lock()) {
       return;  // a slow path runs: the next delivery
     }
+    detail::LockGuard device(device_mutex_, detail::adopt_lock);
     try {  // allocates only while the lists grow (new streams)
       event_lanes_.clear();
       event_shards_.clear();
       event_lanes_.push_back(&slow_events_);
-      for (const auto& sh : shards_) {
+      for (const auto& sh : shards_.all()) {
         event_lanes_.push_back(&sh->events);
         event_shards_.push_back(sh.get());
       }
@@ -58,7 +57,7 @@ void CachingAllocator<Backend>::take_all_events(bool reserve) const {
   slow_events_.take();
   event_lanes_.clear();
   event_lanes_.push_back(&slow_events_);
-  for (const auto& sh : shards_) {
+  for (const auto& sh : shards_.all()) {
     sh->events.take();
     event_lanes_.push_back(&sh->events);
   }
@@ -85,7 +84,7 @@ decltype(auto) CachingAllocator<Backend>::change_sinks(F&& change) {
     take_all_events();
   }
   deliver_taken(std::numeric_limits<std::uint64_t>::max());  // to the sinks they happened under
-  auto set_active = [this] {
+  auto set_active = [this]() GPUMEMPROF_REQUIRES(events_mutex_) {
     ExclusiveLock lock(*this, typename ExclusiveLock::ReadersOnly{});
     take_all_events(/*reserve=*/sinks_.count() != 0);  // may throw: stays inactive
     sinks_.set_active(sinks_.count() != 0);

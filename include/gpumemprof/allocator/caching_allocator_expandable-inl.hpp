@@ -70,7 +70,8 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::map_growth
     place = detail::GrowthPlace{segs.size() - 1, 0, 0};
   }
   Segment* seg = segs[place->segment];
-  auto fail = [&]() -> Block* {  // a reservation made for nothing goes back at once
+  auto fail = [&]() GPUMEMPROF_REQUIRES(
+                  device_mutex_, ledger_.stats_lock()) -> Block* {  // a reservation made for nothing goes back at once
     if (!seg->head->is_split() && !seg->head->mapped) release_reservation(seg);
     if constexpr (VirtualMemoryBackend<Backend>) backend_.release_spare_pages();
     return nullptr;
@@ -106,7 +107,7 @@ template <DeviceBackend Backend>
 typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::expandable_best_fit(const Tree& tree,
                                                                                           Block* b) noexcept {
   const auto reach = [](const Block* x) noexcept {
-    return x->size + (x->next != nullptr && !x->next->mapped ? x->next->size : 0);
+    return x->size + (x->next() != nullptr && !x->next()->mapped ? x->next()->size : 0);
   };
   for (Block* n = tree.next(b); n != nullptr && reach(n) < reach(b); n = tree.next(b)) b = n;
   return b;
@@ -156,7 +157,7 @@ void CachingAllocator<Backend>::plan_segment(const Segment& s, detail::PlannedSe
   into.base = s.addr;
   into.end = s.addr + s.reservation.size;
   into.blocks.clear();
-  for (const Block* b = s.head; b != nullptr; b = b->next) {
+  for (const Block* b = s.head; b != nullptr; b = b->next()) {
     into.blocks.push_back({b->addr, b->size, b->mapped, b->is_free()});
   }
 }
@@ -167,7 +168,7 @@ detail::ExpandableLayout& CachingAllocator<Backend>::refresh_layout() {
   layout_.page = page_;
   layout_segments_.clear();
   std::size_t n = 0;
-  for (Segment* s = segments_head_; s != nullptr; s = s->list_next) {
+  for (Segment* s = segment_list_.head(); s != nullptr; s = s->list_next) {
     if (!s->expandable) continue;
     if (n == layout_.segments.size()) layout_.segments.emplace_back();
     plan_segment(*s, layout_.segments[n++]);
@@ -181,7 +182,7 @@ template <DeviceBackend Backend>
 typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::block_at(const Segment& s,
                                                                                std::uintptr_t addr) const {
   Block* b = s.head;
-  while (b->addr + b->size <= addr) b = b->next;
+  while (b->addr + b->size <= addr) b = b->next();
   return b;
 }
 
@@ -208,18 +209,18 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::new_reserv
     const std::size_t total = backend_.mem_get_info().total;
     const std::size_t page = page_of(pool.small);
     const std::size_t bytes = (total + total / 8 + page - 1) / page * page;
-    Segment* s = segment_records_.get();
+    Segment* s = segment_list_.make();
     Block* b = nullptr;
     try {
       b = block_records_.get();
     } catch (...) {
-      segment_records_.put(s);
+      segment_list_.recycle(s);
       throw;
     }
     const Reservation r = backend_.reserve(bytes);
     if (r.size == 0) {
       block_records_.put(b);
-      segment_records_.put(s);
+      segment_list_.recycle(s);
       return nullptr;
     }
     s->addr = r.base;
@@ -229,7 +230,7 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::new_reserv
     s->expandable = true;
     s->reservation = r;
     detail::SegmentChain::start(*s, b, r.size, /*mapped=*/false);  // one hole: the whole range
-    link_segment(s);
+    segment_list_.link(s);
     return b;
   } else {
     (void)pool;
@@ -243,7 +244,7 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::map_block(
   Segment* s = hole->segment;
   // First: nothing throws once mapped. The mapped block merges with free mapped neighbours.
   std::size_t merged = bytes;
-  for (const Block* n : {hole->prev, bytes < hole->size ? nullptr : hole->next}) {
+  for (const Block* n : {hole->prev(), bytes < hole->size ? nullptr : hole->next()}) {
     if (n != nullptr && n->is_free() && n->mapped) merged += n->size;
   }
   pool_of(hole).at(hole->stream).reserve(merged);
@@ -263,8 +264,8 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::map_block(
   const std::uint64_t context = new_context();
   notify(slow_events_, TraceAction::segment_map, hole->addr, bytes, hole->stream, context);
   if (s->context == 0) s->context = context;
-  try_merge(hole, hole->prev, pool);
-  try_merge(hole, hole->next, pool);
+  try_merge(hole, hole->prev(), pool);
+  try_merge(hole, hole->next(), pool);
   insert_free(pool, hole);
   return hole;
 }
@@ -298,14 +299,14 @@ void CachingAllocator<Backend>::unmap_pages(Block* b, std::uintptr_t addr, std::
   stat_sub(stats_.reserved_bytes, pool.stat_pool, static_cast<std::int64_t>(bytes));
   ++stats_.num_device_free;
   notify(slow_events_, TraceAction::segment_unmap, addr, bytes, b->stream, s->context);
-  try_merge(b, b->prev, pool);  // holes merge with holes only
-  try_merge(b, b->next, pool);
+  try_merge(b, b->prev(), pool);  // holes merge with holes only
+  try_merge(b, b->next(), pool);
 }
 
 template <DeviceBackend Backend>
 void CachingAllocator<Backend>::release_expandable() {
   if (compacting_) {
-    for (Segment* s = segments_head_; s != nullptr;) {
+    for (Segment* s = segment_list_.head(); s != nullptr;) {
       Segment* next = s->list_next;
       if (s->expandable) release_expandable_segment(s, /*synced=*/false);
       s = next;
@@ -362,9 +363,9 @@ void CachingAllocator<Backend>::release_expandable_segment(Segment* s, bool sync
 template <DeviceBackend Backend>
 void CachingAllocator<Backend>::release_reservation(Segment* s) {
   if constexpr (VirtualMemoryBackend<Backend>) backend_.release(s->reservation);
-  unlink_segment(s);
+  segment_list_.unlink(s);
   block_records_.put(detail::SegmentChain::finish(*s));
-  segment_records_.put(s);
+  segment_list_.recycle(s);
 }
 
 GPUMEMPROF_NAMESPACE_END

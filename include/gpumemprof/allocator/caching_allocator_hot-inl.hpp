@@ -184,7 +184,7 @@ detail::StatRecord CachingAllocator<Backend>::free_block(Tree& tree, Records& re
   c.pool = pool.stat_pool;
   c.is_free = true;
   c.expandable = b->segment->expandable;
-  for (Block* neighbour : {b->prev, b->next}) {
+  for (Block* neighbour : {b->prev(), b->next()}) {
     if (const std::size_t subsumed = try_merge(b, neighbour, tree, records); subsumed != 0) {
       c.inactive_blocks -= 1;
       c.inactive_bytes -= static_cast<std::int64_t>(subsumed);

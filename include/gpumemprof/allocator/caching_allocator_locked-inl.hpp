@@ -12,11 +12,34 @@
 
 GPUMEMPROF_NAMESPACE_BEGIN
 
+// A consistent view of the allocator, valid only inside with_lock().
+template <DeviceBackend Backend>
+class CachingAllocator<Backend>::LockedView {
+ public:
+  /// Visits every segment, in creation order.
+  // Not analysed: a LockedView exists only inside with_lock(), which holds the device mutex.
+  template <class F>
+  void visit_segments(F&& f) const GPUMEMPROF_NO_THREAD_SAFETY_ANALYSIS {
+    for (const Segment* s = a_.segment_list_.head(); s != nullptr; s = s->list_next) a_.for_each_view(*s, f);
+  }
+  [[nodiscard]] const MemoryStats& stats() const noexcept { return stats_; }
+
+ private:
+  friend class CachingAllocator;
+  // The stats are copied once: with every shard held no allocation or free changes them, and
+  // f() then runs without the stats lock, so samplers (gauges(), peak windows) keep reading
+  // while a snapshot is taken.
+  explicit LockedView(const CachingAllocator& a)
+      : a_(a), stats_(a.ledger_.read([](const detail::StatsLedger::State& s) { return s.stats; })) {}
+  const CachingAllocator& a_;
+  MemoryStats stats_;
+};
+
 template <DeviceBackend Backend>
 template <class F, class G>
 decltype(auto) CachingAllocator<Backend>::with_lock_then(F&& f, G&& then) const {
   detail::LockGuard delivery(events_mutex_);
-  auto seen = [&] {
+  auto seen = [&]() GPUMEMPROF_REQUIRES(events_mutex_) {
     ExclusiveLock lock(*this, typename ExclusiveLock::ReadersOnly{});
     take_all_events();
     return std::forward<F>(f)(LockedView(*this));
@@ -31,7 +54,7 @@ void CachingAllocator<Backend>::for_each_view(const Segment& s, F&& f) const {
   const Block* b = s.head;
   while (b != nullptr) {
     if (!b->mapped) {
-      b = b->next;
+      b = b->next();
       continue;
     }
     SegmentView v;  // a plain segment, or one run of mapped pages of an expandable one
@@ -41,7 +64,7 @@ void CachingAllocator<Backend>::for_each_view(const Segment& s, F&& f) const {
     v.is_expandable = s.expandable;
     v.pool_id = {s.pool_id[0], s.pool_id[1]};
     v.context = s.context;
-    for (; b != nullptr && b->mapped; b = b->next) {
+    for (; b != nullptr && b->mapped; b = b->next()) {
       v.size += b->size;
       v.blocks.push_back(view_of(*b));
     }

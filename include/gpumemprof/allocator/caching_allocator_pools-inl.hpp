@@ -126,12 +126,12 @@ bool CachingAllocator<Backend>::any_capturing() {
       return backend_.is_capturing(s);
     };
     auto holds_allocated = [](const Segment* seg) {
-      for (const Block* b = seg->head; b != nullptr; b = b->next) {
+      for (const Block* b = seg->head; b != nullptr; b = b->next()) {
         if (b->allocated) return true;
       }
       return false;
     };
-    for (Segment* s = segments_head_; s != nullptr; s = s->list_next) {
+    for (Segment* s = segment_list_.head(); s != nullptr; s = s->list_next) {
       if (holds_allocated(s) && check(s->stream)) return true;
     }
   }
@@ -154,17 +154,17 @@ bool CachingAllocator<Backend>::defer_while_capturing(Block* b) {
   bool capture = capturing(b->stream);
   for (std::size_t i = 0; !capture && i < b->stream_uses->size(); ++i) capture = capturing((*b->stream_uses)[i]);
   if (!capture) return false;
-  deferred_.reserve(deferred_.size() + 1);  // what may throw, first
-  b->event_count = 1;                       // pending free, held by the deferral
+  cross_stream_.reserve_deferred();  // what may throw, first
+  b->event_count = 1;                // pending free, held by the deferral
   ++pending_events_;
-  deferred_.push_back(b);
+  cross_stream_.defer(b);
   return true;
 }
 
 template <DeviceBackend Backend>
 void CachingAllocator<Backend>::flush_deferred() {
-  for (std::size_t i = 0; i < deferred_.size();) {
-    Block* b = deferred_[i];
+  for (std::size_t i = 0; i < cross_stream_.deferred().size();) {
+    Block* b = cross_stream_.deferred()[i];
     bool capture = capturing(b->stream);
     for (std::size_t j = 0; !capture && j < b->stream_uses->size(); ++j) capture = capturing((*b->stream_uses)[j]);
     if (capture) {
@@ -175,14 +175,14 @@ void CachingAllocator<Backend>::flush_deferred() {
       reserve_free(pool_of(b).at(b->stream, b->pool), b);
       b->event_count = 0;
       --pending_events_;
-      deferred_.erase(deferred_.begin() + static_cast<std::ptrdiff_t>(i));
+      cross_stream_.undefer(i);
       free_block_exclusive(b);
       continue;
     }
     insert_events(b);  // may throw: then b stays deferred, unchanged
     --b->event_count;  // the deferral's hold; the events recorded now hold it instead
     --pending_events_;
-    deferred_.erase(deferred_.begin() + static_cast<std::ptrdiff_t>(i));
+    cross_stream_.undefer(i);
   }
 }
 
@@ -192,11 +192,11 @@ PoolStats CachingAllocator<Backend>::pool_stats_locked(std::uint32_t index) cons
   PoolStats st;
   st.id = e.id;
   st.use_count = e.use_count;
-  for (const Segment* s = segments_head_; s != nullptr; s = s->list_next) {
+  for (const Segment* s = segment_list_.head(); s != nullptr; s = s->list_next) {
     if (s->pool != index) continue;
     ++st.segments;
     st.reserved_bytes += static_cast<std::int64_t>(s->size);
-    for (const Block* b = s->head; b != nullptr; b = b->next) {
+    for (const Block* b = s->head; b != nullptr; b = b->next()) {
       if (b->allocated) {
         ++st.allocations;
         st.allocated_bytes += static_cast<std::int64_t>(b->size);

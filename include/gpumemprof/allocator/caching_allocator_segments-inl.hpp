@@ -69,7 +69,7 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::new_segmen
   if (allowed_max_ && total_reserved_ + reserving_ + segment_bytes > *allowed_max_) return nullptr;
   // Take the records and the tree's room first: once the device memory is ours, nothing may throw.
   shard.trees[pool.small].reserve(segment_bytes);
-  Segment* s = segment_records_.get();
+  Segment* s = segment_list_.make();
   Block* b = nullptr;
   void* p = nullptr;
   reserving_ += segment_bytes;
@@ -85,13 +85,13 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::new_segmen
   } catch (...) {
     reserving_ -= segment_bytes;
     if (b != nullptr) block_records_.put(b);
-    segment_records_.put(s);
+    segment_list_.recycle(s);
     throw;
   }
   reserving_ -= segment_bytes;
   if (p == nullptr) {
     block_records_.put(b);
-    segment_records_.put(s);
+    segment_list_.recycle(s);
     return nullptr;
   }
   s->addr = reinterpret_cast<std::uintptr_t>(p);
@@ -106,7 +106,7 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::new_segmen
     ++pools_.at(shard.pool).segments;
   }
   detail::SegmentChain::start(*s, b, segment_bytes, /*mapped=*/true);
-  link_segment(s);
+  segment_list_.link(s);
   total_reserved_ += segment_bytes;
   stat_add(stats_.segment, pool.stat_pool, 1);
   stat_add(stats_.reserved_bytes, pool.stat_pool, static_cast<std::int64_t>(segment_bytes));
@@ -141,27 +141,13 @@ void CachingAllocator<Backend>::forget_segment(Block* whole) {
   stat_sub(stats_.reserved_bytes, pool.stat_pool, static_cast<std::int64_t>(s->size));
   if (s->size >= cfg_.max_split_size) stats_.oversize_segments.decrease(1);
   ++stats_.num_device_free;
-  unlink_segment(s);
+  segment_list_.unlink(s);
   if (const std::uint32_t p = s->pool; p != 0) {
     --pools_.at(p).segments;
     pools_.forget_if_unused(p);
   }
   block_records_.put(detail::SegmentChain::finish(*s));
-  segment_records_.put(s);
-}
-
-template <DeviceBackend Backend>
-void CachingAllocator<Backend>::link_segment(Segment* s) {
-  s->list_prev = segments_tail_;
-  s->list_next = nullptr;
-  (segments_tail_ != nullptr ? segments_tail_->list_next : segments_head_) = s;
-  segments_tail_ = s;
-}
-
-template <DeviceBackend Backend>
-void CachingAllocator<Backend>::unlink_segment(Segment* s) {
-  (s->list_prev != nullptr ? s->list_prev->list_next : segments_head_) = s->list_next;
-  (s->list_next != nullptr ? s->list_next->list_prev : segments_tail_) = s->list_prev;
+  segment_list_.recycle(s);
 }
 
 template <DeviceBackend Backend>
@@ -271,22 +257,14 @@ void CachingAllocator<Backend>::garbage_collect_cached_blocks() {
 template <DeviceBackend Backend>
 void CachingAllocator<Backend>::insert_events(Block* b) {
   const std::vector<Stream>& uses = *b->stream_uses;
-  std::vector<StreamEvents>* events = &events_;  // for the lambda, which the analysis checks alone
-  auto queue_of = [events](Stream s) {
-    return std::find_if(events->begin(), events->end(), [s](const StreamEvents& se) { return se.stream == s; });
-  };
   std::size_t done = 0;
   try {
     for (; done < uses.size(); ++done) {
       const Stream s = uses[done];
-      auto it = queue_of(s);
-      if (it == events_.end()) {  // an empty queue is harmless: process_events drops it
-        events_.push_back(StreamEvents{s, {}});
-        it = std::prev(events_.end());
-      }
+      std::deque<PendingEvent>& queue = cross_stream_.queue_of(s);
       const Event e = backend_.record_event(s);
       try {
-        it->queue.push_back({e, b});
+        queue.push_back({e, b});
       } catch (...) {
         backend_.release_event(e);
         throw;
@@ -296,7 +274,7 @@ void CachingAllocator<Backend>::insert_events(Block* b) {
     }
   } catch (...) {  // take back the events recorded so far (each the last of its queue): no change
     for (std::size_t i = done; i-- > 0;) {
-      auto& q = queue_of(uses[i])->queue;
+      auto& q = cross_stream_.find(uses[i])->queue;
       backend_.release_event(q.back().event);
       q.pop_back();
       --b->event_count;
@@ -309,10 +287,11 @@ void CachingAllocator<Backend>::insert_events(Block* b) {
 
 template <DeviceBackend Backend>
 void CachingAllocator<Backend>::process_events() {
-  if (!deferred_.empty()) flush_deferred();
+  if (!cross_stream_.deferred().empty()) flush_deferred();
   // Per stream, in recording order, stop at the first event not yet complete; a stream that
   // captures now is left alone (its events wait for the capture to end).
-  for (auto it = events_.begin(); it != events_.end();) {
+  auto& queues = cross_stream_.queues();
+  for (auto it = queues.begin(); it != queues.end();) {
     auto& q = it->queue;
     if (!q.empty() && capturing(it->stream)) {
       ++it;
@@ -327,17 +306,18 @@ void CachingAllocator<Backend>::process_events() {
       --pending_events_;
       if (--pe.block->event_count == 0) free_block_exclusive(pe.block);
     }
-    it = q.empty() ? events_.erase(it) : std::next(it);
+    it = q.empty() ? queues.erase(it) : std::next(it);
   }
 }
 
 template <DeviceBackend Backend>
 void CachingAllocator<Backend>::synchronize_and_free_events() {
   ++stats_.num_sync_all_streams;
-  if (!deferred_.empty()) flush_deferred();
-  while (!events_.empty()) {
-    synchronize_queue(events_.front().queue);
-    events_.erase(events_.begin());
+  if (!cross_stream_.deferred().empty()) flush_deferred();
+  auto& queues = cross_stream_.queues();
+  while (!queues.empty()) {
+    synchronize_queue(queues.front().queue);
+    queues.erase(queues.begin());
   }
 }
 
@@ -371,15 +351,13 @@ void CachingAllocator<Backend>::release_stream(Stream stream) {
     backend_.synchronize_event(done);
     backend_.release_event(done);
     // 2. Its pending events complete; the blocks that waited for them are freed.
-    if (auto it = std::find_if(events_.begin(), events_.end(),
-                               [stream](const StreamEvents& se) { return se.stream == stream; });
-        it != events_.end()) {
-      synchronize_queue(it->queue);
-      events_.erase(it);
+    if (StreamEvents* q = cross_stream_.find(stream); q != nullptr) {
+      synchronize_queue(q->queue);
+      cross_stream_.erase(stream);
     }
     // 3. Live blocks of other streams forget their uses on it (that work is done).
-    for (Segment* s = segments_head_; s != nullptr; s = s->list_next) {
-      for (Block* b = s->head; b != nullptr; b = b->next) {
+    for (Segment* s = segment_list_.head(); s != nullptr; s = s->list_next) {
+      for (Block* b = s->head; b != nullptr; b = b->next()) {
         if (b->stream_uses == nullptr) continue;
         auto& uses = *b->stream_uses;
         uses.erase(std::remove(uses.begin(), uses.end(), stream), uses.end());
@@ -389,7 +367,7 @@ void CachingAllocator<Backend>::release_stream(Stream stream) {
     // 5. Its segments that still hold allocated or pending blocks move to the default stream,
     //    free blocks included, so later frees, reuse and page moves never name the handle again
     //    and a new stream with the same handle starts with nothing.
-    for (Segment* s = segments_head_; s != nullptr;) {
+    for (Segment* s = segment_list_.head(); s != nullptr;) {
       Segment* next = s->list_next;
       if (s->stream == stream) {
         if (s->expandable) {
@@ -403,7 +381,7 @@ void CachingAllocator<Backend>::release_stream(Stream stream) {
     if constexpr (VirtualMemoryBackend<Backend>) {
       if (expandable_) backend_.release_spare_pages();
     }
-    for (Segment* s = segments_head_; s != nullptr; s = s->list_next) {
+    for (Segment* s = segment_list_.head(); s != nullptr; s = s->list_next) {
       if (s->stream != stream) continue;
       rehome_segment(s, add_shard_exclusive(Stream{}, s->pool));
     }
@@ -417,10 +395,10 @@ void CachingAllocator<Backend>::rehome_segment(Segment* s, Shard& home) {
   Pool& pool = s->small_pool ? small_ : large_;
   Tree& from = pool.at(s->stream, s->pool);
   Tree& to = home.trees[pool.small];
-  for (const Block* b = s->head; b != nullptr; b = b->next) {  // first: nothing throws below
+  for (const Block* b = s->head; b != nullptr; b = b->next()) {  // first: nothing throws below
     if (b->mapped && b->is_free()) to.reserve(b->size);
   }
-  for (Block* b = s->head; b != nullptr; b = b->next) {
+  for (Block* b = s->head; b != nullptr; b = b->next()) {
     const bool in_tree = b->mapped && b->is_free();
     if (in_tree) from.erase(b);
     b->stream = home.stream;
@@ -434,7 +412,7 @@ void CachingAllocator<Backend>::rehome_segment(Segment* s, Shard& home) {
 template <DeviceBackend Backend>
 typename CachingAllocator<Backend>::Shard& CachingAllocator<Backend>::add_shard_exclusive(Stream s,
                                                                                           std::uint32_t pool) {
-  for (const auto& sh : shards_) {
+  for (const auto& sh : shards_.all()) {
     if (sh->stream == s && sh->pool == pool) return *sh;
   }
   return add_shard(s, /*exclusive=*/true, pool);  // taken, with every other shard

@@ -41,9 +41,9 @@ void CachingAllocator<Backend>::throw_invalid_pointer(const void* ptr, const cha
   char where[32];
   std::snprintf(where, sizeof where, "%p", ptr);
   std::string why = "it was not allocated by this allocator (a foreign pointer)";
-  for (const Segment* s = segments_head_; s != nullptr; s = s->list_next) {
+  for (const Segment* s = segment_list_.head(); s != nullptr; s = s->list_next) {
     if (addr < s->addr || addr >= s->addr + span_of(*s)) continue;
-    for (const Block* b = s->head; b != nullptr; b = b->next) {
+    for (const Block* b = s->head; b != nullptr; b = b->next()) {
       if (addr < b->addr || addr >= b->addr + b->size) continue;
       if (b->allocated) {
         why = "it points " + std::to_string(addr - b->addr) + " bytes inside an allocation of " +
@@ -131,7 +131,7 @@ void CachingAllocator<Backend>::validate_locked() const {
   std::size_t reserved = 0;
   const Segment* prev_seg = nullptr;
   std::vector<std::size_t> pool_segments(pools_.size(), 0);
-  for (const Segment* s = segments_head_; s != nullptr; prev_seg = s, s = s->list_next) {
+  for (const Segment* s = segment_list_.head(); s != nullptr; prev_seg = s, s = s->list_next) {
     if (s->list_prev != prev_seg) fail("segment list back link");
     if (s->pool >= pools_.size() || (s->pool != 0 && (!pools_.at(s->pool).live || s->expandable))) {
       fail("a segment of a private pool that does not exist (or an expandable one)");
@@ -151,7 +151,7 @@ void CachingAllocator<Backend>::validate_locked() const {
     if (const char* broken = detail::SegmentChain::check_links(*s, span_of(*s)); broken != nullptr) fail(broken);
     std::size_t mapped = 0;
     const Block* before = nullptr;
-    for (const Block* b = s->head; b != nullptr; before = b, b = b->next) {
+    for (const Block* b = s->head; b != nullptr; before = b, b = b->next()) {
       if (b->mapped) mapped += b->size;
       if (!b->mapped) {  // a hole of an expandable segment
         if (!s->expandable) fail("unmapped block in a segment that is not expandable");
@@ -202,7 +202,7 @@ void CachingAllocator<Backend>::validate_locked() const {
     }
     if (mapped != s->size) fail("a segment's size is not its mapped bytes");
   }
-  if (prev_seg != segments_tail_) fail("segment list tail");
+  if (prev_seg != segment_list_.tail()) fail("segment list tail");
   if (reserved != total_reserved_) fail("reserved byte count");
   std::size_t mapped_pointers = 0;
   ptrs_.for_each([&mapped_pointers](const detail::PointerMap<Block>& m) { mapped_pointers += m.size(); });
@@ -222,21 +222,22 @@ void CachingAllocator<Backend>::validate_locked() const {
   }
   if (tree_nodes != free_blocks) fail("free trees hold blocks that are not in any segment");
   std::size_t queued = 0;
-  for (const auto& se : events_) {
+  for (const auto& se : cross_stream_.queues()) {
     for (const auto& pe : se.queue) {
       ++queued;
       if (pe.block->allocated || pe.block->event_count == 0)
         fail("an event waits for a block that is not pending free");
     }
   }
-  for (const Block* b : deferred_) {
+  for (const Block* b : cross_stream_.deferred()) {
     // (its uses may all be gone: release_stream takes them; the next process_events frees it)
     if (b->allocated || b->event_count != 1 || b->stream_uses == nullptr) {
       fail("a deferred free is not a pending block that waits for its events");
     }
   }
-  if (queued + deferred_.size() != events_waiting()) fail("pending event count");
-  if (pending_blocks > queued + deferred_.size()) fail("pending-free blocks without events");
+  const std::size_t deferred = cross_stream_.deferred().size();
+  if (queued + deferred != events_waiting()) fail("pending event count");
+  if (pending_blocks > queued + deferred) fail("pending-free blocks without events");
   std::size_t routes = 0;
   for (std::uint32_t i = 1; i < pools_.size(); ++i) {
     const auto& e = pools_.at(i);

@@ -1,8 +1,8 @@
 // Layer 2: the one place that edits a segment's chain of blocks -- the prev/next links of
 // Block, Segment::head, and the addresses and sizes the links order.
 //
-// A segment's blocks tile it in address order: head first (head->prev == nullptr, head->addr ==
-// segment addr), each block's next starts where it ends, next->prev points back, the last one
+// A segment's blocks tile it in address order: head first (head->prev_ == nullptr, head->addr ==
+// segment addr), each block's next starts where it ends, next->prev_ points back, the last one
 // ends at the segment's end (its reservation's end for an expandable segment). Every operation
 // below keeps that, and only these operations change links; the allocator decides *what* to
 // split, merge, punch or fill (policy, trees, stats, records, the device) and calls them.
@@ -45,7 +45,7 @@ class SegmentChain {
   [[nodiscard]] static Block* finish(Segment& s) noexcept {
     Block* b = s.head;
     if constexpr (kChecked) {
-      expect(b != nullptr && b->prev == nullptr && b->next == nullptr && b->segment == &s,
+      expect(b != nullptr && b->prev_ == nullptr && b->next_ == nullptr && b->segment == &s,
              "finish: a segment given back holds more than one block", b);
     }
     s.head = nullptr;
@@ -59,10 +59,10 @@ class SegmentChain {
     copy_place(piece, b);
     piece->addr = b->addr;
     piece->size = bytes;
-    piece->prev = b->prev;
-    (b->prev != nullptr ? b->prev->next : b->segment->head) = piece;
-    piece->next = b;
-    b->prev = piece;
+    piece->prev_ = b->prev_;
+    (b->prev_ != nullptr ? b->prev_->next_ : b->segment->head) = piece;
+    piece->next_ = b;
+    b->prev_ = piece;
     b->addr += bytes;
     b->size -= bytes;
   }
@@ -74,10 +74,10 @@ class SegmentChain {
     copy_place(piece, b);
     piece->addr = b->addr + keep;
     piece->size = b->size - keep;
-    piece->prev = b;
-    piece->next = b->next;
-    if (b->next != nullptr) b->next->prev = piece;
-    b->next = piece;
+    piece->prev_ = b;
+    piece->next_ = b->next_;
+    if (b->next_ != nullptr) b->next_->prev_ = piece;
+    b->next_ = piece;
     b->size = keep;
   }
 
@@ -86,17 +86,17 @@ class SegmentChain {
   static std::size_t merge(Block* dst, Block* src) noexcept {
     if constexpr (kChecked) check_merge(dst, src);
     const std::size_t absorbed = src->size;
-    if (dst->prev == src) {  // [src dst]
+    if (dst->prev_ == src) {  // [src dst]
       dst->addr = src->addr;
-      dst->prev = src->prev;
-      if (dst->prev != nullptr) {
-        dst->prev->next = dst;
+      dst->prev_ = src->prev_;
+      if (dst->prev_ != nullptr) {
+        dst->prev_->next_ = dst;
       } else {
         dst->segment->head = dst;
       }
     } else {  // [dst src]
-      dst->next = src->next;
-      if (dst->next != nullptr) dst->next->prev = dst;
+      dst->next_ = src->next_;
+      if (dst->next_ != nullptr) dst->next_->prev_ = dst;
     }
     dst->size += absorbed;
     return absorbed;
@@ -135,10 +135,10 @@ class SegmentChain {
   /// end. Reads only; walks the chain once.
   [[nodiscard]] static const char* check_links(const Segment& s, std::size_t span) noexcept {
     const Block* b = s.head;
-    if (b == nullptr || b->prev != nullptr || b->addr != s.addr) return "segment head";
+    if (b == nullptr || b->prev_ != nullptr || b->addr != s.addr) return "segment head";
     std::uintptr_t at = s.addr;
-    for (const Block* before = nullptr; b != nullptr; before = b, b = b->next) {
-      if (b->prev != before) return "block prev link";
+    for (const Block* before = nullptr; b != nullptr; before = b, b = b->next_) {
+      if (b->prev_ != before) return "block prev link";
       if (b->segment != &s) return "block points at another segment";
       if (b->addr != at || b->size == 0) return "blocks do not tile their segment (gap or overlap)";
       at += b->size;
@@ -163,12 +163,12 @@ class SegmentChain {
     piece->mapped = b->mapped;
   }
   static bool is_blank(const Block* p) noexcept {
-    return p != nullptr && p->prev == nullptr && p->next == nullptr && !p->allocated;
+    return p != nullptr && p->prev_ == nullptr && p->next_ == nullptr && !p->allocated;
   }
   // b's own links agree with its neighbours' and its segment's head.
   static bool linked(const Block* b) noexcept {
-    return b->segment != nullptr && (b->prev != nullptr ? b->prev->next == b : b->segment->head == b) &&
-           (b->next == nullptr || b->next->prev == b);
+    return b->segment != nullptr && (b->prev_ != nullptr ? b->prev_->next_ == b : b->segment->head == b) &&
+           (b->next_ == nullptr || b->next_->prev_ == b);
   }
   static void check_split(const Block* b, const Block* piece, std::size_t bytes, const char* op) noexcept {
     expect(linked(b), op, b);
@@ -176,10 +176,10 @@ class SegmentChain {
     expect(bytes != 0 && bytes < b->size, op, b);
   }
   static void check_merge(const Block* dst, const Block* src) noexcept {
-    expect(src != nullptr && (dst->prev == src || dst->next == src) && src->segment == dst->segment,
+    expect(src != nullptr && (dst->prev_ == src || dst->next_ == src) && src->segment == dst->segment,
            "merge: not neighbours", dst);
     expect(linked(dst) && linked(src), "merge", src);
-    expect(dst->prev == src ? src->addr + src->size == dst->addr : dst->addr + dst->size == src->addr,
+    expect(dst->prev_ == src ? src->addr + src->size == dst->addr : dst->addr + dst->size == src->addr,
            "merge: neighbours are not adjacent", dst);
   }
   static void expect(bool ok, const char* what, const Block* at) noexcept {

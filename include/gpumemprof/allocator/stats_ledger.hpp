@@ -280,7 +280,7 @@ class StatsLedger {
   bool journaling_ = false;
 
   // Folds: one at a time. Written per fold, so on a line of its own.
-  alignas(64) Mutex fold_mutex_;
+  alignas(64) Mutex fold_mutex_ GPUMEMPROF_ACQUIRED_BEFORE(stats_lock_);
   std::atomic<bool> quiescent_{false};  // an exclusive reader (lock_all without stats) holds every lane
   std::vector<Lane*> lanes_ GPUMEMPROF_GUARDED_BY(fold_mutex_);         // creation order
   std::vector<StatRun*> fold_runs_ GPUMEMPROF_GUARDED_BY(fold_mutex_);  // a fold's non-empty runs

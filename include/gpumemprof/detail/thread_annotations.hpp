@@ -48,11 +48,19 @@ class GPUMEMPROF_CAPABILITY("mutex") Mutex {
   std::mutex m_;
 };
 
+/// Tag: a LockGuard takes over a lock this thread holds already (std::adopt_lock).
+struct AdoptLock {
+  explicit AdoptLock() = default;
+};
+inline constexpr AdoptLock adopt_lock{};
+
 /// std::lock_guard for annotated locks (the analysis does not see through std::lock_guard).
 template <class Lock>
 class GPUMEMPROF_SCOPED_CAPABILITY LockGuard {
  public:
   explicit LockGuard(Lock& lock) GPUMEMPROF_ACQUIRE(lock) : lock_(lock) { lock_.lock(); }
+  /// Takes over `lock`, held already (a try_lock that succeeded): lets it go when destroyed.
+  LockGuard(Lock& lock, AdoptLock) GPUMEMPROF_REQUIRES(lock) : lock_(lock) {}
   ~LockGuard() GPUMEMPROF_RELEASE() { lock_.unlock(); }
   LockGuard(const LockGuard&) = delete;
   LockGuard& operator=(const LockGuard&) = delete;

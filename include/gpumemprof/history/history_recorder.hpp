@@ -8,7 +8,7 @@
 //
 //   gmp::HistoryRecorder recorder({.context = gmp::HistoryContext::alloc});
 //   recorder.attach(alloc);                            // destroy the recorder before `alloc`
-//   gmp::Snapshot s = alloc.snapshot();                // history/snapshot_builder.hpp
+//   gmp::Snapshot s = gmp::snapshot(alloc);           // history/snapshot_builder.hpp
 //
 // While recording, HistoryRecorder is one of the allocator's event sinks (event_sinks.hpp); with
 // recording off it is no sink at all, so the allocator's hot path pays nothing. No part of it

@@ -1,5 +1,5 @@
-// Layer 3: building snapshots -- snapshot(allocator), and the body of the allocator's
-// snapshot() member (declared in layer 2, defined here because it needs the history layer).
+// Layer 3: building snapshots -- snapshot(allocator): the allocator (layer 2) knows nothing of
+// snapshots; this reads it through with_lock_then and its views.
 //
 // Like torch.cuda.memory._snapshot(): segments in address order with their blocks and states,
 // per-block frames (the allocating stack) and per-segment frames, the device trace oldest
@@ -59,11 +59,6 @@ template <DeviceBackend B>
   Snapshot snap = detail::build_snapshot(allocator.device_index(), std::move(views), history, allocator.config());
   snap.device_memory.push_back(device_memory(allocator));  // read after the lock: it asks the device
   return snap;
-}
-
-template <DeviceBackend Backend>
-Snapshot CachingAllocator<Backend>::snapshot() const {
-  return gpumemprof::snapshot(*this);
 }
 
 /// torch.cuda.memory._snapshot(device) for the default allocator of `device`.

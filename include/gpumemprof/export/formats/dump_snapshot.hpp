@@ -22,10 +22,10 @@
 
 GPUMEMPROF_NAMESPACE_BEGIN
 
-/// Writes `allocator.snapshot()` to `path`.
+/// Writes `snapshot(allocator)` (history/snapshot_builder.hpp) to `path`.
 template <DeviceBackend B>
 void dump_snapshot(const CachingAllocator<B>& allocator, const std::string& path) {
-  write_snapshot_file(allocator.snapshot(), path);
+  write_snapshot_file(gpumemprof::snapshot(allocator), path);
 }
 
 /// Writes the snapshot of the default allocator of `device` to `path`.

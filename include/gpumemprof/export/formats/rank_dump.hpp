@@ -38,7 +38,7 @@ void write_rank_oom_dump(const std::string& dir, std::int64_t rank, std::int64_t
 /// `allocator`'s snapshot marked as rank `rank` of `world_size` on this host, with its peaks.
 template <DeviceBackend B>
 [[nodiscard]] Snapshot rank_snapshot(const CachingAllocator<B>& allocator, std::int64_t rank, std::int64_t world_size) {
-  Snapshot snap = allocator.snapshot();
+  Snapshot snap = gpumemprof::snapshot(allocator);
   const MemoryStats stats = allocator.memory_stats();
   snap.rank_info.rank = rank;
   snap.rank_info.world_size = world_size;

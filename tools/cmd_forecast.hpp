@@ -53,6 +53,8 @@ inline void print_forecast_text(const ForecastResult& f, const std::vector<Forec
       f.aligned_requests * 100, f.aligned_requests_any * 100, f.aligned_peak_bytes * 100);
   std::printf("  size models: %zu constant, %zu linear, %zu quadratic, %zu unmatched (kept at the reference's size)\n",
               f.models[0], f.models[1], f.models[2], f.models[3]);
+  std::printf("  irregular: %zu (no exact constant/linear/square law), of which %zu kept at the reference's size\n",
+              f.irregular, f.implausible);
   std::printf("  peak_requested_bytes  %14llu  (%s)\n", static_cast<unsigned long long>(f.peak_requested),
               size_text(f.peak_requested).c_str());
   std::printf("  peak_allocated_bytes  %14llu  (%s)\n", static_cast<unsigned long long>(f.peak_allocated),

@@ -450,17 +450,19 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
   }
 
   // Warnings.
-  if (!res.confident) {
+  if (res.unmatched_effect > options.error_goal) {
+    const std::size_t unmatched = res.models[static_cast<std::size_t>(SizeModel::unmatched)];
     res.warnings.push_back("the forecast is a range, not a confident number: peak reserved " +
                            format_size(res.peak_reserved) + ", but " + format_size(res.peak_reserved_unmatched_grown) +
-                           " if the " + std::to_string(res.models[static_cast<std::size_t>(SizeModel::unmatched)]) +
-                           " request(s) only the largest probe made, and those kept, grow with the size, and " +
-                           format_size(res.peak_reserved_irregular_kept) + " if the " + std::to_string(irregular) +
-                           " whose sizes follow no exact constant/linear/square law (" + std::to_string(implausible) +
-                           " of them shrank or outgrew the square law: kept at the largest probe's size) stop "
-                           "growing (" +
-                           detail::forecast_percent(res.unmatched_effect) + ", more than the " +
-                           detail::forecast_percent(options.error_goal) + " goal); a third probe (--run) narrows it");
+                           " if the " + std::to_string(unmatched) + " request(s) only the largest probe made and the " +
+                           std::to_string(irregular) + " irregular ones grow in proportion to the size, and " +
+                           format_size(res.peak_reserved_irregular_kept) +
+                           " if the irregular ones stop growing (irregular: aligned, but their sizes follow no exact "
+                           "constant/linear/square law; " +
+                           std::to_string(implausible) +
+                           " of them shrank or outgrew the square law and are kept at the largest probe's size): " +
+                           detail::forecast_percent(res.unmatched_effect) + " apart, more than the " +
+                           detail::forecast_percent(options.error_goal) + " goal; a third probe (--run) narrows it");
   }
   if (std::fabs(res.backcast_error) > options.error_goal) {
     res.warnings.push_back(

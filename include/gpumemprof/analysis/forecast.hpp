@@ -7,22 +7,28 @@
 //      the probe at the largest parameter, nearest the target (stream_alignment.hpp).
 //   2. Each reference request gets a size model from the sizes its aligned requests had
 //      (size_model.hpp): constant, linear or quadratic in the parameter. A request no other probe
-//      has ("unmatched") keeps its size at the reference probe.
+//      has ("unmatched") keeps its size at the reference probe; so does an aligned one whose sizes
+//      no polynomial with non-negative terms gives ("implausible": it shrank as the parameter grew,
+//      or grew by more than q^2, q the ratio of the parameters -- a request paired by position with
+//      another, such as a cuDNN workspace chosen by size; a line through it extrapolates to
+//      nonsense).
 //   3. The target's request stream is the reference's, in the reference's order (so every
 //      request lives exactly as long, relative to the others, as it did there), each request at its
 //      modelled size; it is replayed through the PyTorch-exact allocator (snapshot_replay.hpp)
 //      under the chosen config. That replay's peaks are the forecast.
-//   4. How much what it cannot model well could matter: the stream is replayed again with every
-//      unmatched request grown in proportion to the parameter (target / reference), and once more
-//      with every *irregular* request -- aligned, but its sizes are not the reference's over 1, q
-//      or q^2 (q: the ratio of the parameters), e.g. a workspace chosen by size -- kept at the
-//      reference's size instead of its fitted one. When either peak reserved differs from the
-//      forecast by more than `error_goal` (3%), the forecast is not `confident`: a warning says
-//      so, with the figures.
-//   5. A back-test: the reference's stream sized for each smaller probe, replayed, against the
-//      replay of that probe's own stream. A difference over `error_goal` means the streams change
-//      with the size in ways that move the peak (requests made at some sizes only, another
-//      order): the forecast is not `confident` either.
+//   4. How much what the probes do not determine could matter: the unmatched requests and the
+//      *irregular* ones -- aligned, but their sizes are not the reference's over 1, q or q^2, and
+//      no third probe puts them on a line (workspaces, sizes that stop growing at a cap,
+//      data-dependent shapes) -- are replayed grown in proportion to the parameter, and again
+//      stopped at the reference's size. When either peak reserved differs from the forecast by
+//      more than `error_goal` (3%), the forecast is not `confident`: a warning gives the range.
+//   5. A back-test: the reference's stream at each smaller probe's recorded sizes, replayed,
+//      against the replay of that probe's own stream. A difference over `error_goal` means the
+//      streams change with the size in ways that move the peak (requests made at some sizes only,
+//      another order): the forecast is not `confident` either.
+//   6. The reference's own history replayed against the peak reserved it recorded (default
+//      config): a difference over `error_goal` means the recording's driver placed segments
+//      otherwise than the simulated device, and the target's replay may be as far off.
 // What it cannot know: requests that only a run at the target size makes (a kernel chosen only
 // there), and memory outside the caching allocator (the CUDA context, cuBLAS/NCCL workspaces
 // taken with cudaMalloc directly) -- a capacity should be what the allocator can use.

@@ -2,8 +2,9 @@
 """Accuracy of `gpumemprof forecast` against real runs: for each workload folder holding
 <size>.pickle snapshots and <size>.json actual peaks (one fresh process per size, the 4 sizes
 1x 2x 4x 8x), forecasts the largest size from the two smallest and from the three smallest and
-prints a markdown table: the actual peak reserved, both forecasts and their errors, the straight
-line's error, and the alignment.
+prints a markdown table: the actual peak reserved, both forecasts, their errors and ranges (marked
+"warned" where the forecast is not confident), the 4x size forecast from 1x and 2x as a held-out
+check, the straight line's error, the alignment, and how often a miss over 3% was warned.
 
 usage: forecast_accuracy.py GPUMEMPROF_BINARY DATA_DIR   (DATA_DIR/<workload>/<size>.pickle|json)"""
 import json
@@ -32,39 +33,49 @@ def err(f, actual):
 
 def main():
     binary, data = sys.argv[1], sys.argv[2]
-    print("| workload | sizes | actual peak reserved (GiB) | from 1x+2x (GiB) | error | from 1x+2x+4x (GiB) | error "
-          "| straight line 1x+2x | aligned requests / peak bytes (1x+2x) | confident |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| workload | sizes | actual 8x GiB | 1x+2x GiB | error | range (warned) | 1x+2x+4x GiB | error | range "
+          "(warned) | 1x+2x -> 4x, held out | straight line 1x+2x | aligned req. / peak bytes (1x+2x) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    confusion = {}  # (miss, warned) -> count, over the three forecasts of each workload
     for w in sorted(os.listdir(data)):
         folder = os.path.join(data, w)
         sizes = sorted(int(f[:-5]) for f in os.listdir(folder) if f.endswith(".json") and f[:-5].isdigit())
         if len(sizes) < 4:
             continue
-        target = sizes[-1]
-        with open(os.path.join(folder, f"{target}.json")) as f:
-            actual = json.load(f)["peak_reserved_bytes"]
-        two, why2 = forecast(binary, folder, sizes[:2], target)
-        three, why3 = forecast(binary, folder, sizes[:3], target)
-        cells = [w, " ".join(map(str, sizes)), gib(actual)]
-        for r, why in ((two, why2), (three, why3)):
+        actual = {}
+        for s in sizes:
+            with open(os.path.join(folder, f"{s}.json")) as f:
+                actual[s] = json.load(f)["peak_reserved_bytes"]
+        target = sizes[3]
+        cells = [w, " ".join(map(str, sizes)), gib(actual[target])]
+        two = None
+        for probes, at, columns in ((sizes[:2], target, 3), (sizes[:3], target, 3), (sizes[:2], sizes[2], 1)):
+            r, why = forecast(binary, folder, probes, at)
             if r is None:
-                cells += ["refused", why.replace("|", "/")[:80]]
+                cells += ["refused", why.replace("|", "/")[:80]] + ["-"] * (columns - 2)
+                continue
+            two = two or r
+            e = (r["peak_reserved_bytes"] - actual[at]) / actual[at]
+            key = (abs(e) > 0.03, not r["confident"])
+            confusion[key] = confusion.get(key, 0) + 1
+            mark = "" if r["confident"] else " (warned)"
+            if columns == 1:
+                cells += [err(r["peak_reserved_bytes"], actual[at]) + mark]
             else:
-                lo = min(r["peak_reserved_bytes"], r["peak_reserved_bytes_if_unmatched_grow"],
-                         r["peak_reserved_bytes_if_irregular_kept"])
-                hi = max(r["peak_reserved_bytes"], r["peak_reserved_bytes_if_unmatched_grow"],
-                         r["peak_reserved_bytes_if_irregular_kept"])
-                cells += [gib(r["peak_reserved_bytes"]) + ("" if r["confident"] else
-                          f" (range {gib(lo)}-{gib(hi)}: warned)"),
-                          err(r["peak_reserved_bytes"], actual)]
+                rng = f"{gib(r['peak_reserved_bytes_low'])}-{gib(r['peak_reserved_bytes_high'])}"
+                cells += [gib(r["peak_reserved_bytes"]), err(r["peak_reserved_bytes"], actual[at]) + mark,
+                          rng + (" (warned)" if mark else "")]
         if two is not None:
             a = two["alignment"]
-            cells += [err(two["straight_line_peak_reserved_bytes"], actual),
-                      f"{a['aligned_requests'] * 100:.1f}% / {a['aligned_peak_bytes'] * 100:.1f}%",
-                      "yes" if two["confident"] else "no"]
+            cells += [err(two["straight_line_peak_reserved_bytes"], actual[target]),
+                      f"{a['aligned_requests'] * 100:.1f}% / {a['aligned_peak_bytes'] * 100:.1f}%"]
         else:
-            cells += ["-", "-", "-"]
+            cells += ["-", "-"]
         print("| " + " | ".join(cells) + " |")
+    print()
+    print("Warnings (24 forecasts: 8 workloads x 1x+2x -> 8x, 1x+2x+4x -> 8x, 1x+2x -> 4x): "
+          f"miss > 3% warned {confusion.get((True, True), 0)}, miss not warned {confusion.get((True, False), 0)}, "
+          f"within 3% warned {confusion.get((False, True), 0)}, within 3% not warned {confusion.get((False, False), 0)}")
 
 
 if __name__ == "__main__":

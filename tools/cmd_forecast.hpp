@@ -53,6 +53,8 @@ inline void print_forecast_text(const ForecastResult& f, const std::vector<Forec
       f.aligned_requests * 100, f.aligned_requests_any * 100, f.aligned_peak_bytes * 100);
   std::printf("  size models: %zu constant, %zu linear, %zu quadratic, %zu unmatched (kept at the reference's size)\n",
               f.models[0], f.models[1], f.models[2], f.models[3]);
+  std::printf("  irregular: %zu (no exact constant/linear/square law), of which %zu kept at the reference's size\n",
+              f.irregular, f.implausible);
   std::printf("  peak_requested_bytes  %14llu  (%s)\n", static_cast<unsigned long long>(f.peak_requested),
               size_text(f.peak_requested).c_str());
   std::printf("  peak_allocated_bytes  %14llu  (%s)\n", static_cast<unsigned long long>(f.peak_allocated),
@@ -69,6 +71,8 @@ inline void print_forecast_text(const ForecastResult& f, const std::vector<Forec
                 .c_str());
   std::printf("  back-test: the reference's stream at the smaller probes' sizes replays %+.1f%% off their own\n",
               f.backcast_error * 100);
+  std::printf("  the reference's own history replays %+.1f%% off the peak reserved it recorded\n",
+              f.replay_error * 100);
   std::printf("  straight line through the probes' peaks: %s\n", size_text(f.straight_line_peak_reserved).c_str());
   auto groups = [](const char* title, const std::vector<ForecastGroup>& g) {
     if (g.empty()) return;
@@ -125,8 +129,14 @@ inline void print_forecast_json(const ForecastResult& f, const std::vector<Forec
   w.field("confident", f.confident);
   w.field("peak_reserved_bytes_if_unmatched_grow", f.peak_reserved_unmatched_grown);
   w.field("peak_reserved_bytes_if_irregular_kept", f.peak_reserved_irregular_kept);
+  w.field("peak_reserved_bytes_low",
+          std::min({f.peak_reserved, f.peak_reserved_unmatched_grown, f.peak_reserved_irregular_kept}));
+  w.field("peak_reserved_bytes_high",
+          std::max({f.peak_reserved, f.peak_reserved_unmatched_grown, f.peak_reserved_irregular_kept}));
   w.field("irregular_requests", f.irregular);
+  w.field("implausible_requests", f.implausible);
   w.field("backcast_error", f.backcast_error);
+  w.field("replay_error", f.replay_error);
   w.field("unmatched_effect", f.unmatched_effect);
   w.field("straight_line_peak_reserved_bytes", f.straight_line_peak_reserved);
   if (f.capacity != 0) {

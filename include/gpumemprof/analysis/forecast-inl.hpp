@@ -254,14 +254,16 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
   // Size models and the target's sizes.
   std::vector<SizeFit> fits(n);
   std::vector<std::uint64_t> sizes(n), grown(n), kept(n);
-  std::size_t irregular = 0;
+  std::size_t irregular = 0, implausible = 0;
   std::vector<std::uint8_t> with_all(n, 1);
   std::size_t aligned_all = 0, aligned_any = 0;
   for (std::size_t i = 0; i < n; ++i) {
     double ps[3];
     std::uint64_t ss[3];
     std::size_t m = 0;
-    bool regular = true;  // every aligned size is the reference's over 1, q or q^2
+    bool regular = true;    // every aligned size is the reference's over 1, q or q^2
+    bool plausible = true;  // ... or between the two: no size shrank or outgrew the square law
+    const double want = static_cast<double>(ref.requests[i].size);
     for (const std::size_t k : order) {
       std::uint64_t size = 0;
       if (k == ri) {
@@ -269,10 +271,10 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
       } else if (const std::int64_t j = aligned[k].other_of[i]; j != StreamAlignment::kUnmatched) {
         size = streams[k].requests[static_cast<std::size_t>(j)].size;
         const double q = refp.parameter / probes[k].parameter;
-        const double want = static_cast<double>(ref.requests[i].size);
         const double got = static_cast<double>(size);
         regular = regular && (detail::size_close(want, got) || detail::size_close(want, got * q) ||
                               detail::size_close(want, got * q * q));
+        plausible = plausible && detail::size_plausible(want, got, q);
       } else {
         with_all[i] = 0;
         continue;
@@ -282,14 +284,26 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
     }
     fits[i] = fit_size(ps, ss, m);
     if (m == 1) fits[i].model = SizeModel::unmatched;
+    // Sizes no polynomial with non-negative terms gives (a request paired by position whose size
+    // is another's: a workspace chosen by size) are not extrapolated: the request keeps its size at
+    // the reference, as an unmatched one does. Aligned sizes that follow no exact 1 : q : q^2 law
+    // and that a third probe does not put on a line are fitted, but only approximately known.
+    if (m > 1 && !plausible) {
+      fits[i] = SizeFit{SizeModel::constant, want, 0, 0};
+      ++implausible;
+    }
+    const bool verified = regular || (m == 3 && fits[i].model == SizeModel::linear && plausible);
+    if (m > 1 && !verified) ++irregular;
     aligned_all += with_all[i];
     aligned_any += m > 1 ? 1 : 0;
     ++res.models[static_cast<std::size_t>(fits[i].model)];
     sizes[i] = fits[i].at(at);
-    grown[i] =
-        m > 1
-            ? sizes[i]
-            : static_cast<std::uint64_t>(std::llround(static_cast<double>(ref.requests[i].size) * at / refp.parameter));
+    const auto proportional = static_cast<std::uint64_t>(std::llround(want * at / refp.parameter));
+    // The range: what the probes do not determine (unmatched and irregular requests) grown in
+    // proportion to the parameter, or stopped growing at the reference's size.
+    const bool known = m > 1 && verified;
+    grown[i] = known ? sizes[i] : std::max(sizes[i], proportional);
+    kept[i] = known ? sizes[i] : ref.requests[i].size;
   }
   res.aligned_requests = static_cast<double>(aligned_all) / static_cast<double>(n);
   res.aligned_requests_any = static_cast<double>(aligned_any) / static_cast<double>(n);
@@ -302,12 +316,15 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
   res.peak_allocated = static_cast<std::uint64_t>(main.peak_allocated);
   res.peak_requested = main.peak_requested_bytes;
   res.num_device_alloc = main.num_device_alloc;
-  // The range: unmatched requests grown with the parameter; irregular ones (aligned, but their
-  // sizes follow no 1 : q : q^2 law, e.g. workspaces chosen by size) kept at the reference's size.
+  // The range: the requests the probes do not determine -- unmatched ones, and irregular ones
+  // (aligned, but their sizes follow no exact 1 : q : q^2 law that a third probe does not confirm
+  // as a line: workspaces chosen by size, sizes that stop growing) -- grown with the parameter,
+  // then kept at the reference's size.
   res.peak_reserved_unmatched_grown = res.peak_reserved;
   res.peak_reserved_irregular_kept = res.peak_reserved;
   res.irregular = irregular;
-  if (res.models[static_cast<std::size_t>(SizeModel::unmatched)] != 0) {
+  res.implausible = implausible;
+  if (res.models[static_cast<std::size_t>(SizeModel::unmatched)] + irregular != 0) {
     const CompactSnapshot alt = detail::forecast_target(ref_snap, ref.device, grown);
     res.peak_reserved_unmatched_grown =
         static_cast<std::uint64_t>(detail::forecast_replay_once(alt, ref.device, options.config, 0).peak_reserved);
@@ -328,7 +345,11 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
   for (std::size_t k = 0; k < probes.size(); ++k) {
     if (k == ri) continue;
     std::vector<std::uint64_t> back(n);
-    for (std::size_t i = 0; i < n; ++i) back[i] = fits[i].at(probes[k].parameter);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::int64_t j = aligned[k].other_of[i];
+      back[i] = j != StreamAlignment::kUnmatched ? streams[k].requests[static_cast<std::size_t>(j)].size
+                                                 : fits[i].at(probes[k].parameter);
+    }
     const CompactSnapshot alt = detail::forecast_target(ref_snap, ref.device, back);
     const double got =
         static_cast<double>(detail::forecast_replay_once(alt, ref.device, options.config, 0).peak_reserved);
@@ -340,7 +361,22 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
     const double e = own > 0 ? (got - own) / own : 0.0;
     if (std::fabs(e) > std::fabs(res.backcast_error)) res.backcast_error = e;
   }
-  res.confident = res.unmatched_effect <= options.error_goal && std::fabs(res.backcast_error) <= options.error_goal;
+  // The reference's own trace replayed against what the recording allocator reserved: where they
+  // differ, the simulated device placed segments otherwise than the recording's driver (the
+  // policy breaks ties between equal free blocks by address), and the target's replay, made of
+  // the reference's stream, may be as far off.
+  {
+    ForecastProbeSummary& s = res.probes[ri];
+    s.replayed_peak_reserved =
+        static_cast<std::uint64_t>(detail::forecast_replay_once(ref_snap, ref.device, options.config, 0).peak_reserved);
+    if (s.recorded_peak_reserved != 0 && options.config.source.empty()) {
+      res.replay_error =
+          (static_cast<double>(s.replayed_peak_reserved) - static_cast<double>(s.recorded_peak_reserved)) /
+          static_cast<double>(s.recorded_peak_reserved);
+    }
+  }
+  res.confident = res.unmatched_effect <= options.error_goal && std::fabs(res.backcast_error) <= options.error_goal &&
+                  std::fabs(res.replay_error) <= options.error_goal;
 
   // What is live at the target's peak of requested bytes, and how it grew.
   {
@@ -414,15 +450,19 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
   }
 
   // Warnings.
-  if (!res.confident) {
+  if (res.unmatched_effect > options.error_goal) {
+    const std::size_t unmatched = res.models[static_cast<std::size_t>(SizeModel::unmatched)];
     res.warnings.push_back("the forecast is a range, not a confident number: peak reserved " +
                            format_size(res.peak_reserved) + ", but " + format_size(res.peak_reserved_unmatched_grown) +
-                           " if the " + std::to_string(res.models[static_cast<std::size_t>(SizeModel::unmatched)]) +
-                           " request(s) only the largest probe made grow with the size, and " +
-                           format_size(res.peak_reserved_irregular_kept) + " if the " + std::to_string(irregular) +
-                           " whose sizes follow no constant/linear/square law keep their size (" +
-                           detail::forecast_percent(res.unmatched_effect) + ", more than the " +
-                           detail::forecast_percent(options.error_goal) + " goal); a third probe (--run) narrows it");
+                           " if the " + std::to_string(unmatched) + " request(s) only the largest probe made and the " +
+                           std::to_string(irregular) + " irregular ones grow in proportion to the size, and " +
+                           format_size(res.peak_reserved_irregular_kept) +
+                           " if the irregular ones stop growing (irregular: aligned, but their sizes follow no exact "
+                           "constant/linear/square law; " +
+                           std::to_string(implausible) +
+                           " of them shrank or outgrew the square law and are kept at the largest probe's size): " +
+                           detail::forecast_percent(res.unmatched_effect) + " apart, more than the " +
+                           detail::forecast_percent(options.error_goal) + " goal; a third probe (--run) narrows it");
   }
   if (std::fabs(res.backcast_error) > options.error_goal) {
     res.warnings.push_back(
@@ -433,6 +473,15 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
         " goal): the runs' request streams differ with the size in ways that move the peak "
         "(requests made at some sizes only); the target's will too. Probes nearer the target "
         "(or a third --run) narrow it");
+  }
+  if (std::fabs(res.replay_error) > options.error_goal) {
+    res.warnings.push_back(
+        "the forecast is not a confident number: " + refp.name + "'s own history replays to a peak reserved of " +
+        format_size(res.probes[ri].replayed_peak_reserved) + ", " + detail::forecast_percent(res.replay_error) +
+        " off the " + format_size(res.probes[ri].recorded_peak_reserved) + " it recorded (more than the " +
+        detail::forecast_percent(options.error_goal) +
+        " goal): the recording's device placed segments otherwise, and the target's replay, "
+        "made of that history, may be as far off");
   }
   for (std::size_t k = 0; k < probes.size(); ++k) {
     if (k == ri) continue;

@@ -7,22 +7,28 @@
 //      the probe at the largest parameter, nearest the target (stream_alignment.hpp).
 //   2. Each reference request gets a size model from the sizes its aligned requests had
 //      (size_model.hpp): constant, linear or quadratic in the parameter. A request no other probe
-//      has ("unmatched") keeps its size at the reference probe.
+//      has ("unmatched") keeps its size at the reference probe; so does an aligned one whose sizes
+//      no polynomial with non-negative terms gives ("implausible": it shrank as the parameter grew,
+//      or grew by more than q^2, q the ratio of the parameters -- a request paired by position with
+//      another, such as a cuDNN workspace chosen by size; a line through it extrapolates to
+//      nonsense).
 //   3. The target's request stream is the reference's, in the reference's order (so every
 //      request lives exactly as long, relative to the others, as it did there), each request at its
 //      modelled size; it is replayed through the PyTorch-exact allocator (snapshot_replay.hpp)
 //      under the chosen config. That replay's peaks are the forecast.
-//   4. How much what it cannot model well could matter: the stream is replayed again with every
-//      unmatched request grown in proportion to the parameter (target / reference), and once more
-//      with every *irregular* request -- aligned, but its sizes are not the reference's over 1, q
-//      or q^2 (q: the ratio of the parameters), e.g. a workspace chosen by size -- kept at the
-//      reference's size instead of its fitted one. When either peak reserved differs from the
-//      forecast by more than `error_goal` (3%), the forecast is not `confident`: a warning says
-//      so, with the figures.
-//   5. A back-test: the reference's stream sized for each smaller probe, replayed, against the
-//      replay of that probe's own stream. A difference over `error_goal` means the streams change
-//      with the size in ways that move the peak (requests made at some sizes only, another
-//      order): the forecast is not `confident` either.
+//   4. How much what the probes do not determine could matter: the unmatched requests and the
+//      *irregular* ones -- aligned, but their sizes are not the reference's over 1, q or q^2, and
+//      no third probe puts them on a line (workspaces, sizes that stop growing at a cap,
+//      data-dependent shapes) -- are replayed grown in proportion to the parameter, and again
+//      stopped at the reference's size. When either peak reserved differs from the forecast by
+//      more than `error_goal` (3%), the forecast is not `confident`: a warning gives the range.
+//   5. A back-test: the reference's stream at each smaller probe's recorded sizes, replayed,
+//      against the replay of that probe's own stream. A difference over `error_goal` means the
+//      streams change with the size in ways that move the peak (requests made at some sizes only,
+//      another order): the forecast is not `confident` either.
+//   6. The reference's own history replayed against the peak reserved it recorded (default
+//      config): a difference over `error_goal` means the recording's driver placed segments
+//      otherwise than the simulated device, and the target's replay may be as far off.
 // What it cannot know: requests that only a run at the target size makes (a kernel chosen only
 // there), and memory outside the caching allocator (the CUDA context, cuBLAS/NCCL workspaces
 // taken with cudaMalloc directly) -- a capacity should be what the allocator can use.
@@ -114,9 +120,11 @@ struct ForecastResult {
   std::uint64_t peak_reserved_unmatched_grown = 0;  ///< unmatched requests grown with the parameter
   std::uint64_t peak_reserved_irregular_kept = 0;   ///< irregular requests at the reference's size
   std::size_t irregular = 0;                        ///< aligned requests whose sizes follow no 1 : q : q^2 law
+  std::size_t implausible = 0;  ///< ... of which sizes shrank or outgrew the square law: kept at the reference's size
   double unmatched_effect = 0;  ///< the larger distance of the two figures above from the forecast, / forecast
   double backcast_error = 0;    ///< the back-test's largest relative error (see the file comment)
-  bool confident = true;        ///< unmatched_effect and |backcast_error| <= error_goal
+  double replay_error = 0;      ///< the reference's own replay against its recorded peak reserved (default config)
+  bool confident = true;        ///< unmatched_effect, |backcast_error| and |replay_error| <= error_goal
   // Alignment quality.
   std::size_t reference = 0;                 ///< index into probes of the reference
   std::size_t requests = 0;                  ///< the reference's (= the target's) requests

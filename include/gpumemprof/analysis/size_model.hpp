@@ -45,6 +45,11 @@ struct SizeFit {
 
 namespace detail {
 inline bool size_close(double want, double got) noexcept { return std::fabs(want - got) <= want / 256.0 + 0.5; }
+/// Whether a size `want` at parameter p*q can come from `got` at p by a polynomial of degree <= 2
+/// with non-negative terms: got <= want <= got * q^2 (q > 1), with size_close's tolerance.
+inline bool size_plausible(double want, double got, double q) noexcept {
+  return size_close(want, got) || size_close(want, got * q * q) || (want >= got && want <= got * q * q);
+}
 }  // namespace detail
 
 /// The model of a request seen with sizes `s[k]` at parameters `p[k]` (n = 1..3, parameters

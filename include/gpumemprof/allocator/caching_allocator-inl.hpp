@@ -100,6 +100,7 @@ void CachingAllocator<Backend>::record_stream(void* ptr, Stream stream) {
   if (pending_events_.load(std::memory_order_relaxed) >= kRouteUnit) {
     ExclusiveLock lock(*this);
     if (pools_.routing()) {
+      pools_.reserve_capture_use();  // what may throw, first
       const int added = add_use();
       if (added < 0) throw_invalid_pointer(ptr, "record_stream");
       if (added > 0) pools_.note_capture_use(addr, stream);

@@ -97,6 +97,9 @@ class PrivatePools {
   // block_to_cudagraph_stream_uses. Work a capture put on them is part of the graph, which the
   // capture's end orders before any later work, so a free deferred during capture does not wait
   // for them.
+  /// Room for one more note_capture_use (the part that may throw, std::bad_alloc).
+  void reserve_capture_use() { capture_uses_.reserve(capture_uses_.size() + 1); }
+  /// Notes a capture-time use; after reserve_capture_use() it does not throw.
   void note_capture_use(std::uintptr_t addr, Stream stream) {
     for (const auto& [a, s] : capture_uses_) {
       if (a == addr && s == stream) return;

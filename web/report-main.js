@@ -2,7 +2,8 @@
 const C_ALLOC = pack(76, 120, 216), C_SLACK = pack(168, 192, 242), C_PEND = pack(240, 140, 46), C_FREE = pack(226, 230, 237), C_SEP = pack(255, 255, 255);
 function SegmentMap(dev) {
   const cv = $('segmap'), ctx = cv.getContext('2d'), B = dev.blocks;
-  let pieces = [], rowH = 0, rowStep = 0;
+  let pieces = [], rowH = 0, rowStep = 0, poolShown = '';  // poolShown: one pool's segments ('' = all)
+  const shownSegs = () => (poolShown ? dev.segs.filter((s) => poolName(s.pool) === poolShown) : dev.segs);
   function fragBar() {
     const s = dev.sum, R = s.reserved || 1;
     const parts = [['requested', s.requested, 'var(--alloc)'], ['rounding slack', s.internalFree, 'var(--slack)'],
@@ -12,7 +13,7 @@ function SegmentMap(dev) {
       '<span>reserved ' + fmtBytes(s.reserved) + ' in ' + plural(s.numSegments, 'segment') + '</span>';
   }
   function layout() {
-    const r = dpr(), segs = dev.segs;
+    const r = dpr(), segs = shownSegs();
     cv.width = Math.max(200, Math.round(cv.clientWidth * r));
     const W = cv.width, gap = Math.round(3 * r);
     rowH = Math.round(22 * r); rowStep = rowH + Math.round(7 * r);
@@ -82,7 +83,8 @@ function SegmentMap(dev) {
       if (p.px0 === 0) { ctx.fillStyle = '#1e2943'; ctx.fillRect(p.x, y0, Math.max(1, Math.round(dpr())), rowH); }
     }
     const s = dev.sum;
-    $('seg-sub').textContent = plural(s.numSegments, 'segment') + ', ' + plural(s.numBlocks, 'block') + '. Hover a segment for its blocks; a dark edge marks where a segment starts.';
+    const shown = poolShown ? shownSegs() : null;
+    $('seg-sub').textContent = (shown ? plural(shown.length, 'segment') + ' of pool ' + poolShown + ' (of ' + s.numSegments + ' in all)' : plural(s.numSegments, 'segment') + ', ' + plural(s.numBlocks, 'block')) + '. Hover a segment for its blocks; a dark edge marks where a segment starts.';
     report.stats.segments = { pieces: pieces.length, rows: cv.height / rowStep };
   }
   function hitAt(ev) {
@@ -133,7 +135,11 @@ function SegmentMap(dev) {
   // Bytes per pool (segment_pool_id), when any segment is in a private pool (a graph's or a MemPool's).
   function pools() {
     const rows = poolUsage(dev.segs);
-    if (!rows.length || (rows.length === 1 && poolKind(rows[0].pool) === 'default')) { $('pool-table').innerHTML = ''; return; }
+    if (!rows.length || (rows.length === 1 && poolKind(rows[0].pool) === 'default')) { $('pool-table').innerHTML = $('seg-controls').innerHTML = ''; return; }
+    // The map shows every pool's segments, or one pool's.
+    $('seg-controls').innerHTML = 'pool <select id="seg-pool"><option value="">all</option>' +
+      rows.map((u) => '<option value="' + esc(poolName(u.pool)) + '">' + esc(poolName(u.pool) + ' ' + poolKind(u.pool)) + '</option>').join('') + '</select>';
+    $('seg-pool').onchange = (ev) => { poolShown = ev.target.value; render(); };
     let h = '<h3 style="font-size:13px;margin:6px 0;color:var(--muted)">Memory by pool</h3><div class="tbl"><table><thead><tr><th>pool</th><th>kind</th><th class="n">segments</th><th class="n">reserved</th><th class="n">allocated</th><th class="n">requested</th><th class="n">pending free</th><th class="n">free</th></tr></thead><tbody>';
     for (const u of rows) {
       h += '<tr><td class="mono">' + poolName(u.pool) + '</td><td>' + poolKind(u.pool) + '</td><td class="n">' + fmtInt(u.segments) + '</td><td class="n">' + fmtBytes(u.reserved) + '</td><td class="n">' + fmtBytes(u.allocated) +

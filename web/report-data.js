@@ -166,10 +166,11 @@ function decodeDevice(d) {
   let b0 = 0;
   for (let i = 0; i < SG.addr.length; i++) {
     const nb = SG.nblocks[i], sg = { addr: SG.addr[i], size: SG.size[i], stream: SG.stream[i], large: !!SG.large[i],
-      expandable: !!SG.expandable[i], stack: SG.stack[i], b0, nb, req: 0, slack: 0, pending: 0, free: 0, largestFree: 0, live: 0 };
+      expandable: !!SG.expandable[i], stack: SG.stack[i], b0, nb, req: 0, slack: 0, pending: 0, free: 0, largestFree: 0, live: 0,
+      pool: SG.poolFirst ? [SG.poolFirst[i], SG.poolSecond[i]] : [0, 0], alloc: 0 };
     for (let b = b0; b < b0 + nb; b++) {
       const state = B.state[b], bs = B.size[b];
-      if (state === 0) { sg.req += Math.min(B.req[b], bs); sg.slack += Math.max(0, bs - B.req[b]); sg.live++; }
+      if (state === 0) { sg.req += Math.min(B.req[b], bs); sg.slack += Math.max(0, bs - B.req[b]); sg.live++; sg.alloc += bs; }
       else if (state === 1) sg.pending += bs;
       else { sg.free += bs; if (bs > sg.largestFree) sg.largestFree = bs; }
     }
@@ -178,6 +179,20 @@ function decodeDevice(d) {
   segs.sort((a, b) => a.addr - b.addr);
   return { d, E, n, times, start, end, size, addr, stack, flags, total, rState, rVal, rStart: R.start, byEnd, lod: L, ev,
     peak: d.summary.peakRequestedState, sum: d.summary, ranges, laneRows: Math.min(3, rowEnd.length), segs, blocks: B, ooms: d.ooms };
+}
+// A pool id as PyTorch prints segment_pool_id, and what kind of pool it is.
+function poolName(p) { return '(' + p[0] + ', ' + p[1] + ')'; }
+function poolKind(p) { return p[0] === 0 && p[1] === 0 ? 'default' : p[0] !== 0 ? 'graph' : 'user'; }
+// Per pool, in order of first segment: segments, reserved, allocated, requested, pending, free.
+function poolUsage(segs) {
+  const out = new Map();
+  for (const s of segs) {
+    const key = poolName(s.pool);
+    let u = out.get(key);
+    if (!u) out.set(key, u = { pool: s.pool, segments: 0, reserved: 0, allocated: 0, requested: 0, pending: 0, free: 0 });
+    u.segments++; u.reserved += s.size; u.allocated += s.alloc; u.requested += s.req; u.pending += s.pending; u.free += s.free;
+  }
+  return [...out.values()];
 }
 function reservedAt(dev, s) { const k = upperBound(dev.rState, s, dev.rState.length); return k === 0 ? dev.rStart : dev.rVal[k - 1]; }
 function reservedMax(dev, lo, hi) {

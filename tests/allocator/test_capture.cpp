@@ -233,3 +233,160 @@ TEST_CASE("capture: a deferred free whose only other stream is released is freed
   a.validate();
   CHECK(sa.sim().counters().capture_violations == 0);
 }
+
+// c10 2.11 (graph_capture_record_stream_reuse:False, its default): a block freed during a capture
+// without uses on other streams is free at once, so the capture's later allocations on its stream
+// reuse it; one used on other streams waits until no capture is under way, and then gets events
+// only on the streams recorded before the capture (the ones recorded during it ran graph work).
+TEST_CASE("capture: reuse of blocks freed during a capture, as c10 2.11") {
+  SimAlloc sa("", 4 * GiB);
+  auto& a = sa.a;
+  const gmp::Stream s3{3};
+  const gmp::MempoolId graph = gmp::graph_pool_handle();
+  a.create_pool(graph);
+  SECTION("no other-stream use: the next allocation of its size in the capture reuses it") {
+    gmp::AllocateToPool route(a, graph, s1);
+    sa.sim().begin_capture(s1);
+    void* x = a.allocate(8 * MiB, s1);
+    a.deallocate(x);
+    void* y = a.allocate(8 * MiB, s1);
+    CHECK(y == x);
+    a.deallocate(y);
+    CHECK(a.pool_stats(graph)->segments == 1);
+    CHECK(sa.sim().end_capture(s1));
+  }
+  SECTION("used on a stream joined into the capture: not reused in it, free without an event after it") {
+    void* x = nullptr;
+    {
+      gmp::AllocateToPool route(a, graph, [](gmp::Stream s) { return s == s1 || s == s2; });
+      sa.sim().begin_capture(s1);
+      sa.sim().begin_capture(s2);
+      x = a.allocate(8 * MiB, s1);
+      a.record_stream(x, s2);  // during the capture: graph work
+      a.deallocate(x);         // deferred until no capture is under way
+      void* y = a.allocate(8 * MiB, s1);
+      CHECK(y != x);
+      a.deallocate(y);
+      a.validate();
+      CHECK(sa.sim().end_capture(s2));
+      CHECK(sa.sim().end_capture(s1));
+    }
+    CHECK(a.pool_stats(graph)->active_bytes == static_cast<std::int64_t>(8 * MiB));  // x, pending
+    const auto recorded = sa.sim().counters().events_recorded;
+    void* z = a.allocate(1 * MiB, s1);                       // the default pool's slow path resolves the deferral
+    CHECK(sa.sim().counters().events_recorded == recorded);  // no event on s2
+    CHECK(a.pool_stats(graph)->active_bytes == 0);           // x is free again, in the graph's pool
+    a.deallocate(z);
+  }
+  SECTION("used before the capture on one stream and during it on another: one event, before's") {
+    void* x = a.allocate(8 * MiB, s1);
+    a.record_stream(x, s2);  // eager work on s2
+    {
+      gmp::AllocateToPool route(a, graph, [s3](gmp::Stream s) { return s == s1 || s == s3; });
+      sa.sim().begin_capture(s1);
+      sa.sim().begin_capture(s3);
+      a.record_stream(x, s3);  // graph work on s3
+      a.deallocate(x);
+      CHECK(sa.sim().end_capture(s3));
+      CHECK(sa.sim().end_capture(s1));
+    }
+    const auto recorded = sa.sim().counters().events_recorded;
+    void* z = a.allocate(1 * MiB, s1);
+    CHECK(sa.sim().counters().events_recorded == recorded + 1);  // on s2 only
+    sa.sim().complete_events(s2);
+    a.deallocate(z);
+    void* again = a.allocate(8 * MiB, s1);  // default pool: x's block once s2's event completed
+    CHECK(again == x);
+    a.deallocate(again);
+  }
+  SECTION("a use recorded during a capture and freed after it: events on every use, as c10") {
+    void* x = a.allocate(8 * MiB, s1);
+    {
+      gmp::AllocateToPool route(a, graph, s3);
+      sa.sim().begin_capture(s3);
+      a.record_stream(x, s3);
+      CHECK(sa.sim().end_capture(s3));
+    }
+    const auto recorded = sa.sim().counters().events_recorded;
+    a.deallocate(x);  // no capture under way: an event on s3
+    CHECK(sa.sim().counters().events_recorded == recorded + 1);
+    void* y = a.allocate(8 * MiB, s1);
+    CHECK(y != x);
+    sa.sim().complete_events(s3);
+    a.deallocate(y);
+  }
+  a.validate();
+  CHECK(sa.sim().counters().capture_violations == 0);
+  a.release_pool(graph);
+  a.empty_cache();
+  CHECK(sa.stats().reserved_bytes.all().current == 0);
+  a.validate();
+}
+
+// A graph's pool when the graph is destroyed (release_pool, what ~CUDAGraph does through
+// releasePool): its cached segments go back to the device at once; segments holding tensors the
+// graph's capture allocated and the user still holds (its outputs) stay, in the pool, until those
+// are freed; a pool shared by another graph keeps everything; during another capture nothing goes
+// back until no capture is under way.
+TEST_CASE("capture: the pool of a destroyed graph") {
+  SimAlloc sa("", 4 * GiB);
+  auto& a = sa.a;
+  const gmp::MempoolId graph = gmp::graph_pool_handle();
+  a.create_pool(graph);
+  void* output = nullptr;
+  {
+    gmp::AllocateToPool route(a, graph, s1);
+    sa.sim().begin_capture(s1);
+    output = a.allocate(4 * MiB, s1);          // the graph's output, kept by the user
+    void* scratch = a.allocate(64 * MiB, s1);  // its own segment, freed in the capture
+    a.deallocate(scratch);
+    CHECK(sa.sim().end_capture(s1));
+  }
+  CHECK(a.pool_stats(graph)->segments == 2);
+  SECTION("the last user: cached segments go back now, the output's when it is freed") {
+    const auto frees = sa.stats().num_device_free;
+    a.release_pool(graph);
+    CHECK(sa.stats().num_device_free == frees + 1);
+    REQUIRE(a.pool_stats(graph));  // still there: a segment holds the output
+    CHECK(a.pool_stats(graph)->segments == 1);
+    CHECK(a.pool_stats(graph)->use_count == 0);
+    void* other = a.allocate(4 * MiB, s1);  // the pool serves nobody any more
+    CHECK(pool_of(a, other).is_default());
+    a.deallocate(output);  // its segment goes back with it, and the pool is gone
+    CHECK_FALSE(a.pool_stats(graph));
+    CHECK(sa.stats().num_device_free == frees + 2);
+    a.deallocate(other);
+  }
+  SECTION("another graph shares the pool: nothing goes back") {
+    a.create_pool(graph);  // a second graph captured into the same pool (pool=g1.pool())
+    const auto reserved = sa.stats().reserved_bytes.all().current;
+    a.release_pool(graph);
+    a.empty_cache();
+    CHECK(sa.stats().reserved_bytes.all().current == reserved);
+    CHECK(a.pool_stats(graph)->use_count == 1);
+    a.deallocate(output);
+    a.release_pool(graph);  // the second graph goes too
+    CHECK_FALSE(a.pool_stats(graph));
+  }
+  SECTION("destroyed while another capture is under way: its memory goes back after it") {
+    const gmp::MempoolId other_graph = gmp::graph_pool_handle();
+    a.create_pool(other_graph);
+    const auto frees = sa.stats().num_device_free;
+    {
+      gmp::AllocateToPool route(a, other_graph, s2);
+      sa.sim().begin_capture(s2);
+      a.release_pool(graph);
+      a.deallocate(output);
+      CHECK(sa.stats().num_device_free == frees);  // no cudaFree during a capture
+      CHECK(sa.sim().end_capture(s2));
+    }
+    a.empty_cache();
+    CHECK_FALSE(a.pool_stats(graph));
+    CHECK(sa.stats().num_device_free == frees + 2);
+    a.release_pool(other_graph);
+  }
+  a.validate();
+  CHECK(sa.sim().counters().capture_violations == 0);
+  a.empty_cache();
+  CHECK(sa.stats().reserved_bytes.all().current == 0);
+}

@@ -14,6 +14,7 @@
 #include "../units.hpp"
 #include "catch.hpp"
 #include "gpumemprof/allocator/caching_allocator.hpp"
+#include "gpumemprof/allocator/mem_pool.hpp"
 #include "gpumemprof/allocator/pointer_map.hpp"
 #include "gpumemprof/device/simulated.hpp"
 
@@ -271,6 +272,31 @@ TEST_CASE("exception safety: frees of blocks used on other streams, and their ev
     void* p = f.alloc(1000, s0);
     f.a.record_stream(p, s1);
     f.a.record_stream(p, s2);
+  });
+}
+
+TEST_CASE("exception safety: uses recorded and blocks freed while allocations go to a private pool") {
+  const gmp::Stream s0(0), s1(1);
+  fail_each_allocation("", 1024 * MiB, nothing, [=](Fixture& f) {
+    // The pool's last release is called here, not in a destructor (which may not throw): a
+    // failure in it reaches the test. One failure is injected: the release after one succeeds.
+    const gmp::MempoolId id = gmp::graph_pool_handle();
+    f.a.create_pool(id);
+    try {
+      {
+        gmp::AllocateToPool route(f.a, id, s0);
+        void* p = f.alloc(1000, s0);
+        f.a.record_stream(p, s1);  // a use recorded while a route is active (c10: during capture)
+        f.free_last();             // deferred until no route is active
+        void* q = f.alloc(3 * MiB, s0);
+        f.a.record_stream(q, s1);
+      }
+      f.alloc(1000, s0);  // resolves the deferred free: no event on s1
+    } catch (...) {
+      f.a.release_pool(id);
+      throw;
+    }
+    f.a.release_pool(id);
   });
 }
 

@@ -80,20 +80,34 @@ CachingAllocator<Backend>::~CachingAllocator() {
 
 template <DeviceBackend Backend>
 void CachingAllocator<Backend>::record_stream(void* ptr, Stream stream) {
-  // An allocated block's uses belong to its bucket's lock: deallocate() reads them under it.
   const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
-  {
+  // An allocated block's uses belong to its bucket's lock: deallocate() reads them under it.
+  // -1: no such allocation; 0: the block's own stream (same-stream reuse is always safe); 1: a
+  // use on another stream.
+  auto add_use = [this, addr, stream] {
     auto& bucket = bucket_of(addr);
     detail::LockGuard lock(bucket.lock);
-    if (Block* b = bucket.value.find(addr); b != nullptr) {
-      if (stream == b->stream) return;  // same-stream reuse is always safe
-      if (b->stream_uses == nullptr) b->stream_uses = std::make_unique<std::vector<Stream>>();
-      auto& uses = *b->stream_uses;
-      if (std::find(uses.begin(), uses.end(), stream) == uses.end()) uses.push_back(stream);
+    Block* b = bucket.value.find(addr);
+    if (b == nullptr) return -1;
+    if (stream == b->stream) return 0;
+    if (b->stream_uses == nullptr) b->stream_uses = std::make_unique<std::vector<Stream>>();
+    auto& uses = *b->stream_uses;
+    if (std::find(uses.begin(), uses.end(), stream) == uses.end()) uses.push_back(stream);
+    return 1;
+  };
+  // While a route is active (c10: a capture is under way) the use is also a capture-time use
+  // (caching_allocator_pools-inl.hpp says what that changes), noted under the exclusive lock.
+  if (pending_events_.load(std::memory_order_relaxed) >= kRouteUnit) {
+    ExclusiveLock lock(*this);
+    if (pools_.routing()) {
+      pools_.reserve_capture_use();  // what may throw, first
+      const int added = add_use();
+      if (added < 0) throw_invalid_pointer(ptr, "record_stream");
+      if (added > 0) pools_.note_capture_use(addr, stream);
       return;
     }
   }
-  invalid_pointer(ptr, "record_stream");
+  if (add_use() < 0) invalid_pointer(ptr, "record_stream");
 }
 
 template <DeviceBackend Backend>

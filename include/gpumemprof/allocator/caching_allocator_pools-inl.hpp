@@ -10,7 +10,10 @@
 //   thread's capture in global mode does not forbid them.
 // - A block used on other streams (record_stream) and freed while capture may be under way gets
 //   no event then (an event recorded in a capture cannot be queried): its free is deferred until
-//   no capture is under way (flush_deferred, from process_events).
+//   no capture is under way (flush_deferred, from process_events). Then, as c10 does, the streams
+//   recorded while a route was active get no event (their work was part of the graph): a block
+//   used only on such streams is free at once. A block without other-stream uses is free at once,
+//   inside the capture too: the capture's later allocations on its stream reuse it.
 // - empty_cache and the OOM sequence's wait-and-free-everything step do nothing during capture.
 // - A private pool's memory goes back to the device only once the pool has no user left.
 #pragma once
@@ -153,7 +156,10 @@ template <DeviceBackend Backend>
 bool CachingAllocator<Backend>::defer_while_capturing(Block* b) {
   bool capture = capturing(b->stream);
   for (std::size_t i = 0; !capture && i < b->stream_uses->size(); ++i) capture = capturing((*b->stream_uses)[i]);
-  if (!capture) return false;
+  if (!capture) {
+    pools_.forget_capture_uses(b->addr);  // freed now with events on every use, as in c10
+    return false;
+  }
   cross_stream_.reserve_deferred();  // what may throw, first
   b->event_count = 1;                // pending free, held by the deferral
   ++pending_events_;
@@ -171,7 +177,10 @@ void CachingAllocator<Backend>::flush_deferred() {
       ++i;
       continue;
     }
-    if (b->stream_uses->empty()) {  // release_stream took its last use: free now
+    // The streams recorded during a capture ran graph work, which the capture's end ordered
+    // before anything later: no event on them (c10's remove_cudagraph_stream_uses).
+    pools_.drop_capture_uses(b->addr, *b->stream_uses);
+    if (b->stream_uses->empty()) {  // no use left (capture-time, or release_stream took it): free now
       reserve_free(pool_of(b).at(b->stream, b->pool), b);
       b->event_count = 0;
       --pending_events_;

@@ -356,6 +356,7 @@ void CachingAllocator<Backend>::release_stream(Stream stream) {
       cross_stream_.erase(stream);
     }
     // 3. Live blocks of other streams forget their uses on it (that work is done).
+    pools_.forget_capture_stream(stream);
     for (Segment* s = segment_list_.head(); s != nullptr; s = s->list_next) {
       for (Block* b = s->head; b != nullptr; b = b->next()) {
         if (b->stream_uses == nullptr) continue;

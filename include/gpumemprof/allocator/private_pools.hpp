@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "gpumemprof/allocator/mempool_id.hpp"
@@ -92,6 +93,36 @@ class PrivatePools {
     }
     return false;
   }
+  // Streams recorded (record_stream) on a block while a route is active, by block address: c10's
+  // block_to_cudagraph_stream_uses. Work a capture put on them is part of the graph, which the
+  // capture's end orders before any later work, so a free deferred during capture does not wait
+  // for them.
+  /// Room for one more note_capture_use (the part that may throw, std::bad_alloc).
+  void reserve_capture_use() { capture_uses_.reserve(capture_uses_.size() + 1); }
+  /// Notes a capture-time use; after reserve_capture_use() it does not throw.
+  void note_capture_use(std::uintptr_t addr, Stream stream) {
+    for (const auto& [a, s] : capture_uses_) {
+      if (a == addr && s == stream) return;
+    }
+    capture_uses_.emplace_back(addr, stream);
+  }
+  /// Removes block `addr`'s capture-time streams from `uses` and forgets them.
+  void drop_capture_uses(std::uintptr_t addr, std::vector<Stream>& uses) {
+    std::erase_if(capture_uses_, [&](const std::pair<std::uintptr_t, Stream>& e) {
+      if (e.first != addr) return false;
+      std::erase(uses, e.second);
+      return true;
+    });
+  }
+  /// Forgets block `addr`'s capture-time streams (it is freed with events on every use).
+  void forget_capture_uses(std::uintptr_t addr) {
+    std::erase_if(capture_uses_, [addr](const std::pair<std::uintptr_t, Stream>& e) { return e.first == addr; });
+  }
+  /// Forgets every capture-time use of `stream` (release_stream: it no longer names work).
+  void forget_capture_stream(Stream stream) {
+    std::erase_if(capture_uses_, [stream](const std::pair<std::uintptr_t, Stream>& e) { return e.second == stream; });
+  }
+
   /// Pools that allocations of the default pool may borrow from before an OOM.
   template <class F>
   void for_each_use_on_oom(F&& f) const {
@@ -103,6 +134,7 @@ class PrivatePools {
  private:
   std::vector<Entry> entries_;
   std::vector<Route> routes_;
+  std::vector<std::pair<std::uintptr_t, Stream>> capture_uses_;
 };
 
 }  // namespace detail

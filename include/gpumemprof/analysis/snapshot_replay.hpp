@@ -183,8 +183,9 @@ class SnapshotReplayer {
     }
     const std::size_t capacity = r_.capacity != 0 ? r_.capacity : std::size_t{80} << 30;
     r_.capacity = capacity;
-    alloc_ =
-        std::make_unique<Alloc>(SimulatedBackend(SimulatedOptions{capacity, device, kRoundLarge, true}), opt.config);
+    SimulatedOptions device_options{capacity, device, kRoundLarge, true};
+    device_options.placement = recorded_placement(start);
+    alloc_ = std::make_unique<Alloc>(SimulatedBackend(std::move(device_options)), opt.config);
     for (const SeedSegment& s : start) seed_segment(s);
     for (void* p : fillers_) alloc_->deallocate(p);
     fillers_.clear();
@@ -298,6 +299,22 @@ class SnapshotReplayer {
       if (k == "garbage_collection_threshold" && std::holds_alternative<double>(v)) return std::get<double>(v) > 0.0;
     }
     return false;
+  }
+
+  // Where the recording's cudaMallocs landed, in call order: the seeded segments, then the
+  // trace's segment_alloc events. The simulated device puts each malloc there when it asks for
+  // the recorded size (SimulatedOptions::placement), so that ties between equal-size free blocks
+  // break by address as they did when recorded (graphs_capture: the recorded peak, not 2 MiB
+  // less); a malloc the recording did not make goes to the lowest free range.
+  std::vector<std::pair<std::uintptr_t, std::size_t>> recorded_placement(const std::vector<SeedSegment>& start) const {
+    std::vector<std::pair<std::uintptr_t, std::size_t>> out;
+    for (const SeedSegment& s : start) {
+      if (s.total_size != 0) out.emplace_back(static_cast<std::uintptr_t>(s.address), s.total_size);
+    }
+    for (const auto& e : trace_) {
+      if (e.action == TraceAction::segment_alloc) out.emplace_back(static_cast<std::uintptr_t>(e.addr), e.size);
+    }
+    return out;
   }
 
   void seed_segment(const SeedSegment& s) {

@@ -110,6 +110,9 @@ inline void write_html_device_json(ValueWriter& w, const HtmlDevice& d) {
   write_column(w, "expandable", d.segments, [](const S& s) { return s.is_expandable ? 1 : 0; });
   write_column(w, "stack", d.segments, [](const S& s) { return s.stack; });
   write_column(w, "nblocks", d.segments, [](const S& s) { return s.num_blocks; });
+  // segment_pool_id, as two columns: (poolFirst[i], poolSecond[i]).
+  write_column(w, "poolFirst", d.segments, [](const S& s) { return s.pool.first; });
+  write_column(w, "poolSecond", d.segments, [](const S& s) { return s.pool.second; });
   w.end_dict();
 
   using B = HtmlBlock;

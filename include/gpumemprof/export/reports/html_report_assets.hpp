@@ -318,10 +318,11 @@ function decodeDevice(d) {
   let b0 = 0;
   for (let i = 0; i < SG.addr.length; i++) {
     const nb = SG.nblocks[i], sg = { addr: SG.addr[i], size: SG.size[i], stream: SG.stream[i], large: !!SG.large[i],
-      expandable: !!SG.expandable[i], stack: SG.stack[i], b0, nb, req: 0, slack: 0, pending: 0, free: 0, largestFree: 0, live: 0 };
+      expandable: !!SG.expandable[i], stack: SG.stack[i], b0, nb, req: 0, slack: 0, pending: 0, free: 0, largestFree: 0, live: 0,
+      pool: SG.poolFirst ? [SG.poolFirst[i], SG.poolSecond[i]] : [0, 0], alloc: 0 };
     for (let b = b0; b < b0 + nb; b++) {
       const state = B.state[b], bs = B.size[b];
-      if (state === 0) { sg.req += Math.min(B.req[b], bs); sg.slack += Math.max(0, bs - B.req[b]); sg.live++; }
+      if (state === 0) { sg.req += Math.min(B.req[b], bs); sg.slack += Math.max(0, bs - B.req[b]); sg.live++; sg.alloc += bs; }
       else if (state === 1) sg.pending += bs;
       else { sg.free += bs; if (bs > sg.largestFree) sg.largestFree = bs; }
     }
@@ -330,6 +331,20 @@ function decodeDevice(d) {
   segs.sort((a, b) => a.addr - b.addr);
   return { d, E, n, times, start, end, size, addr, stack, flags, total, rState, rVal, rStart: R.start, byEnd, lod: L, ev,
     peak: d.summary.peakRequestedState, sum: d.summary, ranges, laneRows: Math.min(3, rowEnd.length), segs, blocks: B, ooms: d.ooms };
+}
+// A pool id as PyTorch prints segment_pool_id, and what kind of pool it is.
+function poolName(p) { return '(' + p[0] + ', ' + p[1] + ')'; }
+function poolKind(p) { return p[0] === 0 && p[1] === 0 ? 'default' : p[0] !== 0 ? 'graph' : 'user'; }
+// Per pool, in order of first segment: segments, reserved, allocated, requested, pending, free.
+function poolUsage(segs) {
+  const out = new Map();
+  for (const s of segs) {
+    const key = poolName(s.pool);
+    let u = out.get(key);
+    if (!u) out.set(key, u = { pool: s.pool, segments: 0, reserved: 0, allocated: 0, requested: 0, pending: 0, free: 0 });
+    u.segments++; u.reserved += s.size; u.allocated += s.alloc; u.requested += s.req; u.pending += s.pending; u.free += s.free;
+  }
+  return [...out.values()];
 }
 function reservedAt(dev, s) { const k = upperBound(dev.rState, s, dev.rState.length); return k === 0 ? dev.rStart : dev.rVal[k - 1]; }
 function reservedMax(dev, lo, hi) {
@@ -917,7 +932,8 @@ inline constexpr std::string_view kReportMainJs = R"GMP(/* ---------- segments -
 const C_ALLOC = pack(76, 120, 216), C_SLACK = pack(168, 192, 242), C_PEND = pack(240, 140, 46), C_FREE = pack(226, 230, 237), C_SEP = pack(255, 255, 255);
 function SegmentMap(dev) {
   const cv = $('segmap'), ctx = cv.getContext('2d'), B = dev.blocks;
-  let pieces = [], rowH = 0, rowStep = 0;
+  let pieces = [], rowH = 0, rowStep = 0, poolShown = '';  // poolShown: one pool's segments ('' = all)
+  const shownSegs = () => (poolShown ? dev.segs.filter((s) => poolName(s.pool) === poolShown) : dev.segs);
   function fragBar() {
     const s = dev.sum, R = s.reserved || 1;
     const parts = [['requested', s.requested, 'var(--alloc)'], ['rounding slack', s.internalFree, 'var(--slack)'],
@@ -927,7 +943,7 @@ function SegmentMap(dev) {
       '<span>reserved ' + fmtBytes(s.reserved) + ' in ' + plural(s.numSegments, 'segment') + '</span>';
   }
   function layout() {
-    const r = dpr(), segs = dev.segs;
+    const r = dpr(), segs = shownSegs();
     cv.width = Math.max(200, Math.round(cv.clientWidth * r));
     const W = cv.width, gap = Math.round(3 * r);
     rowH = Math.round(22 * r); rowStep = rowH + Math.round(7 * r);
@@ -997,7 +1013,8 @@ function SegmentMap(dev) {
       if (p.px0 === 0) { ctx.fillStyle = '#1e2943'; ctx.fillRect(p.x, y0, Math.max(1, Math.round(dpr())), rowH); }
     }
     const s = dev.sum;
-    $('seg-sub').textContent = plural(s.numSegments, 'segment') + ', ' + plural(s.numBlocks, 'block') + '. Hover a segment for its blocks; a dark edge marks where a segment starts.';
+    const shown = poolShown ? shownSegs() : null;
+    $('seg-sub').textContent = (shown ? plural(shown.length, 'segment') + ' of pool ' + poolShown + ' (of ' + s.numSegments + ' in all)' : plural(s.numSegments, 'segment') + ', ' + plural(s.numBlocks, 'block')) + '. Hover a segment for its blocks; a dark edge marks where a segment starts.';
     report.stats.segments = { pieces: pieces.length, rows: cv.height / rowStep };
   }
   function hitAt(ev) {
@@ -1023,7 +1040,7 @@ function SegmentMap(dev) {
     const h = hitAt(ev);
     if (!h) { hideTip(); return; }
     const s = h.s, q = h.q;
-    let html = '<b>segment <span class="mono">' + hex(s.addr) + '</span></b> \u00b7 ' + fmtBytes(s.size) + ' \u00b7 ' + (s.large ? 'large' : 'small') + ' pool \u00b7 stream ' + s.stream +
+    let html = '<b>segment <span class="mono">' + hex(s.addr) + '</span></b> \u00b7 ' + fmtBytes(s.size) + ' \u00b7 ' + (s.large ? 'large' : 'small') + ' \u00b7 pool ' + poolName(s.pool) + ' ' + poolKind(s.pool) + ' \u00b7 stream ' + s.stream +
       (s.expandable ? ' \u00b7 expandable' : '') + '<div class="dim">' + fmtInt(s.nb) + (s.nb === 1 ? ' block: ' : ' blocks: ') + fmtBytes(s.req) + ' requested, ' + fmtBytes(s.slack) + ' slack, ' +
       fmtBytes(s.pending) + ' pending free, ' + fmtBytes(s.free) + ' free (largest ' + fmtBytes(s.largestFree) + ')</div>';
     if (q < s.b0 + s.nb) {
@@ -1040,12 +1057,27 @@ function SegmentMap(dev) {
     if (!segs.length) { $('seg-table').innerHTML = ''; return; }
     let h = '<h3 style="font-size:13px;margin:6px 0;color:var(--muted)">Segments with the most unused bytes</h3><div class="tbl"><table><thead><tr><th>address</th><th class="n">size</th><th>pool</th><th class="n">stream</th><th class="n">blocks</th><th class="n">requested</th><th class="n">free</th><th class="n">largest free</th><th class="n">pending free</th></tr></thead><tbody>';
     for (const s of segs) {
-      h += '<tr><td class="mono">' + hex(s.addr) + '</td><td class="n">' + fmtBytes(s.size) + '</td><td>' + (s.large ? 'large' : 'small') + (s.expandable ? ', expandable' : '') + '</td><td class="n">' + s.stream +
+      h += '<tr><td class="mono">' + hex(s.addr) + '</td><td class="n">' + fmtBytes(s.size) + '</td><td>' + poolName(s.pool) + ' ' + poolKind(s.pool) + ', ' + (s.large ? 'large' : 'small') + (s.expandable ? ', expandable' : '') + '</td><td class="n">' + s.stream +
         '</td><td class="n">' + fmtInt(s.nb) + '</td><td class="n">' + fmtBytes(s.req) + '</td><td class="n">' + fmtBytes(s.free) + '</td><td class="n">' + fmtBytes(s.largestFree) + '</td><td class="n">' + fmtBytes(s.pending) + '</td></tr>';
     }
     $('seg-table').innerHTML = h + '</tbody></table></div>';
   }
-  fragBar(); table();
+  // Bytes per pool (segment_pool_id), when any segment is in a private pool (a graph's or a MemPool's).
+  function pools() {
+    const rows = poolUsage(dev.segs);
+    if (!rows.length || (rows.length === 1 && poolKind(rows[0].pool) === 'default')) { $('pool-table').innerHTML = $('seg-controls').innerHTML = ''; return; }
+    // The map shows every pool's segments, or one pool's.
+    $('seg-controls').innerHTML = 'pool <select id="seg-pool"><option value="">all</option>' +
+      rows.map((u) => '<option value="' + esc(poolName(u.pool)) + '">' + esc(poolName(u.pool) + ' ' + poolKind(u.pool)) + '</option>').join('') + '</select>';
+    $('seg-pool').onchange = (ev) => { poolShown = ev.target.value; render(); };
+    let h = '<h3 style="font-size:13px;margin:6px 0;color:var(--muted)">Memory by pool</h3><div class="tbl"><table><thead><tr><th>pool</th><th>kind</th><th class="n">segments</th><th class="n">reserved</th><th class="n">allocated</th><th class="n">requested</th><th class="n">pending free</th><th class="n">free</th></tr></thead><tbody>';
+    for (const u of rows) {
+      h += '<tr><td class="mono">' + poolName(u.pool) + '</td><td>' + poolKind(u.pool) + '</td><td class="n">' + fmtInt(u.segments) + '</td><td class="n">' + fmtBytes(u.reserved) + '</td><td class="n">' + fmtBytes(u.allocated) +
+        '</td><td class="n">' + fmtBytes(u.requested) + '</td><td class="n">' + fmtBytes(u.pending) + '</td><td class="n">' + fmtBytes(u.free) + '</td></tr>';
+    }
+    $('pool-table').innerHTML = h + '</tbody></table></div>';
+  }
+  fragBar(); table(); pools();
   return { render };
 }
 
@@ -1214,6 +1246,7 @@ inline constexpr std::array<std::string_view, 3> kBeforeData = {
     <div class="legend" id="frag-legend"></div>
     <canvas id="segmap" style="margin-top:10px"></canvas>
     <div class="sub" id="seg-sub"></div>
+    <div style="margin-top:10px" id="pool-table"></div>
     <div style="margin-top:10px" id="seg-table"></div>
   </section>
 </main>

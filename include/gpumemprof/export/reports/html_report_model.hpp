@@ -61,6 +61,7 @@ struct HtmlSegment {
   std::int32_t stack = -1;
   std::size_t first_block = 0;
   std::size_t num_blocks = 0;
+  MempoolId pool;  ///< segment_pool_id: (0, 0) the default pool, else a graph's or a MemPool's
 };
 
 struct HtmlBlock {
@@ -245,7 +246,7 @@ void add_segments(const S& snap, HtmlDevice& dev, HtmlStackTable& stacks) {
     if (seg.device != dev.device) continue;
     HtmlSegment out{seg.address,       seg.total_size,    seg.stream,
                     seg.is_large,      seg.is_expandable, stacks.intern(seg.frames),
-                    dev.blocks.size(), seg.blocks.size()};
+                    dev.blocks.size(), seg.blocks.size(), seg.pool_id};
     for (const SnapshotBlock& b : seg.blocks) {
       const std::uint64_t offset = b.address >= seg.address ? b.address - seg.address : 0;
       dev.blocks.push_back({offset, b.size, b.requested_size, b.state, stacks.intern(b.frames)});

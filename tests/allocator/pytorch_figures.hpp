@@ -9,9 +9,11 @@
 #include <ostream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "catch.hpp"
 #include "gpumemprof/codec/json_reader.hpp"
+#include "replay.hpp"
 
 namespace pytorch_figures {
 
@@ -45,6 +47,26 @@ inline std::ostream& operator<<(std::ostream& o, const Figures& f) {
 inline Figures recorded(const gpumemprof::DataValue& r) {
   return {r.find("peak_allocated_bytes")->as_int(), r.find("peak_reserved_bytes")->as_int(),
           r.find("num_device_alloc")->as_int(), r.find("num_device_free")->as_int()};
+}
+
+// Replays `t` on `a` cold, then warm as often as the recording did (blocks live at a replay's end
+// freed after it, peaks reset between replays), and checks each replay's figures against `want`'s
+// (one policy's entry of a trace).
+template <class Allocator>
+void check_replays(const gpumemprof::tools::Trace& t, Allocator& a, const gpumemprof::DataValue& want) {
+  const auto& warm = want.find("warm")->items();
+  for (std::size_t i = 0; i <= warm.size(); ++i) {
+    const auto before = a.memory_stats();
+    std::vector<void*> live;
+    const auto r = gpumemprof::tools::replay(t, a, &live);
+    const Figures got{r.peak_allocated_bytes, r.peak_reserved_bytes, r.stats.num_device_alloc - before.num_device_alloc,
+                      r.stats.num_device_free - before.num_device_free};
+    for (void* p : live) a.deallocate(p);
+    a.validate();
+    a.reset_peak_memory_stats();
+    INFO("replay " << i << (i == 0 ? " (cold)" : " (warm)"));
+    CHECK(got == recorded(i == 0 ? *want.find("cold") : warm[i - 1]));
+  }
 }
 
 // ThreadSanitizer's address layout gives the simulated device less address space (simulated.hpp:

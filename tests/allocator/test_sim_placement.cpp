@@ -32,19 +32,7 @@ TEST_CASE("sim:0 replays every trace as PyTorch's allocator did, both policies, 
   // What `gpumemprof replay --device sim:0` builds: the device's defaults.
   SimAllocator a(gmp::SimulatedBackend(gmp::SimulatedOptions{}),
                  gmp::AllocatorConfig(policy == "default" ? "" : "expandable_segments:True"));
-  const auto& warm = want.find("warm")->items();
-  for (std::size_t i = 0; i <= warm.size(); ++i) {
-    const auto before = a.memory_stats();
-    std::vector<void*> live;
-    const auto r = gmp::tools::replay(t, a, &live);
-    const Figures got{r.peak_allocated_bytes, r.peak_reserved_bytes, r.stats.num_device_alloc - before.num_device_alloc,
-                      r.stats.num_device_free - before.num_device_free};
-    for (void* p : live) a.deallocate(p);
-    a.validate();
-    a.reset_peak_memory_stats();
-    INFO("replay " << i << (i == 0 ? " (cold)" : " (warm)"));
-    CHECK(got == recorded(i == 0 ? *want.find("cold") : warm[i - 1]));
-  }
+  pytorch_figures::check_replays(t, a, want);
 }
 
 TEST_CASE("the driver model puts PyTorch's segments where the driver put them") {

@@ -115,3 +115,42 @@ TEST_CASE("the driver model reproduces the driver's cudaMalloc addresses: 100 si
   CHECK(allocs == 200);
   CHECK(exact == allocs);
 }
+
+TEST_CASE("sim placement: the driver's chunks by default, rising addresses with lowest_first") {
+  gmp::SimulatedOptions opt;
+  opt.driver_layout.context_holes.clear();  // no context holes: every malloc below the context
+  gmp::SimulatedBackend driver(opt);
+  const auto a = reinterpret_cast<std::uintptr_t>(driver.malloc(20 * MiB));   // a new 32 MiB chunk
+  const auto b = reinterpret_cast<std::uintptr_t>(driver.malloc(2 * MiB));    // its free tail
+  const auto c = reinterpret_cast<std::uintptr_t>(driver.malloc(20 * MiB));   // the next chunk down
+  const auto d = reinterpret_cast<std::uintptr_t>(driver.malloc(100 * MiB));  // 128 MiB, below
+  CHECK(a % (32 * MiB) == 0);
+  CHECK(b == a + 20 * MiB);
+  CHECK(c == a - 32 * MiB);
+  CHECK(d == c - 128 * MiB);
+  driver.free(reinterpret_cast<void*>(d));  // its chunk goes back: the same size lands there again
+  CHECK(reinterpret_cast<std::uintptr_t>(driver.malloc(100 * MiB)) == d);
+
+  opt.placement_model = gmp::SimulatedOptions::Placement::lowest_first;
+  gmp::SimulatedBackend rising(opt);
+  const auto e = reinterpret_cast<std::uintptr_t>(rising.malloc(20 * MiB));
+  const auto f = reinterpret_cast<std::uintptr_t>(rising.malloc(2 * MiB));
+  const auto g = reinterpret_cast<std::uintptr_t>(rising.malloc(20 * MiB));
+  CHECK(f == e + 20 * MiB);
+  CHECK(g == f + 2 * MiB);
+}
+
+TEST_CASE("sim placement: a small device has its whole capacity, the driver's context besides") {
+  // The context's 512 MiB of address space come on top of the device's own (eight times its
+  // capacity): a 64 MiB device still fits 40 + 20 MiB, wherever its range happens to start.
+  for (int i = 0; i < 8; ++i) {
+    gmp::SimulatedBackend sim(gmp::SimulatedOptions{.capacity = 64 * MiB});
+    void* a = sim.malloc(40 * MiB);
+    void* b = sim.malloc(20 * MiB);
+    CHECK(a != nullptr);
+    CHECK(b != nullptr);
+    CHECK(sim.malloc(6 * MiB) == nullptr);  // 66 MiB: past the capacity
+    sim.free(a);
+    sim.free(b);
+  }
+}

@@ -61,8 +61,12 @@ class DriverPlacement {
       if (size > bytes) holes_.emplace(at + bytes, size - bytes);
       return at;
     }
-    const std::size_t c = (bytes + layout_.chunk - 1) / layout_.chunk * layout_.chunk;
-    const std::uintptr_t base = va_->take_highest(c, layout_.chunk);
+    std::size_t c = (bytes + layout_.chunk - 1) / layout_.chunk * layout_.chunk;
+    std::uintptr_t base = va_->take_highest(c, layout_.chunk);
+    if (base == 0) {  // the address space is tight (a small device): a chunk of just the allocation
+      c = bytes;
+      base = va_->take_highest(c, page_);
+    }
     if (base == 0) return 0;
     chunks_[base] = c;
     if (c > bytes) holes_.emplace(base + bytes, c - bytes);

@@ -456,9 +456,17 @@ class SimulatedBackend {
       // space (ThreadSanitizer's layout holds a few such devices), half as much, down to the
       // capacity itself: only many expandable streams at once could then run out of addresses.
       const std::size_t unit = round_up(std::max<std::size_t>(opt.capacity, opt.granularity), opt.granularity);
+      // The driver model's context and the rounding of its top to a chunk come on top of that.
+      const bool driver_model = opt.placement_model == SimulatedOptions::Placement::driver;
+      const std::size_t chunk = std::max(opt.driver_layout.chunk, opt.granularity);
+      const std::size_t extra = driver_model ? round_up(opt.driver_layout.context, opt.granularity) + chunk : 0;
+      if (driver_model && (chunk & (chunk - 1)) != 0) {
+        throw std::invalid_argument("SimulatedOptions.driver_layout.chunk must be a power of two, got " +
+                                    std::to_string(chunk));
+      }
       void* p = MAP_FAILED;
       for (std::size_t factor = 8; p == MAP_FAILED && factor >= 1; factor /= 2) {
-        span = unit * factor;
+        span = unit * factor + extra;
         p = ::mmap(nullptr, span + opt.granularity, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                    -1, 0);
       }
@@ -472,13 +480,8 @@ class SimulatedBackend {
       mapping = p;
       base = round_up(reinterpret_cast<std::uintptr_t>(p), opt.granularity);
       va.give(base, span);
-      if (opt.placement_model == SimulatedOptions::Placement::driver) {
+      if (driver_model) {
         // The driver model fills the address space from its top (a multiple of its chunk) down.
-        const std::size_t chunk = std::max(opt.driver_layout.chunk, opt.granularity);
-        if ((chunk & (chunk - 1)) != 0) {
-          throw std::invalid_argument("SimulatedOptions.driver_layout.chunk must be a power of two, got " +
-                                      std::to_string(chunk));
-        }
         opt.driver_layout.chunk = chunk;
         driver.emplace(va, (base + span) / chunk * chunk, opt.granularity, opt.driver_layout);
       }

@@ -11,42 +11,18 @@
 
 #include "catch.hpp"
 #include "gpumemprof/codec/json_reader.hpp"
+#include "pytorch_figures.hpp"
 #include "replay.hpp"
 #include "sim_allocator.hpp"
 
+using pytorch_figures::data_path;
+using pytorch_figures::figures;
+using pytorch_figures::Figures;
+using pytorch_figures::kTraces;
+using pytorch_figures::recorded;
+using pytorch_figures::skipped_under_tsan;
+
 namespace {
-
-std::string data_path(const std::string& name) {
-  const char* src = std::getenv("GPUMEMPROF_SOURCE_DIR");
-  return std::string(src != nullptr ? src : ".") + "/tests/data/" + name;
-}
-
-const gmp::DataValue& figures() {
-  static const gmp::DataValue v = [] {
-    std::ifstream in(data_path("pytorch_replay_figures.json"));
-    std::stringstream text;
-    text << in.rdbuf();
-    return gmp::parse_json(text.str());
-  }();
-  return v;
-}
-
-const char* const kTraces[] = {"resnet50_train",      "gpt2_train",  "gpt2_generate",
-                               "two_stream_resnet18", "bert_varlen", "gpt2_varlen"};
-
-// One replay's figures, as the recording took them: peaks reset before it, device calls during it.
-struct Figures {
-  std::int64_t peak_allocated = 0, peak_reserved = 0, maps = 0, unmaps = 0;
-  bool operator==(const Figures&) const = default;
-};
-std::ostream& operator<<(std::ostream& o, const Figures& f) {
-  return o << "{peak allocated " << f.peak_allocated << ", peak reserved " << f.peak_reserved << ", device allocs "
-           << f.maps << ", frees " << f.unmaps << "}";
-}
-Figures recorded(const gmp::DataValue& r) {
-  return {r.find("peak_allocated_bytes")->as_int(), r.find("peak_reserved_bytes")->as_int(),
-          r.find("num_device_alloc")->as_int(), r.find("num_device_free")->as_int()};
-}
 
 // Segment events as the recording lists them: action, reservation (numbered by first use), offset, bytes.
 struct SegmentEvent {
@@ -127,27 +103,6 @@ Replays replay_all(const std::string& trace, const char* conf, int warm) {
   return out;
 }
 
-// ThreadSanitizer's address layout gives the simulated device less address space (simulated.hpp:
-// down to its capacity), too little for a reservation of 9/8 of the device per (stream, pool) on
-// the three streams of two_stream_resnet18; every other build replays it.
-#if defined(__SANITIZE_THREAD__)
-#define GPUMEMPROF_TEST_UNDER_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define GPUMEMPROF_TEST_UNDER_TSAN 1
-#endif
-#endif
-#ifndef GPUMEMPROF_TEST_UNDER_TSAN
-#define GPUMEMPROF_TEST_UNDER_TSAN 0
-#endif
-bool skipped_under_tsan(const std::string& trace) {
-  if (GPUMEMPROF_TEST_UNDER_TSAN && trace == "two_stream_resnet18") {
-    WARN("two_stream_resnet18 not replayed under ThreadSanitizer: its layout holds too few reservations");
-    return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 TEST_CASE("expandable_segments:True replays every trace exactly as PyTorch's allocator did") {
@@ -223,17 +178,5 @@ TEST_CASE("default policy: with the driver's segment addresses, replays give PyT
   }
   const auto t = gmp::tools::load_trace(data_path(trace + ".trace.gz"));
   SimAllocator a(gmp::SimulatedBackend(opt), gmp::AllocatorConfig(""));
-  const auto& warm = want.find("warm")->items();
-  for (std::size_t i = 0; i <= warm.size(); ++i) {
-    const auto before = a.memory_stats();
-    std::vector<void*> live;
-    const auto r = gmp::tools::replay(t, a, &live);
-    const Figures got{r.peak_allocated_bytes, r.peak_reserved_bytes, r.stats.num_device_alloc - before.num_device_alloc,
-                      r.stats.num_device_free - before.num_device_free};
-    for (void* p : live) a.deallocate(p);
-    a.validate();
-    a.reset_peak_memory_stats();
-    INFO("replay " << i << (i == 0 ? " (cold)" : " (warm)"));
-    CHECK(got == recorded(i == 0 ? *want.find("cold") : warm[i - 1]));
-  }
+  pytorch_figures::check_replays(t, a, want);
 }

@@ -118,8 +118,9 @@ TEST_CASE("an unsplit remainder stays in the block; a mid-run trace starts from 
 TEST_CASE("PyTorch's reference snapshot: the recorded block bytes are PyTorch's own peak, whole or mid-run") {
   gmp::Snapshot s = gmp::load_snapshot(recorded_data("resnet50_train.snapshot.pickle"));
   // pytorch_stats.json, the same run (3186 allocations): allocated_bytes.all.peak 3077896704. The
-  // replay places segments at the recorded addresses, so its best fit breaks ties between equal
-  // blocks as PyTorch did: the same peak (on another address layout it was 448 KiB less).
+  // replay places segments at the recorded addresses (and, where none is recorded, as the driver
+  // would), so best fit breaks ties between equal blocks as PyTorch did: the same peak (the old
+  // lowest-first layout gave 448 KiB less).
   CHECK(recorded_peak(s) == 3077896704);
   CHECK(gmp::replay_snapshot(s, 0).peak_allocated == 3077896704);
 

@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -27,7 +28,9 @@
 #include <vector>
 
 #include "gpumemprof/config.hpp"
+#include "gpumemprof/device/address_ranges.hpp"
 #include "gpumemprof/device/backend.hpp"
+#include "gpumemprof/device/driver_placement.hpp"
 #include "gpumemprof/device/external_memory.hpp"
 #include "gpumemprof/error.hpp"
 
@@ -41,12 +44,16 @@ struct SimulatedOptions {
   std::size_t context_bytes = 0;                   ///< taken from the start, as a CUDA context takes it
   /// Where mallocs land, in call order: the addresses a recording driver gave its cudaMallocs (as
   /// in PyTorch's segment_alloc history entries), kept in their layout -- shifted as a whole into
-  /// this device's range. The CUDA driver does not hand out rising addresses (large segments go
-  /// to falling 32 MiB-aligned addresses, small ones fill gaps), and the caching allocator breaks
-  /// ties between equal-size free blocks by address: replays place segments as the recording did
-  /// only with its addresses. A malloc past the list, or whose recorded range is taken or of
-  /// another size, goes to the lowest free range.
+  /// this device's range. The caching allocator breaks ties between equal-size free blocks by
+  /// address, so replays need the driver's layout: these addresses, or placement_model's driver
+  /// model (which alone gives every trace in tests/data PyTorch's figures). A malloc past the
+  /// list, or whose recorded range is taken or of another size, goes where placement_model puts it.
   std::vector<std::pair<std::uintptr_t, std::size_t>> placement{};  ///< (address, bytes) per malloc
+  /// How mallocs without a recorded address are placed: as the CUDA driver does (driver, the
+  /// default: replays then give PyTorch's figures; driver_placement.hpp has the rules), or first
+  /// fit at the lowest address (lowest_first: rising addresses, simpler to reason about).
+  enum class Placement { driver, lowest_first } placement_model = Placement::driver;
+  DriverLayout driver_layout{};  ///< the driver's rules, for placement_model == driver
 };
 
 /// Counts of the calls the allocator made, for tests and the replay tool.
@@ -101,8 +108,8 @@ class SimulatedBackend {
     check_unsafe_call_locked("cudaFree");
     ++s_->counters.free_calls;
     s_->used -= it->second;
-    s_->discard(addr, it->second);  // before give_range: the range may be handed out again at once
-    s_->give_range(addr, it->second);
+    s_->discard(addr, it->second);  // before giving it back: the range may be handed out again at once
+    s_->give_malloc(addr, it->second);
     s_->live.erase(it);
   }
 
@@ -163,7 +170,7 @@ class SimulatedBackend {
     std::lock_guard lock(s_->mutex);
     check_unsafe_call_locked("cuMemAddressReserve");
     const std::size_t size = round_up(bytes, s_->opt.granularity);
-    const std::uintptr_t base = s_->take_range(size);
+    const std::uintptr_t base = s_->va.take_lowest(size);
     if (base == 0) return {};
     s_->reservations.emplace(base, std::vector<bool>(size / s_->opt.granularity, false));
     ++s_->counters.reservations;
@@ -180,7 +187,7 @@ class SimulatedBackend {
       throw DeviceRuntimeError(name() + ": release of reservation " + hex(r.base) + " with pages still mapped");
     }
     ++s_->counters.releases;
-    s_->give_range(r.base, r.size);
+    s_->va.give(r.base, r.size);
     s_->reservations.erase(it);
   }
 
@@ -301,7 +308,7 @@ class SimulatedBackend {
     std::lock_guard lock(s_->mutex);
     const std::size_t charged = round_up(std::max<std::size_t>(bytes, 1), s_->opt.granularity);
     const std::uintptr_t addr =
-        charged > s_->opt.capacity - std::min(s_->opt.capacity, used_locked()) ? 0 : s_->take_range(charged);
+        charged > s_->opt.capacity - std::min(s_->opt.capacity, used_locked()) ? 0 : s_->va.take_lowest(charged);
     if (addr == 0) return nullptr;
     s_->external_live.emplace(addr, charged);
     s_->external_charged += charged;
@@ -317,7 +324,7 @@ class SimulatedBackend {
       throw DeviceRuntimeError(name() + ": external free of " + hex(addr) + ", which external_malloc did not return");
     }
     s_->external_charged -= it->second;
-    s_->give_range(addr, it->second);
+    s_->va.give(addr, it->second);
     s_->external_live.erase(it);
     s_->ledger.record_free(addr);
   }
@@ -449,9 +456,17 @@ class SimulatedBackend {
       // space (ThreadSanitizer's layout holds a few such devices), half as much, down to the
       // capacity itself: only many expandable streams at once could then run out of addresses.
       const std::size_t unit = round_up(std::max<std::size_t>(opt.capacity, opt.granularity), opt.granularity);
+      // The driver model's context and the rounding of its top to a chunk come on top of that.
+      const bool driver_model = opt.placement_model == SimulatedOptions::Placement::driver;
+      const std::size_t chunk = std::max(opt.driver_layout.chunk, opt.granularity);
+      const std::size_t extra = driver_model ? round_up(opt.driver_layout.context, opt.granularity) + chunk : 0;
+      if (driver_model && (chunk & (chunk - 1)) != 0) {
+        throw std::invalid_argument("SimulatedOptions.driver_layout.chunk must be a power of two, got " +
+                                    std::to_string(chunk));
+      }
       void* p = MAP_FAILED;
       for (std::size_t factor = 8; p == MAP_FAILED && factor >= 1; factor /= 2) {
-        span = unit * factor;
+        span = unit * factor + extra;
         p = ::mmap(nullptr, span + opt.granularity, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                    -1, 0);
       }
@@ -464,7 +479,12 @@ class SimulatedBackend {
       ::madvise(p, span + opt.granularity, MADV_DONTDUMP);
       mapping = p;
       base = round_up(reinterpret_cast<std::uintptr_t>(p), opt.granularity);
-      free_ranges.emplace(base, span);
+      va.give(base, span);
+      if (driver_model) {
+        // The driver model fills the address space from its top (a multiple of its chunk) down.
+        opt.driver_layout.chunk = chunk;
+        driver.emplace(va, (base + span) / chunk * chunk, opt.granularity, opt.driver_layout);
+      }
       start_placement();
     }
     void start_placement() {
@@ -478,58 +498,26 @@ class SimulatedBackend {
     State(const State&) = delete;
     State& operator=(const State&) = delete;
 
-    // First fit at the lowest address: deterministic, like a fresh device.
-    std::uintptr_t take_range(std::size_t size) {
-      for (auto it = free_ranges.begin(); it != free_ranges.end(); ++it) {
-        if (it->second >= size) {
-          const std::uintptr_t addr = it->first;
-          const std::size_t rest = it->second - size;
-          free_ranges.erase(it);
-          if (rest != 0) free_ranges.emplace(addr + size, rest);
-          return addr;
-        }
-      }
-      return 0;
-    }
     // The next recorded address, shifted into this range, when it is free and of this size;
-    // else the lowest free range.
+    // else where the placement model puts it.
     std::uintptr_t place(std::size_t size) {
       if (next_placement < opt.placement.size()) {
         const auto [recorded, bytes] = opt.placement[next_placement++];
         const std::uintptr_t want = base + (recorded - placement_low);
-        if (bytes == size && want % opt.granularity == 0 && take_range_at(want, size)) return want;
+        if (bytes == size && want % opt.granularity == 0 && va.take(want, size)) return want;
       }
-      return take_range(size);
+      return driver ? driver->allocate(size) : va.take_lowest(size);
     }
-    bool take_range_at(std::uintptr_t addr, std::size_t size) {
-      auto it = free_ranges.upper_bound(addr);
-      if (it == free_ranges.begin()) return false;
-      --it;
-      const auto [start, bytes] = *it;
-      if (addr + size > start + bytes) return false;
-      free_ranges.erase(it);
-      if (addr > start) free_ranges.emplace(start, addr - start);
-      if (start + bytes > addr + size) free_ranges.emplace(addr + size, start + bytes - addr - size);
-      return true;
+    void give_malloc(std::uintptr_t addr, std::size_t size) {
+      if (driver && driver->owns(addr)) {
+        driver->free(addr, size);
+      } else {
+        va.give(addr, size);
+      }
     }
     // Gives the pages of a range back to the system; they read as zeros when touched again.
     void discard(std::uintptr_t addr, std::size_t size) const noexcept {
       ::madvise(reinterpret_cast<void*>(addr), size, MADV_DONTNEED);
-    }
-    void give_range(std::uintptr_t addr, std::size_t size) {
-      auto next = free_ranges.lower_bound(addr);
-      if (next != free_ranges.end() && addr + size == next->first) {
-        size += next->second;
-        next = free_ranges.erase(next);
-      }
-      if (next != free_ranges.begin()) {
-        auto prev = std::prev(next);
-        if (prev->first + prev->second == addr) {
-          prev->second += size;
-          return;
-        }
-      }
-      free_ranges.emplace(addr, size);
     }
     EventState& event(Event e) {
       auto it = events.find(e.id);
@@ -544,7 +532,8 @@ class SimulatedBackend {
     void* mapping = nullptr;
     std::uintptr_t base = 0;
     std::size_t span = 0;
-    std::map<std::uintptr_t, std::size_t> free_ranges;         // address -> bytes
+    AddressRanges va;                                          // free address space
+    std::optional<DriverPlacement> driver;                     // mallocs, as the driver places them
     std::size_t next_placement = 0;                            // opt.placement's next entry
     std::uintptr_t placement_low = 0;                          // its lowest address (page aligned)
     std::map<std::uintptr_t, std::size_t> live;                // malloc'd address -> charged bytes
@@ -555,7 +544,7 @@ class SimulatedBackend {
     std::uintptr_t next_event = 0;
     std::unordered_map<std::uintptr_t, EventState> events;
     std::map<std::uintptr_t, std::deque<std::uintptr_t>> pending_by_stream;
-    std::set<std::uintptr_t> destroyed;  // destroy_stream()'s handles
+    std::set<std::uintptr_t> destroyed;                   // destroy_stream()'s handles
     std::map<std::uintptr_t, Capture> captures;           // capturing streams
     std::map<std::thread::id, CaptureMode> thread_modes;  // exchange_capture_mode (default global)
     SimulatedCounters counters;

@@ -125,8 +125,8 @@ bool CachingAllocator<Backend>::set_category(void* ptr, std::uint32_t category, 
   if (b == nullptr || b->category == category || (only_untagged && b->category != 0)) return false;
   const std::uint32_t previous = b->category;
   b->category = category;
-  notify(slow_events_, TraceAction::category_change, b->addr, b->requested, b->stream, b->context, false, category,
-         previous, b->size);
+  notify(delivery_.slow_lane(), TraceAction::category_change, b->addr, b->requested, b->stream, b->context, false,
+         category, previous, b->size);
   return true;
 }
 
@@ -203,9 +203,10 @@ void CachingAllocator<Backend>::deallocate_exclusive(void* ptr) {
   }
   b->allocated = false;
   ledger_.apply_unallocate(pool.stat_pool, static_cast<std::int64_t>(b->size));
-  notify_block(slow_events_, TraceAction::free_requested, *b);
+  notify_block(delivery_.slow_lane(), TraceAction::free_requested, *b);
   if (deferred) return;
-  ledger_.apply_free(free_block(pool.at(b->stream, b->pool), block_records_, b, /*deferred=*/false, slow_events_));
+  ledger_.apply_free(
+      free_block(pool.at(b->stream, b->pool), block_records_, b, /*deferred=*/false, delivery_.slow_lane()));
   if (b->pool != 0) reclaim_released(b);
 }
 
@@ -232,23 +233,23 @@ void CachingAllocator<Backend>::set_memory_fraction(double fraction) {
 
 template <DeviceBackend Backend>
 std::size_t CachingAllocator<Backend>::add_event_sink(const AllocatorEventSink& sink) {
-  return change_sinks([&] { return sinks_.add(sink); });
+  return change_sinks([&] { return delivery_.sinks().add(sink); });
 }
 
 template <DeviceBackend Backend>
 void CachingAllocator<Backend>::remove_event_sink(std::size_t slot) {
-  change_sinks([&] { sinks_.remove(slot); });
+  change_sinks([&] { delivery_.sinks().remove(slot); });
 }
 
 template <DeviceBackend Backend>
 void CachingAllocator<Backend>::replace_event_sink(std::size_t slot, const AllocatorEventSink& sink) {
-  change_sinks([&] { sinks_.replace(slot, sink); });
+  change_sinks([&] { delivery_.sinks().replace(slot, sink); });
 }
 
 template <DeviceBackend Backend>
 std::size_t CachingAllocator<Backend>::event_sink_count() const {
-  detail::LockGuard lock(events_mutex_);
-  return sinks_.count();
+  detail::LockGuard lock(delivery_.lock());
+  return delivery_.sinks().count();
 }
 
 template <DeviceBackend Backend>

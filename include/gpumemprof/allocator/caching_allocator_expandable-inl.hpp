@@ -262,7 +262,7 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::map_block(
   stat_add(stats_.reserved_bytes, pool.stat_pool, static_cast<std::int64_t>(bytes));
   ++stats_.num_device_alloc;  // PyTorch counts each map as a device allocation
   const std::uint64_t context = new_context();
-  notify(slow_events_, TraceAction::segment_map, hole->addr, bytes, hole->stream, context);
+  notify(delivery_.slow_lane(), TraceAction::segment_map, hole->addr, bytes, hole->stream, context);
   if (s->context == 0) s->context = context;
   try_merge(hole, hole->prev(), pool);
   try_merge(hole, hole->next(), pool);
@@ -298,7 +298,7 @@ void CachingAllocator<Backend>::unmap_pages(Block* b, std::uintptr_t addr, std::
   total_reserved_ -= bytes;
   stat_sub(stats_.reserved_bytes, pool.stat_pool, static_cast<std::int64_t>(bytes));
   ++stats_.num_device_free;
-  notify(slow_events_, TraceAction::segment_unmap, addr, bytes, b->stream, s->context);
+  notify(delivery_.slow_lane(), TraceAction::segment_unmap, addr, bytes, b->stream, s->context);
   try_merge(b, b->prev(), pool);  // holes merge with holes only
   try_merge(b, b->next(), pool);
 }

@@ -38,13 +38,13 @@ class CachingAllocator<Backend>::LockedView {
 template <DeviceBackend Backend>
 template <class F, class G>
 decltype(auto) CachingAllocator<Backend>::with_lock_then(F&& f, G&& then) const {
-  detail::LockGuard delivery(events_mutex_);
-  auto seen = [&]() GPUMEMPROF_REQUIRES(events_mutex_) {
+  detail::LockGuard delivery(delivery_.lock());
+  auto seen = [&]() GPUMEMPROF_REQUIRES(delivery_.lock()) {
     ExclusiveLock lock(*this, typename ExclusiveLock::ReadersOnly{});
-    take_all_events();
+    delivery_.take_all(shards_, device_mutex_);
     return std::forward<F>(f)(LockedView(*this));
   }();
-  deliver_taken(std::numeric_limits<std::uint64_t>::max());
+  delivery_.deliver_taken(std::numeric_limits<std::uint64_t>::max());
   return std::forward<G>(then)(std::move(seen));
 }
 

@@ -77,8 +77,9 @@ class EventDelivery {
 
   /// Moves every lane's events (the slow lane's, each shard's of `shards`) to its run and, with
   /// `reserve`, makes room in every lane. The caller holds the delivery lock and the owner's
-  /// exclusive lock: `device` and every shard (a set the analysis cannot name).
-  void take_all(const ShardRegistry& shards, const Mutex& device, bool reserve = false) const
+  /// exclusive lock: `device` and every shard (a set the analysis cannot name). `device` is named
+  /// for the analysis only.
+  void take_all(const ShardRegistry& shards, [[maybe_unused]] const Mutex& device, bool reserve = false) const
       GPUMEMPROF_REQUIRES(mutex_, device) {
     slow_.take();
     lanes_.clear();

@@ -27,12 +27,13 @@ CachingAllocator<Backend>::CachingAllocator(Backend backend, AllocatorConfig con
   for (std::size_t d : cfg_.roundup_power2_divisions) has_roundup_ = has_roundup_ || d > 1;
   if (cfg_.uses_expandable_segments()) {
     bool vm = false;
+    std::size_t page = 0;
     if constexpr (VirtualMemoryBackend<Backend>) {
       vm = true;
       if constexpr (requires { backend_.supports_virtual_memory(); }) vm = backend_.supports_virtual_memory();
-      if (vm) page_ = backend_.granularity();
+      if (vm) page = backend_.granularity();
     }
-    if (!vm || page_ == 0 || (page_ & (page_ - 1)) != 0 || page_ % kMinBlockSize != 0) {
+    if (!vm || page == 0 || (page & (page - 1)) != 0 || page % kMinBlockSize != 0) {
       throw ConfigError(
           "allocator config key 'expandable_segments': True needs a device with virtual memory "
           "mapping, and " +
@@ -41,12 +42,8 @@ CachingAllocator<Backend>::CachingAllocator(Backend backend, AllocatorConfig con
     expandable_ = true;
     compacting_ = cfg_.compacting_expandable_segments;
     // PyTorch maps pages of its segment sizes (kLargeBuffer, kSmallBuffer); the compacting
-    // policy maps pages of the device's granularity.
-    const auto pages_of = [this](std::size_t bytes) {
-      return compacting_ ? page_ : (bytes + page_ - 1) / page_ * page_;
-    };
-    large_page_ = pages_of(kLargeBuffer);
-    small_page_ = pages_of(kSmallBuffer);
+    // policy maps pages of the device's granularity (expandable_state.hpp).
+    expandable_state_ = detail::ExpandableState(page, compacting_);
   }
   if (cfg_.per_process_memory_fraction) set_memory_fraction(*cfg_.per_process_memory_fraction);
 }

@@ -114,6 +114,7 @@
 #include "gpumemprof/allocator/event_delivery.hpp"
 #include "gpumemprof/allocator/event_sinks.hpp"
 #include "gpumemprof/allocator/expandable_layout.hpp"
+#include "gpumemprof/allocator/expandable_state.hpp"
 #include "gpumemprof/allocator/format_size.hpp"
 #include "gpumemprof/allocator/free_index.hpp"
 #include "gpumemprof/allocator/introspection.hpp"
@@ -397,14 +398,17 @@ class CachingAllocator {
   // PyTorch's best fit among free expandable blocks (get_free_block): from the smallest block that
   // holds `size`, on to the next while its size plus the unmapped hole after it is smaller.
   static Block* expandable_best_fit(const Tree& tree, Block* b) noexcept;
-  [[nodiscard]] std::size_t page_of(bool small_pool) const noexcept { return small_pool ? small_page_ : large_page_; }
+  [[nodiscard]] std::size_t page_of(bool small_pool) const noexcept GPUMEMPROF_REQUIRES(device_mutex_) {
+    return expandable_state_.page_of(small_pool);
+  }
   Block* take_spill(Stream stream, std::size_t size) GPUMEMPROF_EXCLUSIVE;  // a free large block for a small request
   Block* new_reservation(Pool& pool, Stream stream) GPUMEMPROF_EXCLUSIVE;
   Block* map_block(Block* unmapped, std::size_t bytes) GPUMEMPROF_EXCLUSIVE;
   void unmap_pages(Block* free_block, std::uintptr_t addr, std::size_t bytes) GPUMEMPROF_EXCLUSIVE;
   std::size_t pages_to_recycle(std::size_t size, std::size_t need) GPUMEMPROF_EXCLUSIVE;
-  void plan_segment(const Segment& s, detail::PlannedSegment& into) const GPUMEMPROF_EXCLUSIVE;
-  detail::ExpandableLayout& refresh_layout() GPUMEMPROF_EXCLUSIVE;             // layout_ and layout_segments_, afresh
+  detail::ExpandableLayout& refresh_layout() GPUMEMPROF_EXCLUSIVE {  // the planner's view, afresh
+    return expandable_state_.refresh(segment_list_.head());
+  }
   [[nodiscard]] Block* block_at(const Segment& s, std::uintptr_t addr) const;  // the block starting at addr
   void unmap_planned(const std::vector<detail::UnmapStep>& steps, const std::vector<Segment*>& segs,
                      std::vector<Stream> synced) GPUMEMPROF_EXCLUSIVE;
@@ -502,28 +506,10 @@ class CachingAllocator {
 
   Backend backend_;
   AllocatorConfig cfg_;
-  bool has_roundup_ = false;    // any roundup_power2_divisions > 1 configured
-  bool gc_active_ = false;      // memory fraction and garbage_collection_threshold both set (written exclusively)
-  bool expandable_ = false;     // expandable segments (either policy) on a backend with virtual memory
-  bool compacting_ = false;     // the compacting policy (compacting_expandable_segments:True)
-  std::size_t page_ = 0;        // the backend's mapping granularity (expandable only)
-  std::size_t large_page_ = 0;  // the pages mapped in the large / small pool: PyTorch's segment
-  std::size_t small_page_ = 0;  // sizes (20 / 2 MiB), or the granularity when compacting
-  // Expandable growth maps fresh pages, not recycled ones, while reserved stays within this
-  // fraction above the most bytes ever live (live_high_): see expandable_planner.hpp. The goal is
-  // <= 1.03x peak requested and <= PyTorch's expandable figure (1.0255x on resnet50_train).
-  static constexpr double kExpandableSlack = 0.025;
-  std::size_t live_high_ GPUMEMPROF_GUARDED_BY(device_mutex_) = 0;
-  // allocated_bytes.all.allocated when live_high_ last rose. Once the workload has allocated
-  // kSettleAfter times live_high_ since, pages no longer move for the slack (kSettledSlack):
-  // growth maps fresh pages, within the device's and the fraction's limits.
-  std::size_t allocated_at_high_ GPUMEMPROF_GUARDED_BY(device_mutex_) = 0;
-  static constexpr double kSettleAfter = 24;
-  static constexpr double kSettledSlack = 1e6;
-  // The planner's view of every expandable segment (layout_segments_[i] is layout_.segments[i]),
-  // scratch kept between growths so that building it allocates nothing once warm. Exclusive.
-  detail::ExpandableLayout layout_;
-  std::vector<Segment*> layout_segments_;
+  bool has_roundup_ = false;  // any roundup_power2_divisions > 1 configured
+  bool gc_active_ = false;    // memory fraction and garbage_collection_threshold both set (written exclusively)
+  bool expandable_ = false;   // expandable segments (either policy) on a backend with virtual memory
+  bool compacting_ = false;   // the compacting policy (compacting_expandable_segments:True)
 
   // Guarded by device_mutex_ (and so by ExclusiveLock): the shard list, segments, events, the
   // slow paths' record pools, reserved bytes, the memory fraction, OOM observers. The sinks'
@@ -555,6 +541,9 @@ class CachingAllocator {
   std::size_t total_reserved_ GPUMEMPROF_GUARDED_BY(device_mutex_) = 0;  // bytes held from the device
   std::size_t reserving_ GPUMEMPROF_GUARDED_BY(device_mutex_) = 0;       // bytes of new segments in backend mallocs now
   std::optional<std::size_t> allowed_max_ GPUMEMPROF_GUARDED_BY(device_mutex_);  // set_memory_fraction
+  // Expandable segments' pages, high-water mark of live bytes and the planner's view
+  // (expandable_state.hpp); the allocator carries the plans out (caching_allocator_expandable-inl.hpp).
+  detail::ExpandableState expandable_state_ GPUMEMPROF_GUARDED_BY(device_mutex_);
   std::vector<OomObserver> oom_observers_ GPUMEMPROF_GUARDED_BY(device_mutex_);
 
   // The statistics, their locks and the protocol of their writers and readers (stats_ledger.hpp).

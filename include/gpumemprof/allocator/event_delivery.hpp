@@ -18,7 +18,6 @@
 #include "gpumemprof/allocator/event_sinks.hpp"
 #include "gpumemprof/allocator/shard_registry.hpp"
 #include "gpumemprof/config.hpp"
-#include "gpumemprof/detail/stamp_clock.hpp"
 #include "gpumemprof/detail/thread_annotations.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
@@ -37,70 +36,17 @@ class EventDelivery {
   /// Delivers the events buffered in the slow lane and every shard's lane of `shards`; unless
   /// `wait`, gives up when the delivery lock or `device` (the owner's device mutex, which guards
   /// the shard list) is busy. The caller holds no allocator lock.
-  void deliver(bool wait, Mutex& device, const ShardRegistry& shards) const GPUMEMPROF_EXCLUDES(mutex_, device) {
-    if (wait) {
-      mutex_.lock();
-    } else if (!mutex_.try_lock()) {
-      return;  // another delivery runs: it or the next takes these events
-    }
-    LockGuard delivery(mutex_, adopt_lock);
-    // Every event stamped before the cut is in its lane once that lane's lock is taken after it.
-    const std::uint64_t cut = stamp_fenced();
-    {
-      if (wait) {
-        device.lock();
-      } else if (!device.try_lock()) {
-        return;  // a slow path runs: the next delivery
-      }
-      LockGuard held(device, adopt_lock);
-      try {  // allocates only while the lists grow (new streams)
-        lanes_.clear();
-        shards_.clear();
-        lanes_.push_back(&slow_);
-        for (const auto& sh : shards.all()) {
-          lanes_.push_back(&sh->events);
-          shards_.push_back(sh.get());
-        }
-      } catch (...) {  // no room for the lists: the next delivery
-        return;
-      }
-      slow_.take();
-    }
-    // Each shard alone, the device mutex let go: a slow path may hold a shard across a backend
-    // call and then want the device mutex. Shards live as long as their registry.
-    for (Shard* shard : shards_) {
-      LockGuard lock(shard->mutex);
-      shard->events.take();
-    }
-    deliver_taken(cut);
-  }
+  void deliver(bool wait, Mutex& device, const ShardRegistry& shards) const GPUMEMPROF_EXCLUDES(mutex_, device);
 
   /// Moves every lane's events (the slow lane's, each shard's of `shards`) to its run and, with
   /// `reserve`, makes room in every lane. The caller holds the delivery lock and the owner's
   /// exclusive lock: `device` and every shard (a set the analysis cannot name). `device` is named
   /// for the analysis only.
   void take_all(const ShardRegistry& shards, [[maybe_unused]] const Mutex& device, bool reserve = false) const
-      GPUMEMPROF_REQUIRES(mutex_, device) {
-    slow_.take();
-    lanes_.clear();
-    lanes_.push_back(&slow_);
-    for (const auto& sh : shards.all()) {
-      sh->events.take();
-      lanes_.push_back(&sh->events);
-    }
-    if (reserve) {
-      for (EventLane* lane : lanes_) lane->reserve();
-    }
-  }
+      GPUMEMPROF_REQUIRES(mutex_, device);
 
   /// Tells the sinks the taken events stamped before `cut`; the caller holds only the delivery lock.
-  void deliver_taken(std::uint64_t cut) const GPUMEMPROF_REQUIRES(mutex_) {
-    for (EventLane* lane : lanes_) lane->collect();
-    try {
-      deliver_events(lanes_, cut, sinks_, runs_);
-    } catch (...) {  // no room in the merge scratch (first deliveries only): the next delivery
-    }
-  }
+  void deliver_taken(std::uint64_t cut) const GPUMEMPROF_REQUIRES(mutex_);
 
  private:
   mutable Mutex mutex_;
@@ -114,3 +60,8 @@ class EventDelivery {
 
 }  // namespace detail
 GPUMEMPROF_NAMESPACE_END
+
+// The bodies: in the compiled library under GPUMEMPROF_COMPILED_LIB (lib/event_delivery.cpp).
+#ifndef GPUMEMPROF_COMPILED_LIB
+#include "gpumemprof/allocator/event_delivery-inl.hpp"
+#endif

@@ -15,7 +15,6 @@
 // device mutex for every call but the constructor and page_of() on a value it read under it.
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 #include <vector>
 
@@ -43,10 +42,7 @@ class ExpandableState {
   ExpandableState() = default;
   /// Expandable segments on a device whose mapping granularity is `page`: PyTorch's pages (its
   /// segment sizes, 20 / 2 MiB, in whole pages), or with `compacting` the granularity itself.
-  ExpandableState(std::size_t page, bool compacting) noexcept
-      : page_(page),
-        large_page_(pages_of(kLargeBuffer, page, compacting)),
-        small_page_(pages_of(kSmallBuffer, page, compacting)) {}
+  ExpandableState(std::size_t page, bool compacting) noexcept;
 
   /// The device's mapping granularity.
   [[nodiscard]] std::size_t page() const noexcept { return page_; }
@@ -56,62 +52,26 @@ class ExpandableState {
   /// Raises the high-water mark to what a request of `size` bytes reaches, given `live`
   /// (allocated_bytes.all): its peak (which reset_peak_memory_stats may lower; the mark it
   /// raised stays) or its current value with the request.
-  void note_request(const Stat& live, std::size_t size) noexcept {
-    const std::size_t high =
-        std::max({live_high_, static_cast<std::size_t>(live.peak), static_cast<std::size_t>(live.current) + size});
-    const auto total = static_cast<std::size_t>(live.allocated);
-    if (high > live_high_ || total < allocated_at_high_) allocated_at_high_ = total;  // a new high (or a reset)
-    live_high_ = high;
-  }
+  void note_request(const Stat& live, std::size_t size) noexcept;
   /// The most bytes ever live, as of the latest note_request().
   [[nodiscard]] std::size_t live_high() const noexcept { return live_high_; }
   /// The fraction above live_high() that fresh pages may reach: kSlack while the workload still
   /// sets highs; kSettledSlack once it has allocated kSettleAfter times its high since the last
   /// one (it repeats: growth maps fresh pages, so its layout settles and warm replays map
   /// nothing; the device's free memory and the memory fraction still bound it).
-  [[nodiscard]] double slack(const Stat& live) const noexcept {
-    const auto total = static_cast<std::size_t>(live.allocated);
-    return total - allocated_at_high_ > static_cast<std::size_t>(kSettleAfter * static_cast<double>(live_high_))
-               ? kSettledSlack
-               : kSlack;
-  }
+  [[nodiscard]] double slack(const Stat& live) const noexcept;
 
   /// The planner's view of every expandable segment of the list that starts at `first` (linked
   /// by list_next), afresh; no heap memory once warm.
-  ExpandableLayout& refresh(Segment* first) {
-    layout_.page = page_;
-    segments_.clear();
-    std::size_t n = 0;
-    for (Segment* s = first; s != nullptr; s = s->list_next) {
-      if (!s->expandable) continue;
-      if (n == layout_.segments.size()) layout_.segments.emplace_back();
-      plan_segment(*s, layout_.segments[n++]);
-      segments_.push_back(s);
-    }
-    layout_.segments.resize(n);
-    return layout_;
-  }
+  ExpandableLayout& refresh(Segment* first);
   /// The view as the latest refresh() left it (a growth may append a new reservation to both).
   [[nodiscard]] ExpandableLayout& view() noexcept { return layout_; }
   [[nodiscard]] std::vector<Segment*>& segments() noexcept { return segments_; }
 
   /// The planner's view of one segment.
-  static void plan_segment(const Segment& s, PlannedSegment& into) {
-    into.stream = s.stream;
-    into.small_pool = s.small_pool;
-    into.base = s.addr;
-    into.end = s.addr + s.reservation.size;
-    into.blocks.clear();
-    for (const Block* b = s.head; b != nullptr; b = b->next()) {
-      into.blocks.push_back({b->addr, b->size, b->mapped, b->is_free()});
-    }
-  }
+  static void plan_segment(const Segment& s, PlannedSegment& into);
 
  private:
-  static std::size_t pages_of(std::size_t bytes, std::size_t page, bool compacting) noexcept {
-    return compacting ? page : (bytes + page - 1) / page * page;
-  }
-
   std::size_t page_ = 0;
   std::size_t large_page_ = 0;
   std::size_t small_page_ = 0;
@@ -123,3 +83,8 @@ class ExpandableState {
 
 }  // namespace detail
 GPUMEMPROF_NAMESPACE_END
+
+// The bodies: in the compiled library under GPUMEMPROF_COMPILED_LIB (lib/expandable_state.cpp).
+#ifndef GPUMEMPROF_COMPILED_LIB
+#include "gpumemprof/allocator/expandable_state-inl.hpp"
+#endif

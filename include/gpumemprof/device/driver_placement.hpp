@@ -56,9 +56,10 @@ class DriverPlacement {
   std::uintptr_t allocate(std::size_t bytes) {
     for (const auto& [addr, size] : holes_) {
       if (size < bytes) continue;
-      const std::uintptr_t at = addr;  // copy: the entry is replaced below
+      const std::uintptr_t at = addr;  // copies: the entry (which addr and size name) is erased below
+      const std::size_t length = size;
       holes_.erase(at);
-      if (size > bytes) holes_.emplace(at + bytes, size - bytes);
+      if (length > bytes) holes_.emplace(at + bytes, length - bytes);
       return at;
     }
     std::size_t c = (bytes + layout_.chunk - 1) / layout_.chunk * layout_.chunk;

@@ -25,7 +25,7 @@ FORBIDDEN = {
 LIBRARY_BODIES = ("allocator/allocator_config-inl.hpp", "allocator/caching_allocator-inl.hpp", "allocator/caching_allocator_expandable-inl.hpp",
                   "allocator/caching_allocator_segments-inl.hpp", "allocator/caching_allocator_stats-inl.hpp",
                   "allocator/caching_allocator_pools-inl.hpp",
-                  "allocator/caching_allocator_events-inl.hpp", "allocator/caching_allocator_views-inl.hpp",
+                  "allocator/caching_allocator_events-inl.hpp", "allocator/caching_allocator_views-inl.hpp", "allocator/event_delivery-inl.hpp", "allocator/expandable_state-inl.hpp",
                   "allocator/default_allocator-inl.hpp", "allocator/device_memory-inl.hpp", "allocator/memory_stats-inl.hpp",
                   "device/any_backend-inl.hpp", "device/cuda.hpp", "device/cupti.hpp", "device/device-inl.hpp",
                   "history/stacks-inl.hpp", "profiler/memory_source-inl.hpp", "profiler/profiler-inl.hpp",
@@ -51,8 +51,10 @@ HEAVY = ("cuda.h", "cuda_runtime.h", "cuda_runtime_api.h", "cupti.h", "nvToolsEx
 # bench/compile_time/measure.sh 3`: 2.53 s and 2.86 s of CPU against 3 s and 6 s), so the budgets
 # keep ~2% room above that. Splitting the allocator into parts (the segment list, the shard
 # registry, the cross-stream frees: headers of their own) added ~100 lines to each (dev VM without
-# CUDA: 3548 -> 3649 and 5448 -> 5545), the budgets as much.
-COMPILED_LINE_BUDGET = 3720
+# CUDA: 3548 -> 3649 and 5448 -> 5545), the budgets as much. Two more parts (event delivery,
+# the expandable segments' state: declarations only, their bodies in the library) added 50 to
+# the light path (this VM with CUDA: 3674 -> 3724; the umbrella 5575 -> 5625, within its budget).
+COMPILED_LINE_BUDGET = 3775
 UMBRELLA = "gpumemprof/gpumemprof.hpp"
 UMBRELLA_LINE_BUDGET = 5660
 # The umbrella's own bodies that compiled mode leaves to the library (lib/reports.cpp,

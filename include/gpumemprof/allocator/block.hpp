@@ -4,6 +4,7 @@
 // - A Segment is one device allocation. Its Blocks tile it exactly, linked in address order
 //   by prev/next; Segment::head is the lowest. Segments never merge. The links are private:
 //   only SegmentChain (segment_chain.hpp) changes them; everyone else reads prev()/next().
+//   The free-tree links are private too: only FreeTree (free_tree.hpp) reads or writes them.
 // - A Block is in exactly one of three states:
 //     allocated      -- handed to the client; found by address in the PointerMap;
 //     pending free   -- freed by the client but used on other streams (event_count > 0);
@@ -26,16 +27,23 @@ GPUMEMPROF_NAMESPACE_BEGIN
 namespace detail {
 
 struct Segment;
+template <class Node>
+class FreeTree;
 
 // Field order matters: the first cache line holds what tree operations and merges touch
 // (links, flags, address, size, neighbours); the second what only allocation and free read.
 struct alignas(64) Block {
-  // FreeTree links (meaningful only while the block is free).
+ private:
+  // FreeTree links (meaningful only while the block is free): FreeTree (free_tree.hpp) is their
+  // only reader and writer.
+  template <class Node>
+  friend class FreeTree;
   Block* tree_left = nullptr;
   Block* tree_right = nullptr;
   Block* tree_parent = nullptr;
   bool tree_red = false;
 
+ public:
   bool allocated = false;
   bool small_pool = false;
   bool mapped = true;             // false: an unmapped tail of an expandable segment

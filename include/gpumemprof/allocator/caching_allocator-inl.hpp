@@ -27,12 +27,13 @@ CachingAllocator<Backend>::CachingAllocator(Backend backend, AllocatorConfig con
   for (std::size_t d : cfg_.roundup_power2_divisions) has_roundup_ = has_roundup_ || d > 1;
   if (cfg_.uses_expandable_segments()) {
     bool vm = false;
+    std::size_t page = 0;
     if constexpr (VirtualMemoryBackend<Backend>) {
       vm = true;
       if constexpr (requires { backend_.supports_virtual_memory(); }) vm = backend_.supports_virtual_memory();
-      if (vm) page_ = backend_.granularity();
+      if (vm) page = backend_.granularity();
     }
-    if (!vm || page_ == 0 || (page_ & (page_ - 1)) != 0 || page_ % kMinBlockSize != 0) {
+    if (!vm || page == 0 || (page & (page - 1)) != 0 || page % kMinBlockSize != 0) {
       throw ConfigError(
           "allocator config key 'expandable_segments': True needs a device with virtual memory "
           "mapping, and " +
@@ -41,12 +42,8 @@ CachingAllocator<Backend>::CachingAllocator(Backend backend, AllocatorConfig con
     expandable_ = true;
     compacting_ = cfg_.compacting_expandable_segments;
     // PyTorch maps pages of its segment sizes (kLargeBuffer, kSmallBuffer); the compacting
-    // policy maps pages of the device's granularity.
-    const auto pages_of = [this](std::size_t bytes) {
-      return compacting_ ? page_ : (bytes + page_ - 1) / page_ * page_;
-    };
-    large_page_ = pages_of(kLargeBuffer);
-    small_page_ = pages_of(kSmallBuffer);
+    // policy maps pages of the device's granularity (expandable_state.hpp).
+    expandable_state_ = detail::ExpandableState(page, compacting_);
   }
   if (cfg_.per_process_memory_fraction) set_memory_fraction(*cfg_.per_process_memory_fraction);
 }
@@ -125,8 +122,8 @@ bool CachingAllocator<Backend>::set_category(void* ptr, std::uint32_t category, 
   if (b == nullptr || b->category == category || (only_untagged && b->category != 0)) return false;
   const std::uint32_t previous = b->category;
   b->category = category;
-  notify(slow_events_, TraceAction::category_change, b->addr, b->requested, b->stream, b->context, false, category,
-         previous, b->size);
+  notify(delivery_.slow_lane(), TraceAction::category_change, b->addr, b->requested, b->stream, b->context, false,
+         category, previous, b->size);
   return true;
 }
 
@@ -203,9 +200,10 @@ void CachingAllocator<Backend>::deallocate_exclusive(void* ptr) {
   }
   b->allocated = false;
   ledger_.apply_unallocate(pool.stat_pool, static_cast<std::int64_t>(b->size));
-  notify_block(slow_events_, TraceAction::free_requested, *b);
+  notify_block(delivery_.slow_lane(), TraceAction::free_requested, *b);
   if (deferred) return;
-  ledger_.apply_free(free_block(pool.at(b->stream, b->pool), block_records_, b, /*deferred=*/false, slow_events_));
+  ledger_.apply_free(
+      free_block(pool.at(b->stream, b->pool), block_records_, b, /*deferred=*/false, delivery_.slow_lane()));
   if (b->pool != 0) reclaim_released(b);
 }
 
@@ -232,23 +230,23 @@ void CachingAllocator<Backend>::set_memory_fraction(double fraction) {
 
 template <DeviceBackend Backend>
 std::size_t CachingAllocator<Backend>::add_event_sink(const AllocatorEventSink& sink) {
-  return change_sinks([&] { return sinks_.add(sink); });
+  return change_sinks([&] { return delivery_.sinks().add(sink); });
 }
 
 template <DeviceBackend Backend>
 void CachingAllocator<Backend>::remove_event_sink(std::size_t slot) {
-  change_sinks([&] { sinks_.remove(slot); });
+  change_sinks([&] { delivery_.sinks().remove(slot); });
 }
 
 template <DeviceBackend Backend>
 void CachingAllocator<Backend>::replace_event_sink(std::size_t slot, const AllocatorEventSink& sink) {
-  change_sinks([&] { sinks_.replace(slot, sink); });
+  change_sinks([&] { delivery_.sinks().replace(slot, sink); });
 }
 
 template <DeviceBackend Backend>
 std::size_t CachingAllocator<Backend>::event_sink_count() const {
-  detail::LockGuard lock(events_mutex_);
-  return sinks_.count();
+  detail::LockGuard lock(delivery_.lock());
+  return delivery_.sinks().count();
 }
 
 template <DeviceBackend Backend>

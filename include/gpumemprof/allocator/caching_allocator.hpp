@@ -52,7 +52,8 @@
 //           throwing (tests/allocator/test_exception_safety.cpp fails each heap allocation).
 //
 // Events (event_buffer.hpp): a call asks the sinks to prepare (a stack walk) before any lock,
-// buffers events in its shard's lane (slow paths: slow_events_), delivers after every lock.
+// buffers events in its shard's lane (slow paths: the slow lane), delivers after every lock
+// (event_delivery.hpp: the delivery lock, the sinks, the slow lane).
 //
 // Locks, in the order they are taken. The order of 0, 1, 2 and 5 is declared on the members
 // (ACQUIRED_BEFORE) and checked, with what each lock guards, by clang's thread-safety analysis in
@@ -60,7 +61,7 @@
 // ExclusiveLock (caching_allocator_lock.hpp) and StatsLedger::lock_all take. One exception: a reader
 // holding every shard (with_lock) takes the fold lock -- safe while the ledger is quiescent
 // (StatsLedger::unlock_all says why).
-//   0. events_mutex_     one delivery of events to the sinks at a time; sinks run holding only it.
+//   0. delivery lock     one delivery of events to the sinks at a time; sinks run holding only it.
 //   1. device_mutex_     slow paths and introspection; guards the segment list, events, record
 //                        pools, reserved bytes, the memory fraction.
 //   2. fold lock         (ledger) one fold at a time; guards the ledger's lane list.
@@ -81,8 +82,9 @@
 // Files. Hot path: caching_allocator_hot-inl.hpp. New segments, release, garbage collection,
 // cross-stream events, release_stream: caching_allocator_segments-inl.hpp. Stats readers:
 // caching_allocator_stats-inl.hpp. Views, errors and validate(): caching_allocator_views-inl.hpp.
-// Delivery of events: caching_allocator_events-inl.hpp. with_lock_then and the views it walks:
-// caching_allocator_locked-inl.hpp. Construction, new shards: caching_allocator-inl.hpp.
+// Delivery of events: event_delivery.hpp; changes of the sink set: caching_allocator_events-inl.hpp.
+// with_lock_then and the views it walks: caching_allocator_locked-inl.hpp. Construction, new
+// shards: caching_allocator-inl.hpp.
 // Expandable segments: caching_allocator_expandable-inl.hpp. Private pools and capture:
 // caching_allocator_pools-inl.hpp. The exclusive section's lock: caching_allocator_lock.hpp.
 // Snapshots read the allocator from the history layer: snapshot(allocator), in
@@ -109,8 +111,10 @@
 #include "gpumemprof/allocator/block.hpp"
 #include "gpumemprof/allocator/cross_stream_events.hpp"
 #include "gpumemprof/allocator/event_buffer.hpp"
+#include "gpumemprof/allocator/event_delivery.hpp"
 #include "gpumemprof/allocator/event_sinks.hpp"
 #include "gpumemprof/allocator/expandable_layout.hpp"
+#include "gpumemprof/allocator/expandable_state.hpp"
 #include "gpumemprof/allocator/format_size.hpp"
 #include "gpumemprof/allocator/free_index.hpp"
 #include "gpumemprof/allocator/introspection.hpp"
@@ -350,12 +354,13 @@ class CachingAllocator {
     tree.insert(b);
   }
   // Merges a freed block with free neighbours and files it; the stat changes are returned.
-  // `events`: the lane of the caller's lock (the shard's; slow_events_ in the slow paths).
+  // `events`: the lane of the caller's lock (the shard's; delivery_.slow_lane() in the slow paths).
   detail::StatRecord free_block(Tree& tree, Records& records, Block* b, bool deferred, detail::EventLane& events);
   // A deferred free (events complete), run exclusively.
   void free_block_exclusive(Block* b) GPUMEMPROF_EXCLUSIVE {
     Pool& pool = pool_of(b);
-    ledger_.apply_free(free_block(pool.at(b->stream, b->pool), block_records_, b, /*deferred=*/true, slow_events_));
+    ledger_.apply_free(
+        free_block(pool.at(b->stream, b->pool), block_records_, b, /*deferred=*/true, delivery_.slow_lane()));
     if (GPUMEMPROF_UNLIKELY(b->pool != 0)) reclaim_released(b);
   }
   // Binds stats_ (at construction: no other thread sees the allocator yet).
@@ -393,14 +398,17 @@ class CachingAllocator {
   // PyTorch's best fit among free expandable blocks (get_free_block): from the smallest block that
   // holds `size`, on to the next while its size plus the unmapped hole after it is smaller.
   static Block* expandable_best_fit(const Tree& tree, Block* b) noexcept;
-  [[nodiscard]] std::size_t page_of(bool small_pool) const noexcept { return small_pool ? small_page_ : large_page_; }
+  [[nodiscard]] std::size_t page_of(bool small_pool) const noexcept GPUMEMPROF_REQUIRES(device_mutex_) {
+    return expandable_state_.page_of(small_pool);
+  }
   Block* take_spill(Stream stream, std::size_t size) GPUMEMPROF_EXCLUSIVE;  // a free large block for a small request
   Block* new_reservation(Pool& pool, Stream stream) GPUMEMPROF_EXCLUSIVE;
   Block* map_block(Block* unmapped, std::size_t bytes) GPUMEMPROF_EXCLUSIVE;
   void unmap_pages(Block* free_block, std::uintptr_t addr, std::size_t bytes) GPUMEMPROF_EXCLUSIVE;
   std::size_t pages_to_recycle(std::size_t size, std::size_t need) GPUMEMPROF_EXCLUSIVE;
-  void plan_segment(const Segment& s, detail::PlannedSegment& into) const GPUMEMPROF_EXCLUSIVE;
-  detail::ExpandableLayout& refresh_layout() GPUMEMPROF_EXCLUSIVE;             // layout_ and layout_segments_, afresh
+  detail::ExpandableLayout& refresh_layout() GPUMEMPROF_EXCLUSIVE {  // the planner's view, afresh
+    return expandable_state_.refresh(segment_list_.head());
+  }
   [[nodiscard]] Block* block_at(const Segment& s, std::uintptr_t addr) const;  // the block starting at addr
   void unmap_planned(const std::vector<detail::UnmapStep>& steps, const std::vector<Segment*>& segs,
                      std::vector<Stream> synced) GPUMEMPROF_EXCLUSIVE;
@@ -455,8 +463,8 @@ class CachingAllocator {
   [[noreturn]] void throw_invalid_pointer(const void* ptr, const char* what) const GPUMEMPROF_EXCLUSIVE;
   [[noreturn]] void throw_oom(Pool& pool, Stream stream, std::size_t size, std::size_t requested,
                               ExclusiveLock& lock) GPUMEMPROF_EXCLUSIVE;
-  // Buffers an event in `lane`, whose lock the caller holds (a shard's; slow_events_: the device
-  // mutex), when there are sinks. Out of line: the hot path pays the test of sinks_.active() only.
+  // Buffers an event in `lane`, whose lock the caller holds (a shard's; the slow lane: the device
+  // mutex), when there are sinks. Out of line: the hot path pays the test of sinks().active() only.
   GPUMEMPROF_NOINLINE void buffer_event(detail::EventLane& lane, TraceAction action, std::uintptr_t addr,
                                         std::size_t size, Stream stream, std::uint64_t context, bool deferred,
                                         std::uint32_t category, std::uint32_t previous_category,
@@ -469,30 +477,27 @@ class CachingAllocator {
   void notify(detail::EventLane& lane, TraceAction action, std::uintptr_t addr, std::size_t size, Stream stream,
               std::uint64_t context = 0, bool deferred = false, std::uint32_t category = 0,
               std::uint32_t previous_category = 0, std::size_t block_size = 0) const noexcept {
-    if (GPUMEMPROF_UNLIKELY(sinks_.active())) {
+    if (GPUMEMPROF_UNLIKELY(delivery_.sinks().active())) {
       buffer_event(lane, action, addr, size, stream, context, deferred, category, previous_category, block_size);
     }
   }
   // A block's alloc/free events carry its context handle, category and block bytes.
   void notify_block(detail::EventLane& lane, TraceAction action, const Block& b, bool deferred = false) const noexcept {
-    if (GPUMEMPROF_UNLIKELY(sinks_.active())) {
+    if (GPUMEMPROF_UNLIKELY(delivery_.sinks().active())) {
       buffer_event(lane, action, b.addr, b.requested, b.stream, b.context, deferred, b.category, 0, b.size);
     }
   }
   // The context handle of what the current call creates: what the sinks prepared at its entry.
   [[nodiscard]] std::uint64_t new_context() const noexcept {
-    return sinks_.active() ? detail::thread_event_context : 0;
+    return delivery_.sinks().active() ? detail::thread_event_context : 0;
   }
   using EventCall = detail::EventCall<CachingAllocator>;  // at the entry of calls that may cause events
   friend EventCall;
-  // Delivers buffered events; unless `wait`, gives up when a lock is busy. No allocator lock held.
-  void deliver_events(bool wait) const GPUMEMPROF_EXCLUDES(events_mutex_, device_mutex_);
-  // Moves every lane's events to its run (and, with `reserve`, makes room in every lane); the
-  // caller holds the delivery lock and the exclusive lock (every shard: a set the analysis cannot
-  // name, so it sees the device mutex only).
-  void take_all_events(bool reserve = false) const GPUMEMPROF_REQUIRES(events_mutex_, device_mutex_);
-  // Tells the sinks the taken events stamped before `cut`; the caller holds only the delivery lock.
-  void deliver_taken(std::uint64_t cut) const GPUMEMPROF_REQUIRES(events_mutex_);
+  // Delivers buffered events (event_delivery.hpp); unless `wait`, gives up when a lock is busy.
+  // No allocator lock held.
+  void deliver_events(bool wait) const GPUMEMPROF_EXCLUDES(delivery_.lock(), device_mutex_) {
+    delivery_.deliver(wait, device_mutex_, shards_);
+  }
   // Changes the sink set between two deliveries: events before go to the old set.
   template <class F>
   decltype(auto) change_sinks(F&& change);
@@ -501,40 +506,21 @@ class CachingAllocator {
 
   Backend backend_;
   AllocatorConfig cfg_;
-  bool has_roundup_ = false;    // any roundup_power2_divisions > 1 configured
-  bool gc_active_ = false;      // memory fraction and garbage_collection_threshold both set (written exclusively)
-  bool expandable_ = false;     // expandable segments (either policy) on a backend with virtual memory
-  bool compacting_ = false;     // the compacting policy (compacting_expandable_segments:True)
-  std::size_t page_ = 0;        // the backend's mapping granularity (expandable only)
-  std::size_t large_page_ = 0;  // the pages mapped in the large / small pool: PyTorch's segment
-  std::size_t small_page_ = 0;  // sizes (20 / 2 MiB), or the granularity when compacting
-  // Expandable growth maps fresh pages, not recycled ones, while reserved stays within this
-  // fraction above the most bytes ever live (live_high_): see expandable_planner.hpp. The goal is
-  // <= 1.03x peak requested and <= PyTorch's expandable figure (1.0255x on resnet50_train).
-  static constexpr double kExpandableSlack = 0.025;
-  std::size_t live_high_ GPUMEMPROF_GUARDED_BY(device_mutex_) = 0;
-  // allocated_bytes.all.allocated when live_high_ last rose. Once the workload has allocated
-  // kSettleAfter times live_high_ since, pages no longer move for the slack (kSettledSlack):
-  // growth maps fresh pages, within the device's and the fraction's limits.
-  std::size_t allocated_at_high_ GPUMEMPROF_GUARDED_BY(device_mutex_) = 0;
-  static constexpr double kSettleAfter = 24;
-  static constexpr double kSettledSlack = 1e6;
-  // The planner's view of every expandable segment (layout_segments_[i] is layout_.segments[i]),
-  // scratch kept between growths so that building it allocates nothing once warm. Exclusive.
-  detail::ExpandableLayout layout_;
-  std::vector<Segment*> layout_segments_;
+  bool has_roundup_ = false;  // any roundup_power2_divisions > 1 configured
+  bool gc_active_ = false;    // memory fraction and garbage_collection_threshold both set (written exclusively)
+  bool expandable_ = false;   // expandable segments (either policy) on a backend with virtual memory
+  bool compacting_ = false;   // the compacting policy (compacting_expandable_segments:True)
 
   // Guarded by device_mutex_ (and so by ExclusiveLock): the shard list, segments, events, the
-  // slow paths' record pools, reserved bytes, the memory fraction, OOM observers. sinks_ and
-  // gc_active_ change only exclusively, so any shard lock suffices to read them.
+  // slow paths' record pools, reserved bytes, the memory fraction, OOM observers. The sinks'
+  // active() and gc_active_ change only exclusively, so any shard lock suffices to read them.
   // The lock order of the map above, declared (clang checks it with -Wthread-safety-beta): the
   // delivery lock, the device mutex, then the ledger's (fold lock, shards, stats lock).
-  mutable detail::Mutex events_mutex_ GPUMEMPROF_ACQUIRED_BEFORE(device_mutex_);  // one delivery at a time
-  // Every lane, for a delivery (guarded by events_mutex_), and merge scratch.
-  mutable std::vector<detail::EventLane*> event_lanes_ GPUMEMPROF_GUARDED_BY(events_mutex_);
-  mutable std::vector<Shard*> event_shards_ GPUMEMPROF_GUARDED_BY(events_mutex_);
-  mutable std::vector<detail::EventRun*> event_runs_ GPUMEMPROF_GUARDED_BY(events_mutex_);
-  mutable detail::Mutex device_mutex_ GPUMEMPROF_ACQUIRED_BEFORE(ledger_.stats_lock());  // before the ledger's
+  // The delivery of events: its lock (0. above), the sinks, the slow paths' lane
+  // (event_delivery.hpp). Sinks are added and removed under its lock (change_sinks).
+  detail::EventDelivery delivery_;
+  mutable detail::Mutex device_mutex_ GPUMEMPROF_ACQUIRED_AFTER(delivery_.lock())
+      GPUMEMPROF_ACQUIRED_BEFORE(ledger_.stats_lock());  // after the delivery lock, before the ledger's
   // The shards (shard_registry.hpp): the list changes under device_mutex_; the first ones are
   // found without a lock (find_fast), which the analysis cannot see: the registry carries no
   // GUARDED_BY, and the writers below hold the device mutex.
@@ -555,10 +541,9 @@ class CachingAllocator {
   std::size_t total_reserved_ GPUMEMPROF_GUARDED_BY(device_mutex_) = 0;  // bytes held from the device
   std::size_t reserving_ GPUMEMPROF_GUARDED_BY(device_mutex_) = 0;       // bytes of new segments in backend mallocs now
   std::optional<std::size_t> allowed_max_ GPUMEMPROF_GUARDED_BY(device_mutex_);  // set_memory_fraction
-  // Added and removed under events_mutex_ (change_sinks), told under it; active() says whether
-  // events are buffered (set with every shard held).
-  detail::EventSinks sinks_;
-  mutable detail::EventLane slow_events_;  // events of the slow paths, under device_mutex_
+  // Expandable segments' pages, high-water mark of live bytes and the planner's view
+  // (expandable_state.hpp); the allocator carries the plans out (caching_allocator_expandable-inl.hpp).
+  detail::ExpandableState expandable_state_ GPUMEMPROF_GUARDED_BY(device_mutex_);
   std::vector<OomObserver> oom_observers_ GPUMEMPROF_GUARDED_BY(device_mutex_);
 
   // The statistics, their locks and the protocol of their writers and readers (stats_ledger.hpp).

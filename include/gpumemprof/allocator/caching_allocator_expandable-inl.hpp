@@ -36,7 +36,7 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::grow_compa
   // instead: the pools have reservations of their own, so the page would be unmapped there and
   // mapped here, and moved back once the large pool wants it again (gpt2_generate's small and
   // large requests take turns as its sequences grow: 49 pages moved per replay, none with this).
-  if (pool.small && pages_to_recycle(size, page_) != 0) {
+  if (pool.small && pages_to_recycle(size, expandable_state_.page()) != 0) {
     if (Block* b = take_spill(stream, size); b != nullptr) return b;
   }
   const detail::ExpandableLayout& layout = refresh_layout();
@@ -52,8 +52,8 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::map_growth
                                                                                  std::size_t size,
                                                                                  const detail::GrowthPlace* planned,
                                                                                  bool may_recycle) {
-  detail::ExpandableLayout& layout = layout_;
-  std::vector<Segment*>& segs = layout_segments_;
+  detail::ExpandableLayout& layout = expandable_state_.view();
+  std::vector<Segment*>& segs = expandable_state_.segments();
   std::optional<detail::GrowthPlace> place;
   if (planned != nullptr) place = *planned;
   if (!place) {
@@ -66,7 +66,7 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::map_growth
       return nullptr;
     }
     segs.push_back(start->segment);
-    plan_segment(*start->segment, layout.segments.back());  // one hole: the whole range
+    detail::ExpandableState::plan_segment(*start->segment, layout.segments.back());  // one hole: the whole range
     place = detail::GrowthPlace{segs.size() - 1, 0, 0};
   }
   Segment* seg = segs[place->segment];
@@ -126,56 +126,17 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::take_spill
 template <DeviceBackend Backend>
 std::size_t CachingAllocator<Backend>::pages_to_recycle(std::size_t size, std::size_t need) {
   // The budget's base: the most bytes ever live (a running high-water mark that
-  // reset_peak_memory_stats does not lower), this request included.
+  // reset_peak_memory_stats does not lower), this request included (expandable_state.hpp).
   const Stat& live = stats_.allocated_bytes[StatPool::all];
-  const std::size_t high =
-      std::max({live_high_, static_cast<std::size_t>(live.peak), static_cast<std::size_t>(live.current) + size});
-  const auto total = static_cast<std::size_t>(live.allocated);
-  if (high > live_high_ || total < allocated_at_high_) allocated_at_high_ = total;  // a new high (or a reset)
-  live_high_ = high;
+  expandable_state_.note_request(live, size);
   detail::GrowthBudget g{.reserved = total_reserved_,
                          .need = need,
-                         .live_high = live_high_,
-                         .slack = kExpandableSlack,
+                         .live_high = expandable_state_.live_high(),
+                         .slack = expandable_state_.slack(live),
                          .allowed_max = allowed_max_,
-                         .page = page_};
+                         .page = expandable_state_.page()};
   if constexpr (VirtualMemoryBackend<Backend>) g.device_free = backend_.mem_get_info().free;
-  // Pages move to stay within the slack only while the workload is still setting highs of live
-  // bytes: once it has allocated kSettleAfter times its high since the last new high, it repeats,
-  // and growth maps fresh pages instead, so its layout settles and its warm replays map nothing.
-  // The device's free memory and the memory fraction still bound it.
-  if (total - allocated_at_high_ > static_cast<std::size_t>(kSettleAfter * static_cast<double>(live_high_))) {
-    g.slack = kSettledSlack;
-  }
   return detail::bytes_to_recycle(g);
-}
-
-template <DeviceBackend Backend>
-void CachingAllocator<Backend>::plan_segment(const Segment& s, detail::PlannedSegment& into) const {
-  into.stream = s.stream;
-  into.small_pool = s.small_pool;
-  into.base = s.addr;
-  into.end = s.addr + s.reservation.size;
-  into.blocks.clear();
-  for (const Block* b = s.head; b != nullptr; b = b->next()) {
-    into.blocks.push_back({b->addr, b->size, b->mapped, b->is_free()});
-  }
-}
-
-// Every expandable segment, into the reused scratch view (no heap memory once warm).
-template <DeviceBackend Backend>
-detail::ExpandableLayout& CachingAllocator<Backend>::refresh_layout() {
-  layout_.page = page_;
-  layout_segments_.clear();
-  std::size_t n = 0;
-  for (Segment* s = segment_list_.head(); s != nullptr; s = s->list_next) {
-    if (!s->expandable) continue;
-    if (n == layout_.segments.size()) layout_.segments.emplace_back();
-    plan_segment(*s, layout_.segments[n++]);
-    layout_segments_.push_back(s);
-  }
-  layout_.segments.resize(n);
-  return layout_;
 }
 
 template <DeviceBackend Backend>
@@ -262,7 +223,7 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::map_block(
   stat_add(stats_.reserved_bytes, pool.stat_pool, static_cast<std::int64_t>(bytes));
   ++stats_.num_device_alloc;  // PyTorch counts each map as a device allocation
   const std::uint64_t context = new_context();
-  notify(slow_events_, TraceAction::segment_map, hole->addr, bytes, hole->stream, context);
+  notify(delivery_.slow_lane(), TraceAction::segment_map, hole->addr, bytes, hole->stream, context);
   if (s->context == 0) s->context = context;
   try_merge(hole, hole->prev(), pool);
   try_merge(hole, hole->next(), pool);
@@ -298,7 +259,7 @@ void CachingAllocator<Backend>::unmap_pages(Block* b, std::uintptr_t addr, std::
   total_reserved_ -= bytes;
   stat_sub(stats_.reserved_bytes, pool.stat_pool, static_cast<std::int64_t>(bytes));
   ++stats_.num_device_free;
-  notify(slow_events_, TraceAction::segment_unmap, addr, bytes, b->stream, s->context);
+  notify(delivery_.slow_lane(), TraceAction::segment_unmap, addr, bytes, b->stream, s->context);
   try_merge(b, b->prev(), pool);  // holes merge with holes only
   try_merge(b, b->next(), pool);
 }
@@ -354,7 +315,7 @@ void CachingAllocator<Backend>::release_expandable_pool(Pool& pool) {
 template <DeviceBackend Backend>
 void CachingAllocator<Backend>::release_expandable_segment(Segment* s, bool synced) {
   detail::PlannedSegment view;
-  plan_segment(*s, view);
+  detail::ExpandableState::plan_segment(*s, view);
   unmap_planned(detail::pages_to_release(view, 0, page_of(s->small_pool)), {s},
                 synced ? std::vector<Stream>{s->stream} : std::vector<Stream>{});
   if (!s->head->is_split() && !s->head->mapped) release_reservation(s);

@@ -17,9 +17,9 @@ template <DeviceBackend Backend>
 class CachingAllocator<Backend>::LockedView {
  public:
   /// Visits every segment, in creation order.
-  // Not analysed: a LockedView exists only inside with_lock(), which holds the device mutex.
   template <class F>
-  void visit_segments(F&& f) const GPUMEMPROF_NO_THREAD_SAFETY_ANALYSIS {
+  void visit_segments(F&& f) const {
+    held();
     for (const Segment* s = a_.segment_list_.head(); s != nullptr; s = s->list_next) a_.for_each_view(*s, f);
   }
   [[nodiscard]] const MemoryStats& stats() const noexcept { return stats_; }
@@ -29,8 +29,12 @@ class CachingAllocator<Backend>::LockedView {
   // The stats are copied once: with every shard held no allocation or free changes them, and
   // f() then runs without the stats lock, so samplers (gauges(), peak windows) keep reading
   // while a snapshot is taken.
-  explicit LockedView(const CachingAllocator& a)
+  explicit LockedView(const CachingAllocator& a) GPUMEMPROF_REQUIRES(a.device_mutex_)
       : a_(a), stats_(a.ledger_.read([](const detail::StatsLedger::State& s) { return s.stats; })) {}
+  // A LockedView is made only under the exclusive lock (its constructor requires the device
+  // mutex, and the analysis checks that) and is used only inside with_lock(), which holds that
+  // lock until f() returns: whenever a view is used, the device mutex is held.
+  void held() const noexcept GPUMEMPROF_ASSERT_CAPABILITY(a_.device_mutex_) {}
   const CachingAllocator& a_;
   MemoryStats stats_;
 };
@@ -38,13 +42,13 @@ class CachingAllocator<Backend>::LockedView {
 template <DeviceBackend Backend>
 template <class F, class G>
 decltype(auto) CachingAllocator<Backend>::with_lock_then(F&& f, G&& then) const {
-  detail::LockGuard delivery(events_mutex_);
-  auto seen = [&]() GPUMEMPROF_REQUIRES(events_mutex_) {
+  detail::LockGuard delivery(delivery_.lock());
+  auto seen = [&]() GPUMEMPROF_REQUIRES(delivery_.lock()) {
     ExclusiveLock lock(*this, typename ExclusiveLock::ReadersOnly{});
-    take_all_events();
+    delivery_.take_all(shards_, device_mutex_);
     return std::forward<F>(f)(LockedView(*this));
   }();
-  deliver_taken(std::numeric_limits<std::uint64_t>::max());
+  delivery_.deliver_taken(std::numeric_limits<std::uint64_t>::max());
   return std::forward<G>(then)(std::move(seen));
 }
 

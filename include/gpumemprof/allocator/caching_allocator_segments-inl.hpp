@@ -113,7 +113,7 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::new_segmen
   if (segment_bytes >= cfg_.max_split_size) stats_.oversize_segments.increase(1);
   ++stats_.num_device_alloc;
   s->context = new_context();
-  notify(slow_events_, TraceAction::segment_alloc, s->addr, segment_bytes, stream, s->context);
+  notify(delivery_.slow_lane(), TraceAction::segment_alloc, s->addr, segment_bytes, stream, s->context);
   insert_free(pool, shard.trees[pool.small], b);  // free until hand_out takes it
   return b;
 }
@@ -135,7 +135,7 @@ template <DeviceBackend Backend>
 void CachingAllocator<Backend>::forget_segment(Block* whole) {
   Segment* s = whole->segment;
   Pool& pool = pool_of(whole);
-  notify(slow_events_, TraceAction::segment_free, s->addr, s->size, s->stream, s->context);
+  notify(delivery_.slow_lane(), TraceAction::segment_free, s->addr, s->size, s->stream, s->context);
   total_reserved_ -= s->size;
   stat_sub(stats_.segment, pool.stat_pool, 1);
   stat_sub(stats_.reserved_bytes, pool.stat_pool, static_cast<std::int64_t>(s->size));

@@ -62,7 +62,7 @@ void CachingAllocator<Backend>::throw_oom(Pool& pool, Stream stream, std::size_t
                                           ExclusiveLock& lock) {
   const MemInfo info = backend_.mem_get_info();
   const std::size_t segment_bytes = compacting_ ? size : segment_size_for(size);  // PyTorch: alloc_size
-  notify(slow_events_, TraceAction::oom, info.free, size, stream);
+  notify(delivery_.slow_lane(), TraceAction::oom, info.free, size, stream);
   ++stats_.num_ooms;
 
   OomInfo oi;

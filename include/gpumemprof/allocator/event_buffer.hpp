@@ -122,10 +122,10 @@ template <class Allocator>
 class EventCall {
  public:
   EventCall(const Allocator& a, TraceAction call) noexcept : a_(a) {
-    if (GPUMEMPROF_UNLIKELY(a.sinks_.active())) {
+    if (GPUMEMPROF_UNLIKELY(a.delivery_.sinks().active())) {
       on_ = true;
       previous_ = thread_event_context;
-      thread_event_context = a.sinks_.prepare(call);
+      thread_event_context = a.delivery_.sinks().prepare(call);
     }
   }
   ~EventCall() {

@@ -13,7 +13,8 @@
 GPUMEMPROF_NAMESPACE_BEGIN
 namespace detail {
 
-/// Node needs members tree_left, tree_right, tree_parent (Node*), tree_red (bool), size, addr.
+/// Node needs members tree_left, tree_right, tree_parent (Node*), tree_red (bool), size, addr; the
+/// links may be private to Node if it befriends FreeTree (Block does: only the tree writes them).
 template <class Node>
 class FreeTree {
  public:

@@ -45,22 +45,19 @@ class DriverPlacement {
       : va_(&va), page_(page), layout_(std::move(layout)) {
     if (layout_.context == 0 || !va_->take(top - layout_.context, layout_.context)) return;
     context_ = top - layout_.context;
-    chunks_[context_] = layout_.context;
+    Chunk& context = chunks_[context_];
+    context.bytes = layout_.context;
     for (const auto& [below_top, bytes] : layout_.context_holes) {
       if (below_top > layout_.context || bytes > below_top || below_top % page_ != 0 || bytes % page_ != 0) continue;
-      holes_.emplace(top - below_top, bytes);
+      context.holes.give(top - below_top, bytes);
     }
   }
 
   /// Address for `bytes` (a multiple of the page), or 0 when the address space has no room.
   std::uintptr_t allocate(std::size_t bytes) {
-    for (const auto& [addr, size] : holes_) {
-      if (size < bytes) continue;
-      const std::uintptr_t at = addr;  // copies: the entry (which addr and size name) is erased below
-      const std::size_t length = size;
-      holes_.erase(at);
-      if (length > bytes) holes_.emplace(at + bytes, length - bytes);
-      return at;
+    // Chunks by address, each chunk's holes by address: the lowest hole that fits.
+    for (auto& [base, chunk] : chunks_) {
+      if (const std::uintptr_t at = chunk.holes.take_lowest(bytes); at != 0) return at;
     }
     std::size_t c = (bytes + layout_.chunk - 1) / layout_.chunk * layout_.chunk;
     std::uintptr_t base = va_->take_highest(c, layout_.chunk);
@@ -69,8 +66,9 @@ class DriverPlacement {
       base = va_->take_highest(c, page_);
     }
     if (base == 0) return 0;
-    chunks_[base] = c;
-    if (c > bytes) holes_.emplace(base + bytes, c - bytes);
+    Chunk& chunk = chunks_[base];
+    chunk.bytes = c;
+    if (c > bytes) chunk.holes.give(base + bytes, c - bytes);
     return base;
   }
 
@@ -79,42 +77,33 @@ class DriverPlacement {
     auto it = chunks_.upper_bound(addr);
     if (it == chunks_.begin()) return false;
     --it;
-    return addr < it->first + it->second;
+    return addr < it->first + it->second.bytes;
   }
 
   /// Gives back an allocation; an emptied chunk (not the context's) returns to the address space.
   void free(std::uintptr_t addr, std::size_t bytes) {
-    auto chunk = std::prev(chunks_.upper_bound(addr));
-    const std::uintptr_t lo = chunk->first, hi = lo + chunk->second;
-    auto next = holes_.lower_bound(addr);
-    if (next != holes_.end() && next->first == addr + bytes && next->first < hi) {
-      bytes += next->second;
-      next = holes_.erase(next);
-    }
-    std::uintptr_t start = addr;
-    if (next != holes_.begin()) {
-      auto prev = std::prev(next);
-      if (prev->first >= lo && prev->first + prev->second == addr) {
-        start = prev->first;
-        bytes += prev->second;
-        holes_.erase(prev);
-      }
-    }
-    holes_.emplace(start, bytes);
-    if (lo != context_ && start == lo && bytes == chunk->second) {
-      holes_.erase(lo);
-      va_->give(lo, bytes);
-      chunks_.erase(chunk);
+    auto it = std::prev(chunks_.upper_bound(addr));
+    auto& [base, chunk] = *it;
+    chunk.holes.give(addr, bytes);
+    const auto& holes = chunk.holes.ranges();
+    if (base != context_ && holes.size() == 1 && holes.begin()->first == base && holes.begin()->second == chunk.bytes) {
+      va_->give(base, chunk.bytes);
+      chunks_.erase(it);
     }
   }
 
  private:
+  /// Address space taken from the device's range; its free holes never reach into another chunk.
+  struct Chunk {
+    std::size_t bytes = 0;
+    AddressRanges holes;
+  };
+
   AddressRanges* va_;
   std::size_t page_;
   DriverLayout layout_;
   std::uintptr_t context_ = 0;
-  std::map<std::uintptr_t, std::size_t> chunks_;  // base -> bytes of address space
-  std::map<std::uintptr_t, std::size_t> holes_;   // free ranges inside chunks, never across two
+  std::map<std::uintptr_t, Chunk> chunks_;  // by base address
 };
 
 GPUMEMPROF_NAMESPACE_END

@@ -22,7 +22,7 @@ FORBIDDEN = {
 
 
 # Left to the compiled library (lib/*.cpp) in its mode.
-LIBRARY_BODIES = ("allocator/allocator_config-inl.hpp", "allocator/caching_allocator-inl.hpp", "allocator/caching_allocator_expandable-inl.hpp",
+LIBRARY_BODIES = ("allocator/allocator_config-inl.hpp", "allocator/caching_allocator-inl.hpp", "allocator/expandable_executor-inl.hpp",
                   "allocator/caching_allocator_segments-inl.hpp", "allocator/caching_allocator_stats-inl.hpp",
                   "allocator/caching_allocator_pools-inl.hpp",
                   "allocator/caching_allocator_events-inl.hpp", "allocator/caching_allocator_views-inl.hpp", "allocator/event_delivery-inl.hpp", "allocator/expandable_state-inl.hpp",

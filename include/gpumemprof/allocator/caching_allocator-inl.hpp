@@ -1,6 +1,6 @@
 // Layer 2: CachingAllocator's construction, the exclusive entries of allocate/deallocate, new
 // streams' shards, configuration and event sinks (expandable segments:
-// caching_allocator_expandable-inl.hpp). Included by caching_allocator.hpp; not a header to
+// expandable_executor.hpp). Included by caching_allocator.hpp; not a header to
 // include on its own.
 #pragma once
 
@@ -43,7 +43,7 @@ CachingAllocator<Backend>::CachingAllocator(Backend backend, AllocatorConfig con
     compacting_ = cfg_.compacting_expandable_segments;
     // PyTorch maps pages of its segment sizes (kLargeBuffer, kSmallBuffer); the compacting
     // policy maps pages of the device's granularity (expandable_state.hpp).
-    expandable_state_ = detail::ExpandableState(page, compacting_);
+    executor_.configure(page, compacting_);
   }
   if (cfg_.per_process_memory_fraction) set_memory_fraction(*cfg_.per_process_memory_fraction);
 }
@@ -122,8 +122,8 @@ bool CachingAllocator<Backend>::set_category(void* ptr, std::uint32_t category, 
   if (b == nullptr || b->category == category || (only_untagged && b->category != 0)) return false;
   const std::uint32_t previous = b->category;
   b->category = category;
-  notify(delivery_.slow_lane(), TraceAction::category_change, b->addr, b->requested, b->stream, b->context, false,
-         category, previous, b->size);
+  delivery_.notify(delivery_.slow_lane(), TraceAction::category_change, b->addr, b->requested, b->stream, b->context,
+                   false, category, previous, b->size);
   return true;
 }
 
@@ -200,7 +200,7 @@ void CachingAllocator<Backend>::deallocate_exclusive(void* ptr) {
   }
   b->allocated = false;
   ledger_.apply_unallocate(pool.stat_pool, static_cast<std::int64_t>(b->size));
-  notify_block(delivery_.slow_lane(), TraceAction::free_requested, *b);
+  delivery_.notify_block(delivery_.slow_lane(), TraceAction::free_requested, *b);
   if (deferred) return;
   ledger_.apply_free(
       free_block(pool.at(b->stream, b->pool), block_records_, b, /*deferred=*/false, delivery_.slow_lane()));

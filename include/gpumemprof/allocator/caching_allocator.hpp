@@ -12,7 +12,7 @@
 // range and maps pages (20 MiB large, 2 MiB small) as it fills, as PyTorch does; reserved bytes
 // are mapped bytes. compacting_expandable_segments:True (gpumemprof-only) maps 2 MiB pages and
 // moves free pages where they are needed (expandable_planner.hpp says how pages are chosen;
-// caching_allocator_expandable-inl.hpp carries the plans out).
+// the executor, expandable_executor.hpp, carries the plans out).
 //
 // Private pools (private_pools.hpp, caching_allocator_pools-inl.hpp): a CUDA graph's or a
 // MemPool's segments, used only by allocations routed to them (begin/end_allocate_to_pool). Their
@@ -33,6 +33,9 @@
 //            (cross_stream_events.hpp).
 //   ledger_  the statistics, peak windows and lifetime totals (stats_ledger.hpp).
 //   pools_   private pools and their routes (private_pools.hpp).
+//   executor_  expandable segments: carries out the planner's plans (maps, unmaps, reservations)
+//            and keeps their pages and view (expandable_executor.hpp); the facade lends it the
+//            parts its steps change (segment list, records, pools, reserved bytes, stats, events).
 //
 // Invariants.
 //   Blocks  [v] a segment's blocks tile it exactly, linked by prev/next in address order, head
@@ -52,8 +55,8 @@
 //           throwing (tests/allocator/test_exception_safety.cpp fails each heap allocation).
 //
 // Events (event_buffer.hpp): a call asks the sinks to prepare (a stack walk) before any lock,
-// buffers events in its shard's lane (slow paths: the slow lane), delivers after every lock
-// (event_delivery.hpp: the delivery lock, the sinks, the slow lane).
+// buffers events in its shard's lane (slow paths: the slow lane) through delivery_.notify(),
+// delivers after every lock (event_delivery.hpp: the delivery lock, the sinks, the slow lane).
 //
 // Locks, in the order they are taken. The order of 0, 1, 2 and 5 is declared on the members
 // (ACQUIRED_BEFORE) and checked, with what each lock guards, by clang's thread-safety analysis in
@@ -85,7 +88,9 @@
 // Delivery of events: event_delivery.hpp; changes of the sink set: caching_allocator_events-inl.hpp.
 // with_lock_then and the views it walks: caching_allocator_locked-inl.hpp. Construction, new
 // shards: caching_allocator-inl.hpp.
-// Expandable segments: caching_allocator_expandable-inl.hpp. Private pools and capture:
+// Expandable segments: expandable_executor.hpp (bodies: expandable_executor-inl.hpp); the
+// executor names device_mutex_ and the stats lock as its own (device_lock(), stats_lock()), and
+// ExclusiveLock takes both names, so its steps are checked too. Private pools and capture:
 // caching_allocator_pools-inl.hpp. The exclusive section's lock: caching_allocator_lock.hpp.
 // Snapshots read the allocator from the history layer: snapshot(allocator), in
 // history/snapshot_builder.hpp.
@@ -113,8 +118,7 @@
 #include "gpumemprof/allocator/event_buffer.hpp"
 #include "gpumemprof/allocator/event_delivery.hpp"
 #include "gpumemprof/allocator/event_sinks.hpp"
-#include "gpumemprof/allocator/expandable_layout.hpp"
-#include "gpumemprof/allocator/expandable_state.hpp"
+#include "gpumemprof/allocator/expandable_executor.hpp"
 #include "gpumemprof/allocator/format_size.hpp"
 #include "gpumemprof/allocator/free_index.hpp"
 #include "gpumemprof/allocator/introspection.hpp"
@@ -153,7 +157,9 @@ struct AllocatorGauges {
 };
 
 // A slow path: runs exclusively, holding the device mutex and the stats lock (ExclusiveLock).
-#define GPUMEMPROF_EXCLUSIVE GPUMEMPROF_REQUIRES(device_mutex_, ledger_.stats_lock())
+// The executor of expandable segments names the same two locks (its device_lock(), stats_lock()).
+#define GPUMEMPROF_EXCLUSIVE \
+  GPUMEMPROF_REQUIRES(device_mutex_, ledger_.stats_lock(), executor_.device_lock(), executor_.stats_lock())
 
 template <DeviceBackend Backend>
 class CachingAllocator {
@@ -348,11 +354,6 @@ class CachingAllocator {
     }
     tree.reserve(merged);
   }
-  void insert_free(Pool& pool, Block* b) { insert_free(pool, pool.at(b->stream, b->pool), b); }
-  static void insert_free(Pool& pool, Tree& tree, Block* b) {
-    b->gc_base = pool.free_lookups.load(std::memory_order_relaxed);
-    tree.insert(b);
-  }
   // Merges a freed block with free neighbours and files it; the stat changes are returned.
   // `events`: the lane of the caller's lock (the shard's; delivery_.slow_lane() in the slow paths).
   detail::StatRecord free_block(Tree& tree, Records& records, Block* b, bool deferred, detail::EventLane& events);
@@ -363,14 +364,9 @@ class CachingAllocator {
         free_block(pool.at(b->stream, b->pool), block_records_, b, /*deferred=*/true, delivery_.slow_lane()));
     if (GPUMEMPROF_UNLIKELY(b->pool != 0)) reclaim_released(b);
   }
-  // Binds stats_ (at construction: no other thread sees the allocator yet).
-  detail::StatsLedger::State& exclusive_state() GPUMEMPROF_NO_THREAD_SAFETY_ANALYSIS { return ledger_.state(); }
-  std::size_t try_merge(Block* dst, Block* src, Pool& pool) GPUMEMPROF_EXCLUSIVE {
-    return try_merge(dst, src, pool.at(dst->stream, dst->pool), block_records_);
-  }
-  static std::size_t try_merge(Block* dst, Block* src, Tree& tree, Records& records);
-  static void stat_add(StatArray& s, StatPool p, std::int64_t n) noexcept { s.increase(p, n); }
-  static void stat_sub(StatArray& s, StatPool p, std::int64_t n) noexcept { s.decrease(p, n); }
+  // Binds stats_ (at construction, which the analysis does not check: no other thread sees the
+  // allocator yet).
+  detail::StatsLedger::State& exclusive_state() GPUMEMPROF_REQUIRES(ledger_.stats_lock()) { return ledger_.state(); }
   static AllocatorGauges gauges_of(const detail::StatsLedger::State& s) noexcept;
   void debug_validate() const {
 #if GPUMEMPROF_DEBUG_VALIDATE
@@ -386,37 +382,9 @@ class CachingAllocator {
                        ExclusiveLock& lock) GPUMEMPROF_EXCLUSIVE;
   Block* new_segment(Shard& shard, Pool& pool, std::size_t segment_bytes, bool is_retry,
                      ExclusiveLock& lock) GPUMEMPROF_EXCLUSIVE;
-  // Expandable segments (caching_allocator_expandable-inl.hpp): the policies are
-  // expandable_planner.hpp's -- PyTorch's (expandable_segments) and the compacting one
-  // (compacting_expandable_segments); these build its view and carry out its plans. All exclusive.
-  Block* grow_expandable(Pool& pool, Stream stream, std::size_t size, bool is_retry) GPUMEMPROF_EXCLUSIVE;
-  Block* grow_compacting(Pool& pool, Stream stream, std::size_t size) GPUMEMPROF_EXCLUSIVE;
-  // Maps the planned holes of the growth at `place` (a new reservation when null), and returns
-  // the free block that holds the request; null when the device cannot map them.
-  Block* map_growth(Pool& pool, Stream stream, std::size_t size, const detail::GrowthPlace* place,
-                    bool may_recycle) GPUMEMPROF_EXCLUSIVE;
-  // PyTorch's best fit among free expandable blocks (get_free_block): from the smallest block that
-  // holds `size`, on to the next while its size plus the unmapped hole after it is smaller.
-  static Block* expandable_best_fit(const Tree& tree, Block* b) noexcept;
-  [[nodiscard]] std::size_t page_of(bool small_pool) const noexcept GPUMEMPROF_REQUIRES(device_mutex_) {
-    return expandable_state_.page_of(small_pool);
-  }
-  Block* take_spill(Stream stream, std::size_t size) GPUMEMPROF_EXCLUSIVE;  // a free large block for a small request
-  Block* new_reservation(Pool& pool, Stream stream) GPUMEMPROF_EXCLUSIVE;
-  Block* map_block(Block* unmapped, std::size_t bytes) GPUMEMPROF_EXCLUSIVE;
-  void unmap_pages(Block* free_block, std::uintptr_t addr, std::size_t bytes) GPUMEMPROF_EXCLUSIVE;
-  std::size_t pages_to_recycle(std::size_t size, std::size_t need) GPUMEMPROF_EXCLUSIVE;
-  detail::ExpandableLayout& refresh_layout() GPUMEMPROF_EXCLUSIVE {  // the planner's view, afresh
-    return expandable_state_.refresh(segment_list_.head());
-  }
-  [[nodiscard]] Block* block_at(const Segment& s, std::uintptr_t addr) const;  // the block starting at addr
-  void unmap_planned(const std::vector<detail::UnmapStep>& steps, const std::vector<Segment*>& segs,
-                     std::vector<Stream> synced) GPUMEMPROF_EXCLUSIVE;
-  void release_expandable() GPUMEMPROF_EXCLUSIVE;
-  void release_expandable_pool(Pool& pool) GPUMEMPROF_EXCLUSIVE;  // PyTorch's release_blocks
-  void release_expandable_segment(Segment* s, bool synced) GPUMEMPROF_EXCLUSIVE;
+  // Expandable segments: executor_ (expandable_executor.hpp) grows and releases them.
+  using Executor = detail::ExpandableExecutor<Backend>;
   void rehome_segment(Segment* s, Shard& home) GPUMEMPROF_EXCLUSIVE;
-  void release_reservation(Segment* s) GPUMEMPROF_EXCLUSIVE;
   [[nodiscard]] std::size_t span_of(const Segment& s) const noexcept {
     return s.expandable ? s.reservation.size : s.size;
   }
@@ -463,34 +431,6 @@ class CachingAllocator {
   [[noreturn]] void throw_invalid_pointer(const void* ptr, const char* what) const GPUMEMPROF_EXCLUSIVE;
   [[noreturn]] void throw_oom(Pool& pool, Stream stream, std::size_t size, std::size_t requested,
                               ExclusiveLock& lock) GPUMEMPROF_EXCLUSIVE;
-  // Buffers an event in `lane`, whose lock the caller holds (a shard's; the slow lane: the device
-  // mutex), when there are sinks. Out of line: the hot path pays the test of sinks().active() only.
-  GPUMEMPROF_NOINLINE void buffer_event(detail::EventLane& lane, TraceAction action, std::uintptr_t addr,
-                                        std::size_t size, Stream stream, std::uint64_t context, bool deferred,
-                                        std::uint32_t category, std::uint32_t previous_category,
-                                        std::size_t block_size) const noexcept {
-    if (lane.push({action, addr, size, stream, context, deferred, category, previous_category, 0,
-                   detail::thread_event_context, detail::thread_user_metadata, block_size})) {
-      detail::thread_events_due = true;
-    }
-  }
-  void notify(detail::EventLane& lane, TraceAction action, std::uintptr_t addr, std::size_t size, Stream stream,
-              std::uint64_t context = 0, bool deferred = false, std::uint32_t category = 0,
-              std::uint32_t previous_category = 0, std::size_t block_size = 0) const noexcept {
-    if (GPUMEMPROF_UNLIKELY(delivery_.sinks().active())) {
-      buffer_event(lane, action, addr, size, stream, context, deferred, category, previous_category, block_size);
-    }
-  }
-  // A block's alloc/free events carry its context handle, category and block bytes.
-  void notify_block(detail::EventLane& lane, TraceAction action, const Block& b, bool deferred = false) const noexcept {
-    if (GPUMEMPROF_UNLIKELY(delivery_.sinks().active())) {
-      buffer_event(lane, action, b.addr, b.requested, b.stream, b.context, deferred, b.category, 0, b.size);
-    }
-  }
-  // The context handle of what the current call creates: what the sinks prepared at its entry.
-  [[nodiscard]] std::uint64_t new_context() const noexcept {
-    return delivery_.sinks().active() ? detail::thread_event_context : 0;
-  }
   using EventCall = detail::EventCall<CachingAllocator>;  // at the entry of calls that may cause events
   friend EventCall;
   // Delivers buffered events (event_delivery.hpp); unless `wait`, gives up when a lock is busy.
@@ -541,15 +481,18 @@ class CachingAllocator {
   std::size_t total_reserved_ GPUMEMPROF_GUARDED_BY(device_mutex_) = 0;  // bytes held from the device
   std::size_t reserving_ GPUMEMPROF_GUARDED_BY(device_mutex_) = 0;       // bytes of new segments in backend mallocs now
   std::optional<std::size_t> allowed_max_ GPUMEMPROF_GUARDED_BY(device_mutex_);  // set_memory_fraction
-  // Expandable segments' pages, high-water mark of live bytes and the planner's view
-  // (expandable_state.hpp); the allocator carries the plans out (caching_allocator_expandable-inl.hpp).
-  detail::ExpandableState expandable_state_ GPUMEMPROF_GUARDED_BY(device_mutex_);
   std::vector<OomObserver> oom_observers_ GPUMEMPROF_GUARDED_BY(device_mutex_);
 
   // The statistics, their locks and the protocol of their writers and readers (stats_ledger.hpp).
   mutable detail::StatsLedger ledger_{cfg_.max_split_size, cfg_.max_split_size_stat()};
   // The stats as the slow paths read and write them, exclusively (ExclusiveLock holds the stats lock).
   MemoryStats& stats_ GPUMEMPROF_GUARDED_BY(ledger_.stats_lock()) = exclusive_state().stats;
+  // Expandable segments: the executor of the planner's plans and what it keeps between growths
+  // (expandable_executor.hpp), lent the parts its steps change. Its locks are device_mutex_ and
+  // the stats lock under its own names; ExclusiveLock takes both names.
+  Executor executor_{device_mutex_, ledger_.stats_lock(),
+                     typename Executor::Parts{backend_, cfg_, segment_list_, block_records_, small_, large_,
+                                              total_reserved_, allowed_max_, stats_, delivery_}};
 };
 
 #undef GPUMEMPROF_EXCLUSIVE
@@ -563,7 +506,6 @@ GPUMEMPROF_NAMESPACE_END
 #include "gpumemprof/allocator/caching_allocator_lock.hpp"
 #ifndef GPUMEMPROF_COMPILED_LIB
 #include "gpumemprof/allocator/caching_allocator-inl.hpp"
-#include "gpumemprof/allocator/caching_allocator_expandable-inl.hpp"
 #include "gpumemprof/allocator/caching_allocator_pools-inl.hpp"
 #include "gpumemprof/allocator/caching_allocator_segments-inl.hpp"
 #include "gpumemprof/allocator/caching_allocator_stats-inl.hpp"

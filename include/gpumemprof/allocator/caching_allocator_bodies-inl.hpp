@@ -7,8 +7,8 @@
 
 #include "gpumemprof/allocator/caching_allocator-inl.hpp"
 #include "gpumemprof/allocator/caching_allocator_events-inl.hpp"
-#include "gpumemprof/allocator/caching_allocator_expandable-inl.hpp"
 #include "gpumemprof/allocator/caching_allocator_pools-inl.hpp"
 #include "gpumemprof/allocator/caching_allocator_segments-inl.hpp"
 #include "gpumemprof/allocator/caching_allocator_stats-inl.hpp"
 #include "gpumemprof/allocator/caching_allocator_views-inl.hpp"
+#include "gpumemprof/allocator/expandable_executor-inl.hpp"

@@ -89,7 +89,7 @@ void CachingAllocator<Backend>::deallocate(void* ptr) GPUMEMPROF_NO_THREAD_SAFET
     break;
   }
   b->allocated = false;
-  notify_block(shard->events, TraceAction::free_requested, *b);
+  delivery_.notify_block(shard->events, TraceAction::free_requested, *b);
   const std::size_t journal_length =
       ledger_.record(*shard, free_block(shard->trees[b->small_pool], shard->records, b, false, shard->events));
   shard->mutex.unlock();
@@ -103,7 +103,7 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::find_free_
   if (GPUMEMPROF_UNLIKELY(gc_active_)) pool.free_lookups.fetch_add(1, std::memory_order_relaxed);
   Block* b = tree.lower_bound(size);
   if (b == nullptr) return nullptr;
-  if (GPUMEMPROF_UNLIKELY(expandable_ && !compacting_)) b = expandable_best_fit(tree, b);
+  if (GPUMEMPROF_UNLIKELY(expandable_ && !compacting_)) b = Executor::best_fit(tree, b);
   const std::size_t max_split = cfg_.max_split_size;
   // An oversize block is never handed to a small request, and a large request only takes a
   // block that wastes less than max_non_split_rounding_size (these blocks are never split).
@@ -146,7 +146,7 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::hand_out(S
     Block* rest = block;
     block = out;
     detail::SegmentChain::split_front(rest, block, size);
-    insert_free(pool, tree, rest);
+    pool.insert_free(tree, rest);
     if (!block->segment->expandable) {
       if (already_split) {
         inactive_bytes = -static_cast<std::int64_t>(size);
@@ -168,15 +168,15 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::hand_out(S
   r.inactive_bytes = inactive_bytes;
   r.inactive_blocks = static_cast<std::int32_t>(inactive_blocks);
   r.pool = sp;
-  block->context = new_context();
-  notify_block(shard.events, TraceAction::alloc, *block);
+  block->context = delivery_.new_context();
+  delivery_.notify_block(shard.events, TraceAction::alloc, *block);
   return block;
 }
 
 template <DeviceBackend Backend>
 detail::StatRecord CachingAllocator<Backend>::free_block(Tree& tree, Records& records, Block* b, bool deferred,
                                                          detail::EventLane& events) {
-  notify_block(events, TraceAction::free_completed, *b, deferred);
+  delivery_.notify_block(events, TraceAction::free_completed, *b, deferred);
   Pool& pool = pool_of(b);
   detail::StatRecord c;
   c.size = static_cast<std::int64_t>(b->size);
@@ -185,7 +185,7 @@ detail::StatRecord CachingAllocator<Backend>::free_block(Tree& tree, Records& re
   c.is_free = true;
   c.expandable = b->segment->expandable;
   for (Block* neighbour : {b->prev(), b->next()}) {
-    if (const std::size_t subsumed = try_merge(b, neighbour, tree, records); subsumed != 0) {
+    if (const std::size_t subsumed = Pool::try_merge(b, neighbour, tree, records); subsumed != 0) {
       c.inactive_blocks -= 1;
       c.inactive_bytes -= static_cast<std::int64_t>(subsumed);
     }
@@ -193,21 +193,12 @@ detail::StatRecord CachingAllocator<Backend>::free_block(Tree& tree, Records& re
   b->requested = 0;
   b->context = 0;
   b->category = 0;
-  insert_free(pool, tree, b);
+  pool.insert_free(tree, b);
   if (b->is_split()) {
     c.inactive_blocks += 1;
     c.inactive_bytes += static_cast<std::int64_t>(b->size);
   }
   return c;
-}
-
-template <DeviceBackend Backend>
-std::size_t CachingAllocator<Backend>::try_merge(Block* dst, Block* src, Tree& tree, Records& records) {
-  if (src == nullptr || !src->is_free() || src->mapped != dst->mapped) return 0;
-  if (src->mapped) tree.erase(src);  // unmapped holes are in no tree
-  const std::size_t subsumed = detail::SegmentChain::merge(dst, src);
-  records.put(src);
-  return subsumed;
 }
 
 template <DeviceBackend Backend>

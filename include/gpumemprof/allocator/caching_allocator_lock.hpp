@@ -11,14 +11,17 @@ GPUMEMPROF_NAMESPACE_BEGIN
 // The device mutex, then the ledger's lock_all(): the fold lock, every shard (creation order)
 // and the stats lock -- nothing else runs. Every journal is folded on entry, so the slow path
 // reads and writes exact stats (stats_). The analysis sees the device mutex; the shards, a set
-// known at run time, it cannot see (StatsLedger::lock_all).
+// known at run time, it cannot see (StatsLedger::lock_all). The expandable executor names the
+// device mutex and the stats lock too (executor_.device_lock(), stats_lock(): the same locks), so
+// they are acquired under both names.
 template <DeviceBackend Backend>
 class GPUMEMPROF_SCOPED_CAPABILITY CachingAllocator<Backend>::ExclusiveLock {
  public:
   // Not analysed inside (take and give_back); the analysis trusts the annotations.
   explicit ExclusiveLock(const CachingAllocator& a)
-      GPUMEMPROF_ACQUIRE(a.device_mutex_, a.ledger_.stats_lock()) GPUMEMPROF_NO_THREAD_SAFETY_ANALYSIS : a_(a),
-                                                                                                         stats_(true) {
+      GPUMEMPROF_ACQUIRE(a.device_mutex_, a.ledger_.stats_lock(), a.executor_.device_lock(),
+                         a.executor_.stats_lock()) GPUMEMPROF_NO_THREAD_SAFETY_ANALYSIS : a_(a),
+                                                                                          stats_(true) {
     take(false, nullptr);
   }
   // For readers only (with_lock), which read the stats through the ledger: the fold lock and
@@ -26,8 +29,9 @@ class GPUMEMPROF_SCOPED_CAPABILITY CachingAllocator<Backend>::ExclusiveLock {
   // fold nothing (the ledger is quiescent) and read the stats.
   struct ReadersOnly {};
   ExclusiveLock(const CachingAllocator& a, ReadersOnly)
-      GPUMEMPROF_ACQUIRE(a.device_mutex_) GPUMEMPROF_NO_THREAD_SAFETY_ANALYSIS : a_(a),
-                                                                                 stats_(false) {
+      GPUMEMPROF_ACQUIRE(a.device_mutex_, a.executor_.device_lock()) GPUMEMPROF_NO_THREAD_SAFETY_ANALYSIS
+      : a_(a),
+        stats_(false) {
     take(false, nullptr);
   }
   ~ExclusiveLock() GPUMEMPROF_RELEASE() GPUMEMPROF_NO_THREAD_SAFETY_ANALYSIS { unlock(); }

@@ -22,12 +22,12 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::allocate_s
     Block* b = nullptr;
     {
       RelaxedCapture relaxed(backend_);
-      b = grow_expandable(pool, stream, size, false);
+      b = executor_.grow(pool, stream, size, false);
     }
     if (b == nullptr) {  // unmap every free page (after waiting for all streams) and try once more
       release_cached_blocks();
       RelaxedCapture relaxed(backend_);
-      b = grow_expandable(pool, stream, size, true);
+      b = executor_.grow(pool, stream, size, true);
     }
     if (b == nullptr) b = borrow_on_oom(pool, stream, size);
     if (b == nullptr) throw_oom(pool, stream, size, requested, lock);
@@ -108,13 +108,13 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::new_segmen
   detail::SegmentChain::start(*s, b, segment_bytes, /*mapped=*/true);
   segment_list_.link(s);
   total_reserved_ += segment_bytes;
-  stat_add(stats_.segment, pool.stat_pool, 1);
-  stat_add(stats_.reserved_bytes, pool.stat_pool, static_cast<std::int64_t>(segment_bytes));
+  stats_.segment.increase(pool.stat_pool, 1);
+  stats_.reserved_bytes.increase(pool.stat_pool, static_cast<std::int64_t>(segment_bytes));
   if (segment_bytes >= cfg_.max_split_size) stats_.oversize_segments.increase(1);
   ++stats_.num_device_alloc;
-  s->context = new_context();
-  notify(delivery_.slow_lane(), TraceAction::segment_alloc, s->addr, segment_bytes, stream, s->context);
-  insert_free(pool, shard.trees[pool.small], b);  // free until hand_out takes it
+  s->context = delivery_.new_context();
+  delivery_.notify(delivery_.slow_lane(), TraceAction::segment_alloc, s->addr, segment_bytes, stream, s->context);
+  pool.insert_free(shard.trees[pool.small], b);  // free until hand_out takes it
   return b;
 }
 
@@ -135,10 +135,10 @@ template <DeviceBackend Backend>
 void CachingAllocator<Backend>::forget_segment(Block* whole) {
   Segment* s = whole->segment;
   Pool& pool = pool_of(whole);
-  notify(delivery_.slow_lane(), TraceAction::segment_free, s->addr, s->size, s->stream, s->context);
+  delivery_.notify(delivery_.slow_lane(), TraceAction::segment_free, s->addr, s->size, s->stream, s->context);
   total_reserved_ -= s->size;
-  stat_sub(stats_.segment, pool.stat_pool, 1);
-  stat_sub(stats_.reserved_bytes, pool.stat_pool, static_cast<std::int64_t>(s->size));
+  stats_.segment.decrease(pool.stat_pool, 1);
+  stats_.reserved_bytes.decrease(pool.stat_pool, static_cast<std::int64_t>(s->size));
   if (s->size >= cfg_.max_split_size) stats_.oversize_segments.decrease(1);
   ++stats_.num_device_free;
   segment_list_.unlink(s);
@@ -182,7 +182,7 @@ void CachingAllocator<Backend>::release_cached_blocks(ExclusiveLock* lock) {
   synchronize_and_free_events();
   release_cached_segments(large_, lock);
   release_cached_segments(small_, lock);
-  if (expandable_) release_expandable();
+  if (expandable_) executor_.release_all();
 }
 
 template <DeviceBackend Backend>
@@ -209,7 +209,7 @@ void CachingAllocator<Backend>::release_cached_segments(Pool& pool, ExclusiveLoc
     try {
       lock->released_during(true, nullptr, [&] { backend_.free(reinterpret_cast<void*>(whole[i]->segment->addr)); });
     } catch (...) {  // the rest stay cached, as release_segment leaves them
-      for (std::size_t j = i; j < whole.size(); ++j) insert_free(pool, whole[j]);
+      for (std::size_t j = i; j < whole.size(); ++j) pool.insert_free(whole[j]);
       throw;
     }
     forget_segment(whole[i]);
@@ -372,7 +372,7 @@ void CachingAllocator<Backend>::release_stream(Stream stream) {
       Segment* next = s->list_next;
       if (s->stream == stream) {
         if (s->expandable) {
-          release_expandable_segment(s, /*synced=*/true);
+          executor_.release_segment(s, /*synced=*/true);
         } else if (!s->head->is_split() && s->head->is_free() && !pools_.held(s->pool)) {
           release_segment(s->head);
         }
@@ -403,7 +403,7 @@ void CachingAllocator<Backend>::rehome_segment(Segment* s, Shard& home) {
     const bool in_tree = b->mapped && b->is_free();
     if (in_tree) from.erase(b);
     b->stream = home.stream;
-    if (in_tree) insert_free(pool, to, b);
+    if (in_tree) pool.insert_free(to, b);
   }
   s->stream = home.stream;
 }

@@ -62,7 +62,7 @@ void CachingAllocator<Backend>::throw_oom(Pool& pool, Stream stream, std::size_t
                                           ExclusiveLock& lock) {
   const MemInfo info = backend_.mem_get_info();
   const std::size_t segment_bytes = compacting_ ? size : segment_size_for(size);  // PyTorch: alloc_size
-  notify(delivery_.slow_lane(), TraceAction::oom, info.free, size, stream);
+  delivery_.notify(delivery_.slow_lane(), TraceAction::oom, info.free, size, stream);
   ++stats_.num_ooms;
 
   OomInfo oi;
@@ -156,7 +156,7 @@ void CachingAllocator<Backend>::validate_locked() const {
       if (!b->mapped) {  // a hole of an expandable segment
         if (!s->expandable) fail("unmapped block in a segment that is not expandable");
         if (!b->is_free() || b->requested != 0) fail("an unmapped block is in use");
-        const std::size_t page = page_of(s->small_pool);
+        const std::size_t page = executor_.page_of(s->small_pool);
         if ((b->addr - s->addr) % page != 0 || b->size % page != 0) fail("an unmapped block is not page aligned");
         if (before != nullptr && !before->mapped) fail("two unmapped neighbours were not merged");
         if (b->stream != s->stream || b->small_pool != s->small_pool) fail("hole of another segment");

@@ -1,6 +1,6 @@
 // Layer 2: the caching allocator's delivery of buffered events to its sinks (event_sinks.hpp,
-// event_buffer.hpp) -- the delivery lock, the sink set, the slow paths' lane, and the lists a
-// delivery walks.
+// event_buffer.hpp) -- the delivery lock, the sink set, the slow paths' lane, the lists a
+// delivery walks, and the buffering of each event in a lane while there are sinks (notify).
 //
 // Invariants. One delivery at a time: every delivery holds the delivery lock (lock()), and the
 // sinks are told only under it, holding no other allocator lock. Every event stamped before a
@@ -11,14 +11,17 @@
 // the owner's device mutex; each shard's lane under the shard's lock.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
+#include "gpumemprof/allocator/block.hpp"
 #include "gpumemprof/allocator/event_buffer.hpp"
 #include "gpumemprof/allocator/event_sinks.hpp"
 #include "gpumemprof/allocator/shard_registry.hpp"
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/detail/thread_annotations.hpp"
+#include "gpumemprof/detail/thread_category.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
 namespace detail {
@@ -32,6 +35,23 @@ class EventDelivery {
   [[nodiscard]] const EventSinks& sinks() const noexcept { return sinks_; }
   /// The lane of the slow paths' events, written under the owner's device mutex.
   [[nodiscard]] EventLane& slow_lane() const noexcept { return slow_; }
+
+  /// Buffers an event in `lane`, whose lock the caller holds (a shard's; the slow lane: the
+  /// owner's device mutex), when there are sinks. The caller pays the test of active() only.
+  void notify(EventLane& lane, TraceAction action, std::uintptr_t addr, std::size_t size, Stream stream,
+              std::uint64_t context = 0, bool deferred = false, std::uint32_t category = 0,
+              std::uint32_t previous_category = 0, std::size_t block_size = 0) const noexcept {
+    if (GPUMEMPROF_UNLIKELY(sinks_.active())) {
+      buffer(lane, {action, addr, size, stream, context, deferred, category, previous_category, 0, thread_event_context,
+                    thread_user_metadata, block_size});
+    }
+  }
+  /// A block's alloc/free event: it carries the block's context handle, category and block bytes.
+  void notify_block(EventLane& lane, TraceAction action, const Block& b, bool deferred = false) const noexcept {
+    notify(lane, action, b.addr, b.requested, b.stream, b.context, deferred, b.category, 0, b.size);
+  }
+  /// The context handle of what the current call creates: what the sinks prepared at its entry.
+  [[nodiscard]] std::uint64_t new_context() const noexcept { return sinks_.active() ? thread_event_context : 0; }
 
   /// Delivers the events buffered in the slow lane and every shard's lane of `shards`; unless
   /// `wait`, gives up when the delivery lock or `device` (the owner's device mutex, which guards
@@ -49,6 +69,11 @@ class EventDelivery {
   void deliver_taken(std::uint64_t cut) const GPUMEMPROF_REQUIRES(mutex_);
 
  private:
+  // Out of line: the callers inline only the test of active().
+  GPUMEMPROF_NOINLINE static void buffer(EventLane& lane, const AllocatorEvent& e) noexcept {
+    if (lane.push(e)) thread_events_due = true;
+  }
+
   mutable Mutex mutex_;
   // Every lane and every shard of the latest take, and the merge scratch.
   mutable std::vector<EventLane*> lanes_ GPUMEMPROF_GUARDED_BY(mutex_);

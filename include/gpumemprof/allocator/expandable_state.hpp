@@ -2,8 +2,8 @@
 // each pool maps, the high-water mark of live bytes that bounds the compacting policy's fresh
 // pages, and the planner's view of every expandable segment (expandable_layout.hpp), reused so
 // that building it allocates nothing once warm. The policies are expandable_planner.hpp's; the
-// allocator carries their plans out (caching_allocator_expandable-inl.hpp) and asks this part
-// for pages, budgets and the view.
+// allocator's expandable executor (expandable_executor.hpp) owns this part, carries the plans
+// out and asks it for pages, budgets and the view.
 //
 // Invariants. The pages are fixed at construction: a power of two `page` (the device's mapping
 // granularity, a multiple of 512), and per pool either PyTorch's segment size rounded up to
@@ -11,8 +11,8 @@
 // falls: it is the most bytes ever live, as of the latest request; allocated_at_high() is
 // allocated_bytes.all.allocated when it last rose (or when that total went back below it: a
 // reset). The view holds, after refresh(), exactly the expandable segments of the list, in
-// creation order, segments()[i] being the segment of view().segments[i]. The owner holds its
-// device mutex for every call but the constructor and page_of() on a value it read under it.
+// creation order, segments()[i] being the segment of view().segments[i]. The owner (the
+// executor) holds the allocator's device mutex for every call but the constructor.
 #pragma once
 
 #include <cstddef>

@@ -22,6 +22,7 @@
 #include "gpumemprof/allocator/event_buffer.hpp"
 #include "gpumemprof/allocator/free_index.hpp"
 #include "gpumemprof/allocator/memory_stats.hpp"
+#include "gpumemprof/allocator/segment_chain.hpp"
 #include "gpumemprof/allocator/size_policy.hpp"
 #include "gpumemprof/allocator/stats_ledger.hpp"
 #include "gpumemprof/config.hpp"
@@ -114,6 +115,22 @@ struct ShardPool {
   }
   // A block's (stream, private pool) always has a shard.
   BlockTree& at(Stream s, std::uint32_t p = 0) const noexcept { return *find(s, p); }
+  // Files free block `b` in `tree` (its shard's tree in this pool), stamped with the count of
+  // free-block lookups so far: its age for the garbage collector.
+  void insert_free(BlockTree& tree, Block* b) const {
+    b->gc_base = free_lookups.load(std::memory_order_relaxed);
+    tree.insert(b);
+  }
+  void insert_free(Block* b) const { insert_free(at(b->stream, b->pool), b); }
+  // Merges `src`, a neighbour of `dst`, into `dst` when it is free and mapped as `dst` is (taking
+  // it out of `tree` and returning its record to `records`); the bytes merged, 0 when none.
+  static std::size_t try_merge(Block* dst, Block* src, BlockTree& tree, BlockRecords& records) {
+    if (src == nullptr || !src->is_free() || src->mapped != dst->mapped) return 0;
+    if (src->mapped) tree.erase(src);  // unmapped holes are in no tree
+    const std::size_t subsumed = SegmentChain::merge(dst, src);
+    records.put(src);
+    return subsumed;
+  }
   template <class F>
   void for_each_tree(F&& f) const {  // the default pool's
     for (const auto& sh : shards->all()) {

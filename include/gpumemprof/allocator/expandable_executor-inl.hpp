@@ -1,46 +1,85 @@
-// Layer 2: CachingAllocator's expandable segments -- carrying out expandable_planner.hpp's plans:
-// reservations, mapping holes, unmapping free pages, giving reservations back. Included by
-// caching_allocator.hpp; not a header to include on its own.
+// Layer 2: the bodies of ExpandableExecutor (expandable_executor.hpp) -- carrying out
+// expandable_planner.hpp's plans: reservations, mapping holes, unmapping free pages, giving
+// reservations back. Not a header to include on its own.
 #pragma once
 
 #include <algorithm>
 #include <optional>
 #include <vector>
 
-#include "gpumemprof/allocator/caching_allocator.hpp"
+#include "gpumemprof/allocator/expandable_executor.hpp"
 #include "gpumemprof/allocator/expandable_planner.hpp"
+#include "gpumemprof/allocator/size_policy.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
-
-// Expandable segments. Invariants (validate()): an expandable segment's blocks tile its whole
-// reservation; holes (unmapped blocks) start and end on page boundaries, are free, in no tree,
-// and never neighbour another hole; Segment::size is its mapped bytes.
+namespace detail {
 
 template <DeviceBackend Backend>
-typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::grow_expandable(Pool& pool, Stream stream,
-                                                                                      std::size_t size, bool is_retry) {
+ExpandableExecutor<Backend>::ExpandableExecutor(Mutex& device, SpinLock& stats_lock, const Parts& parts) noexcept
+    : device_(device),
+      stats_lock_(stats_lock),
+      backend_(parts.backend),
+      cfg_(parts.config),
+      segment_list_(parts.segments),
+      block_records_(parts.records),
+      small_(parts.small),
+      large_(parts.large),
+      total_reserved_(parts.reserved),
+      allowed_max_(parts.allowed_max),
+      stats_(parts.stats),
+      delivery_(parts.delivery) {}
+
+template <DeviceBackend Backend>
+void ExpandableExecutor<Backend>::configure(std::size_t page, bool compacting) {
+  state_ = ExpandableState(page, compacting);
+  compacting_ = compacting;
+}
+
+template <DeviceBackend Backend>
+std::size_t ExpandableExecutor<Backend>::page_of(bool small_pool) const noexcept {
+  return state_.page_of(small_pool);
+}
+
+template <DeviceBackend Backend>
+ExpandableLayout& ExpandableExecutor<Backend>::refresh_layout() {
+  return state_.refresh(segment_list_.head());
+}
+
+template <DeviceBackend Backend>
+std::size_t ExpandableExecutor<Backend>::try_merge(Block* dst, Block* src, ShardPool& pool) {
+  return ShardPool::try_merge(dst, src, pool.at(dst->stream, dst->pool), block_records_);
+}
+
+template <DeviceBackend Backend>
+Block* ExpandableExecutor<Backend>::block_at(const Segment& s, std::uintptr_t addr) noexcept {
+  Block* b = s.head;
+  while (b->addr + b->size <= addr) b = b->next();
+  return b;
+}
+
+template <DeviceBackend Backend>
+Block* ExpandableExecutor<Backend>::grow(ShardPool& pool, Stream stream, std::size_t size, bool is_retry) {
   if (is_retry) ++stats_.num_alloc_retries;
   if (compacting_) return grow_compacting(pool, stream, size);
   // PyTorch's alloc_block: the memory fraction is checked against the size a cudaMalloc would
   // have taken, then the lowest-addressed room of the stream's reservation is mapped.
   if (allowed_max_ && total_reserved_ + segment_size_for(size) > *allowed_max_) return nullptr;
-  const detail::ExpandableLayout& layout = refresh_layout();
-  const auto place = detail::find_first_fit_place(layout, stream, pool.small, size);
+  const ExpandableLayout& layout = refresh_layout();
+  const auto place = find_first_fit_place(layout, stream, pool.small, size);
   return map_growth(pool, stream, size, place ? &*place : nullptr, false);
 }
 
 template <DeviceBackend Backend>
-typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::grow_compacting(Pool& pool, Stream stream,
-                                                                                      std::size_t size) {
+Block* ExpandableExecutor<Backend>::grow_compacting(ShardPool& pool, Stream stream, std::size_t size) {
   // A small request that would move a page (its one page) takes a free block of the large pool
   // instead: the pools have reservations of their own, so the page would be unmapped there and
   // mapped here, and moved back once the large pool wants it again (gpt2_generate's small and
   // large requests take turns as its sequences grow: 49 pages moved per replay, none with this).
-  if (pool.small && pages_to_recycle(size, expandable_state_.page()) != 0) {
+  if (pool.small && pages_to_recycle(size, state_.page()) != 0) {
     if (Block* b = take_spill(stream, size); b != nullptr) return b;
   }
-  const detail::ExpandableLayout& layout = refresh_layout();
-  const auto place = detail::find_growth_place(layout, stream, pool.small, size);
+  const ExpandableLayout& layout = refresh_layout();
+  const auto place = find_growth_place(layout, stream, pool.small, size);
   return map_growth(pool, stream, size, place ? &*place : nullptr, true);
 }
 
@@ -48,13 +87,11 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::grow_compa
 // compacting policy's unmaps (with `may_recycle`), then the maps. The plan comes first: nothing
 // has changed if building it throws.
 template <DeviceBackend Backend>
-typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::map_growth(Pool& pool, Stream stream,
-                                                                                 std::size_t size,
-                                                                                 const detail::GrowthPlace* planned,
-                                                                                 bool may_recycle) {
-  detail::ExpandableLayout& layout = expandable_state_.view();
-  std::vector<Segment*>& segs = expandable_state_.segments();
-  std::optional<detail::GrowthPlace> place;
+Block* ExpandableExecutor<Backend>::map_growth(ShardPool& pool, Stream stream, std::size_t size,
+                                               const GrowthPlace* planned, bool may_recycle) {
+  ExpandableLayout& layout = state_.view();
+  std::vector<Segment*>& segs = state_.segments();
+  std::optional<GrowthPlace> place;
   if (planned != nullptr) place = *planned;
   if (!place) {
     segs.reserve(segs.size() + 1);  // first: nothing throws once the address range is ours
@@ -66,31 +103,29 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::map_growth
       return nullptr;
     }
     segs.push_back(start->segment);
-    detail::ExpandableState::plan_segment(*start->segment, layout.segments.back());  // one hole: the whole range
-    place = detail::GrowthPlace{segs.size() - 1, 0, 0};
+    ExpandableState::plan_segment(*start->segment, layout.segments.back());  // one hole: the whole range
+    place = GrowthPlace{segs.size() - 1, 0, 0};
   }
   Segment* seg = segs[place->segment];
-  auto fail = [&]() GPUMEMPROF_REQUIRES(
-                  device_mutex_, ledger_.stats_lock()) -> Block* {  // a reservation made for nothing goes back at once
+  auto fail = [&]() GPUMEMPROF_REQUIRES(device_) -> Block* {  // a reservation made for nothing goes back at once
     if (!seg->head->is_split() && !seg->head->mapped) release_reservation(seg);
     if constexpr (VirtualMemoryBackend<Backend>) backend_.release_spare_pages();
     return nullptr;
   };
-  const detail::PlannedSegment& where = layout.segments[place->segment];
+  const PlannedSegment& where = layout.segments[place->segment];
   const std::uintptr_t begin = where.blocks[place->block].addr;
-  std::vector<detail::MapStep> maps;
+  std::vector<MapStep> maps;
   try {
-    maps = detail::pages_to_map(where, place->block, size, page_of(pool.small));
+    maps = pages_to_map(where, place->block, size, page_of(pool.small));
     if (may_recycle) {
       std::size_t need = 0;  // bytes of holes to map
-      for (const detail::MapStep& m : maps) need += m.bytes;
-      const std::vector<detail::UnmapStep> unmaps =
-          detail::pages_to_unmap(layout, pages_to_recycle(size, need), begin, begin + size);
+      for (const MapStep& m : maps) need += m.bytes;
+      const std::vector<UnmapStep> unmaps = pages_to_unmap(layout, pages_to_recycle(size, need), begin, begin + size);
       unmap_planned(unmaps, segs, {});
       if (allowed_max_ && total_reserved_ + need > *allowed_max_) return fail();
     }
     Block* cur = nullptr;
-    for (const detail::MapStep& m : maps) {  // unmapping may have merged holes: find each by address
+    for (const MapStep& m : maps) {  // unmapping may have merged holes: find each by address
       cur = map_block(block_at(*seg, m.addr), m.bytes);
       if (cur == nullptr) return fail();
     }
@@ -104,56 +139,38 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::map_growth
 }
 
 template <DeviceBackend Backend>
-typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::expandable_best_fit(const Tree& tree,
-                                                                                          Block* b) noexcept {
-  const auto reach = [](const Block* x) noexcept {
-    return x->size + (x->next() != nullptr && !x->next()->mapped ? x->next()->size : 0);
-  };
-  for (Block* n = tree.next(b); n != nullptr && reach(n) < reach(b); n = tree.next(b)) b = n;
-  return b;
-}
-
-template <DeviceBackend Backend>
-typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::take_spill(Stream stream, std::size_t size) {
+Block* ExpandableExecutor<Backend>::take_spill(Stream stream, std::size_t size) {
   // Best fit among the stream's free large blocks; none with max_split_size set (its oversize
   // blocks are never split for small requests).
   if (cfg_.max_split_size != AllocatorConfig::unlimited) return nullptr;
-  Tree* tree = large_.find(stream);
+  BlockTree* tree = large_.find(stream);
   if (tree == nullptr) return nullptr;
   return tree->lower_bound(size);  // stays in its tree: hand_out takes it
 }
 
 template <DeviceBackend Backend>
-std::size_t CachingAllocator<Backend>::pages_to_recycle(std::size_t size, std::size_t need) {
+std::size_t ExpandableExecutor<Backend>::pages_to_recycle(std::size_t size, std::size_t need) {
   // The budget's base: the most bytes ever live (a running high-water mark that
   // reset_peak_memory_stats does not lower), this request included (expandable_state.hpp).
   const Stat& live = stats_.allocated_bytes[StatPool::all];
-  expandable_state_.note_request(live, size);
-  detail::GrowthBudget g{.reserved = total_reserved_,
-                         .need = need,
-                         .live_high = expandable_state_.live_high(),
-                         .slack = expandable_state_.slack(live),
-                         .allowed_max = allowed_max_,
-                         .page = expandable_state_.page()};
+  state_.note_request(live, size);
+  GrowthBudget g{.reserved = total_reserved_,
+                 .need = need,
+                 .live_high = state_.live_high(),
+                 .slack = state_.slack(live),
+                 .allowed_max = allowed_max_,
+                 .page = state_.page()};
   if constexpr (VirtualMemoryBackend<Backend>) g.device_free = backend_.mem_get_info().free;
-  return detail::bytes_to_recycle(g);
-}
-
-template <DeviceBackend Backend>
-typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::block_at(const Segment& s,
-                                                                               std::uintptr_t addr) const {
-  Block* b = s.head;
-  while (b->addr + b->size <= addr) b = b->next();
-  return b;
+  return bytes_to_recycle(g);
 }
 
 // Carries out the planner's unmaps, synchronizing each stream (but those in `synced`) before its
 // first unmap: the pages' last users must be done.
 template <DeviceBackend Backend>
-void CachingAllocator<Backend>::unmap_planned(const std::vector<detail::UnmapStep>& steps,
-                                              const std::vector<Segment*>& segs, std::vector<Stream> synced) {
+void ExpandableExecutor<Backend>::unmap_planned(const std::vector<UnmapStep>& steps, const std::vector<Segment*>& segs,
+                                                std::vector<Stream> synced) {
   synced.reserve(synced.size() + steps.size());  // first: nothing throws between unmaps but the backend
-  for (const detail::UnmapStep& u : steps) {
+  for (const UnmapStep& u : steps) {
     Segment* s = segs[u.segment];
     if (std::find(synced.begin(), synced.end(), s->stream) == synced.end()) {
       if constexpr (VirtualMemoryBackend<Backend>) backend_.synchronize_stream(s->stream);
@@ -164,7 +181,7 @@ void CachingAllocator<Backend>::unmap_planned(const std::vector<detail::UnmapSte
 }
 
 template <DeviceBackend Backend>
-typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::new_reservation(Pool& pool, Stream stream) {
+Block* ExpandableExecutor<Backend>::new_reservation(ShardPool& pool, Stream stream) {
   if constexpr (VirtualMemoryBackend<Backend>) {
     // 9/8 of the device, as PyTorch reserves: room to grow even after holes were punched.
     const std::size_t total = backend_.mem_get_info().total;
@@ -190,7 +207,7 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::new_reserv
     s->small_pool = pool.small;
     s->expandable = true;
     s->reservation = r;
-    detail::SegmentChain::start(*s, b, r.size, /*mapped=*/false);  // one hole: the whole range
+    SegmentChain::start(*s, b, r.size, /*mapped=*/false);  // one hole: the whole range
     segment_list_.link(s);
     return b;
   } else {
@@ -201,7 +218,7 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::new_reserv
 }
 
 template <DeviceBackend Backend>
-typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::map_block(Block* hole, std::size_t bytes) {
+Block* ExpandableExecutor<Backend>::map_block(Block* hole, std::size_t bytes) {
   Segment* s = hole->segment;
   // First: nothing throws once mapped. The mapped block merges with free mapped neighbours.
   std::size_t merged = bytes;
@@ -216,28 +233,28 @@ typename CachingAllocator<Backend>::Block* CachingAllocator<Backend>::map_block(
     if (rest != nullptr) block_records_.put(rest);
     return nullptr;
   }
-  detail::SegmentChain::fill_hole(hole, bytes, rest);  // hole -> rest (still a hole) -> next
-  Pool& pool = pool_of(hole);
+  SegmentChain::fill_hole(hole, bytes, rest);  // hole -> rest (still a hole) -> next
+  ShardPool& pool = pool_of(hole);
   s->size += bytes;
   total_reserved_ += bytes;
-  stat_add(stats_.reserved_bytes, pool.stat_pool, static_cast<std::int64_t>(bytes));
+  stats_.reserved_bytes.increase(pool.stat_pool, static_cast<std::int64_t>(bytes));
   ++stats_.num_device_alloc;  // PyTorch counts each map as a device allocation
-  const std::uint64_t context = new_context();
-  notify(delivery_.slow_lane(), TraceAction::segment_map, hole->addr, bytes, hole->stream, context);
+  const std::uint64_t context = delivery_.new_context();
+  delivery_.notify(delivery_.slow_lane(), TraceAction::segment_map, hole->addr, bytes, hole->stream, context);
   if (s->context == 0) s->context = context;
   try_merge(hole, hole->prev(), pool);
   try_merge(hole, hole->next(), pool);
-  insert_free(pool, hole);
+  pool.insert_free(hole);
   return hole;
 }
 
 template <DeviceBackend Backend>
-void CachingAllocator<Backend>::unmap_pages(Block* b, std::uintptr_t addr, std::size_t bytes) {
+void ExpandableExecutor<Backend>::unmap_pages(Block* b, std::uintptr_t addr, std::size_t bytes) {
   Segment* s = b->segment;
-  Pool& pool = pool_of(b);
+  ShardPool& pool = pool_of(b);
   const bool has_before = addr > b->addr;
   const bool has_after = addr + bytes < b->addr + b->size;
-  Tree& tree = *pool.find(b->stream);
+  BlockTree& tree = *pool.find(b->stream);
   if (has_before) tree.reserve(addr - b->addr);  // first: nothing throws once unmapped
   if (has_after) tree.reserve(b->addr + b->size - addr - bytes);
   Block* before = has_before ? block_records_.get() : nullptr;
@@ -252,29 +269,29 @@ void CachingAllocator<Backend>::unmap_pages(Block* b, std::uintptr_t addr, std::
   }
   pool.find(b->stream)->erase(b);
   // prev -> before (free, mapped) -> b (the hole) -> after (free, mapped) -> next
-  detail::SegmentChain::punch_hole(b, addr, bytes, before, after);
-  if (before != nullptr) insert_free(pool, before);
-  if (after != nullptr) insert_free(pool, after);
+  SegmentChain::punch_hole(b, addr, bytes, before, after);
+  if (before != nullptr) pool.insert_free(before);
+  if (after != nullptr) pool.insert_free(after);
   s->size -= bytes;
   total_reserved_ -= bytes;
-  stat_sub(stats_.reserved_bytes, pool.stat_pool, static_cast<std::int64_t>(bytes));
+  stats_.reserved_bytes.decrease(pool.stat_pool, static_cast<std::int64_t>(bytes));
   ++stats_.num_device_free;
-  notify(delivery_.slow_lane(), TraceAction::segment_unmap, addr, bytes, b->stream, s->context);
+  delivery_.notify(delivery_.slow_lane(), TraceAction::segment_unmap, addr, bytes, b->stream, s->context);
   try_merge(b, b->prev(), pool);  // holes merge with holes only
   try_merge(b, b->next(), pool);
 }
 
 template <DeviceBackend Backend>
-void CachingAllocator<Backend>::release_expandable() {
+void ExpandableExecutor<Backend>::release_all() {
   if (compacting_) {
     for (Segment* s = segment_list_.head(); s != nullptr;) {
       Segment* next = s->list_next;
-      if (s->expandable) release_expandable_segment(s, /*synced=*/false);
+      if (s->expandable) release_segment(s, /*synced=*/false);
       s = next;
     }
   } else {
-    release_expandable_pool(large_);
-    release_expandable_pool(small_);
+    release_pool(large_);
+    release_pool(small_);
   }
   if constexpr (VirtualMemoryBackend<Backend>) backend_.release_spare_pages();
 }
@@ -283,9 +300,9 @@ void CachingAllocator<Backend>::release_expandable() {
 // order of its free set (stream, size, address), gives back its whole pages (one unmap each), and
 // a reservation left with nothing mapped goes back too.
 template <DeviceBackend Backend>
-void CachingAllocator<Backend>::release_expandable_pool(Pool& pool) {
+void ExpandableExecutor<Backend>::release_pool(ShardPool& pool) {
   std::vector<Block*> blocks;
-  pool.for_each_tree([&blocks](Stream, Tree& tree) {
+  pool.for_each_tree([&blocks](Stream, BlockTree& tree) {
     for (Block* b = tree.first(); b != nullptr; b = tree.next(b)) {
       if (b->segment->expandable) blocks.push_back(b);
     }
@@ -297,8 +314,8 @@ void CachingAllocator<Backend>::release_expandable_pool(Pool& pool) {
   const std::size_t page = page_of(pool.small);
   for (Block* b : blocks) {
     Segment* s = b->segment;
-    const std::uintptr_t lo = s->addr + detail::page_ceil(b->addr - s->addr, page);
-    const std::uintptr_t hi = s->addr + detail::page_floor(b->addr + b->size - s->addr, page);
+    const std::uintptr_t lo = s->addr + page_ceil(b->addr - s->addr, page);
+    const std::uintptr_t hi = s->addr + page_floor(b->addr + b->size - s->addr, page);
     if (hi > lo) {
       if (std::find(synced.begin(), synced.end(), s->stream) == synced.end()) {
         if constexpr (VirtualMemoryBackend<Backend>) backend_.synchronize_stream(s->stream);
@@ -313,20 +330,21 @@ void CachingAllocator<Backend>::release_expandable_pool(Pool& pool) {
 // Unmaps every free page of expandable segment `s` (synchronizing its stream first, unless
 // `synced`), and gives back its reservation once nothing is mapped.
 template <DeviceBackend Backend>
-void CachingAllocator<Backend>::release_expandable_segment(Segment* s, bool synced) {
-  detail::PlannedSegment view;
-  detail::ExpandableState::plan_segment(*s, view);
-  unmap_planned(detail::pages_to_release(view, 0, page_of(s->small_pool)), {s},
+void ExpandableExecutor<Backend>::release_segment(Segment* s, bool synced) {
+  PlannedSegment view;
+  ExpandableState::plan_segment(*s, view);
+  unmap_planned(pages_to_release(view, 0, page_of(s->small_pool)), {s},
                 synced ? std::vector<Stream>{s->stream} : std::vector<Stream>{});
   if (!s->head->is_split() && !s->head->mapped) release_reservation(s);
 }
 
 template <DeviceBackend Backend>
-void CachingAllocator<Backend>::release_reservation(Segment* s) {
+void ExpandableExecutor<Backend>::release_reservation(Segment* s) {
   if constexpr (VirtualMemoryBackend<Backend>) backend_.release(s->reservation);
   segment_list_.unlink(s);
-  block_records_.put(detail::SegmentChain::finish(*s));
+  block_records_.put(SegmentChain::finish(*s));
   segment_list_.recycle(s);
 }
 
+}  // namespace detail
 GPUMEMPROF_NAMESPACE_END

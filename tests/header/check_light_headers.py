@@ -55,10 +55,10 @@ HEAVY = ("cuda.h", "cuda_runtime.h", "cuda_runtime_api.h", "cupti.h", "nvToolsEx
 # the expandable segments' state: declarations only, their bodies in the library) added 50 to
 # the light path (this VM with CUDA: 3674 -> 3724; the umbrella 5575 -> 5625, within its budget).
 # The expandable executor (its class must be complete where the allocator's is; its bodies are in
-# the library) added 33 to each (this VM with CUDA: 3724 -> 3757, 5625 -> 5658), the budgets as much.
-COMPILED_LINE_BUDGET = 3808
+# the library) added 38 to each (this VM with CUDA: 3724 -> 3762, 5625 -> 5663), the budgets as much.
+COMPILED_LINE_BUDGET = 3813
 UMBRELLA = "gpumemprof/gpumemprof.hpp"
-UMBRELLA_LINE_BUDGET = 5693
+UMBRELLA_LINE_BUDGET = 5698
 # The umbrella's own bodies that compiled mode leaves to the library (lib/reports.cpp,
 # lib/snapshot_files.cpp, lib/history.cpp, lib/device.cpp, lib/nvtx.cpp, lib/analysis.cpp,
 # lib/profiler.cpp): the exporters, their assets and their helpers, the history recorder, the

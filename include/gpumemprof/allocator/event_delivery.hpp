@@ -42,13 +42,14 @@ class EventDelivery {
               std::uint64_t context = 0, bool deferred = false, std::uint32_t category = 0,
               std::uint32_t previous_category = 0, std::size_t block_size = 0) const noexcept {
     if (GPUMEMPROF_UNLIKELY(sinks_.active())) {
-      buffer(lane, {action, addr, size, stream, context, deferred, category, previous_category, 0, thread_event_context,
-                    thread_user_metadata, block_size});
+      buffer(lane, action, addr, size, stream, context, deferred, category, previous_category, block_size);
     }
   }
   /// A block's alloc/free event: it carries the block's context handle, category and block bytes.
   void notify_block(EventLane& lane, TraceAction action, const Block& b, bool deferred = false) const noexcept {
-    notify(lane, action, b.addr, b.requested, b.stream, b.context, deferred, b.category, 0, b.size);
+    if (GPUMEMPROF_UNLIKELY(sinks_.active())) {  // the block is read only then
+      buffer(lane, action, b.addr, b.requested, b.stream, b.context, deferred, b.category, 0, b.size);
+    }
   }
   /// The context handle of what the current call creates: what the sinks prepared at its entry.
   [[nodiscard]] std::uint64_t new_context() const noexcept { return sinks_.active() ? thread_event_context : 0; }
@@ -69,9 +70,15 @@ class EventDelivery {
   void deliver_taken(std::uint64_t cut) const GPUMEMPROF_REQUIRES(mutex_);
 
  private:
-  // Out of line: the callers inline only the test of active().
-  GPUMEMPROF_NOINLINE static void buffer(EventLane& lane, const AllocatorEvent& e) noexcept {
-    if (lane.push(e)) thread_events_due = true;
+  // Out of line, the event made here: the callers inline only the test of active() (no room for
+  // an event on their stack).
+  GPUMEMPROF_NOINLINE static void buffer(EventLane& lane, TraceAction action, std::uintptr_t addr, std::size_t size,
+                                         Stream stream, std::uint64_t context, bool deferred, std::uint32_t category,
+                                         std::uint32_t previous_category, std::size_t block_size) noexcept {
+    if (lane.push({action, addr, size, stream, context, deferred, category, previous_category, 0, thread_event_context,
+                   thread_user_metadata, block_size})) {
+      thread_events_due = true;
+    }
   }
 
   mutable Mutex mutex_;

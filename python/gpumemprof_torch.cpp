@@ -23,6 +23,7 @@
 #include "gpumemprof/history/history_recorder.hpp"
 #include "gpumemprof/history/memory_category.hpp"
 #include "python_frames.h"
+#include "torch_pool_hooks.hpp"
 
 namespace gmp = gpumemprof;
 
@@ -171,6 +172,25 @@ void gpumemprof_free(void* ptr, ssize_t /*size*/, int device, cudaStream_t /*str
 int gpumemprof_record_stream(void* ptr, int device, cudaStream_t stream) {
   return guarded("gpumemprof_record_stream", false, -1, [&] {
     allocator_of(device).record_stream(ptr, gmp::Stream(stream));
+    return 0;
+  });
+}
+
+void gpumemprof_record_stream_any_device(void* ptr, cudaStream_t stream) {
+  if (ptr == nullptr) return;
+  guarded("record_stream", true, 0, [&] {
+    // The current device first (where PyTorch's callers are, nearly always), then the others in use.
+    std::vector<gmp::DeviceAllocator*> candidates;
+    int current = -1;
+    if (cudaGetDevice(&current) == cudaSuccess && current >= 0 && current < gmp::detail::max_cuda_devices &&
+        device_in_use[current].load(std::memory_order_acquire)) {
+      candidates.push_back(&allocator_of(current));
+    }
+    for (int d = 0; d < gmp::detail::max_cuda_devices; ++d) {
+      if (d != current && device_in_use[d].load(std::memory_order_acquire)) candidates.push_back(&allocator_of(d));
+    }
+    (void)gpumemprof_torch::record_stream_in_owner(ptr, gmp::Stream(stream),
+                                                   std::span<gmp::DeviceAllocator* const>(candidates));
     return 0;
   });
 }
@@ -417,3 +437,27 @@ const char* gpumemprof_alloc_conf(void) {
 }
 
 }  // extern "C"
+
+// The CUDA graph hooks (C++ types, C names: gpumemprof_torch.h). A failure is printed and kept,
+// never thrown: libtorch calls them around a capture, and release_pool from a graph's destructor.
+void gpumemprof_begin_allocate_to_pool(int device, std::pair<unsigned long long, unsigned long long> pool,
+                                       std::function<bool(cudaStream_t)> filter) {
+  guarded("beginAllocateToPool", true, 0, [&] {
+    gpumemprof_torch::begin_allocate_to_pool(allocator_of(device), pool, std::move(filter));
+    return 0;
+  });
+}
+
+void gpumemprof_end_allocate_to_pool(int device, std::pair<unsigned long long, unsigned long long> pool) {
+  guarded("endAllocateToPool", true, 0, [&] {
+    gpumemprof_torch::end_allocate_to_pool(allocator_of(device), pool);
+    return 0;
+  });
+}
+
+void gpumemprof_release_pool(int device, std::pair<unsigned long long, unsigned long long> pool) {
+  guarded("releasePool", true, 0, [&] {
+    gpumemprof_torch::release_pool(allocator_of(device), pool);
+    return 0;
+  });
+}

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# CUDA graphs through the PyTorch bridge on one GPU (torch 2.11; about 100 s of GPU time), issue 26
+# item 5. Every check in a fresh process (bench/gpu_graphs.py says what each does):
+#   graph          torch.cuda.graph around an MLP, 100 replays equal eager, the private pool visible
+#                  -- native and bridge, default and expandable_segments:True
+#   graphed        make_graphed_callables with backward, native and bridge
+#   record-stream  Tensor.record_stream delays reuse, native and bridge
+#   mempool        the bridge's one line for torch.cuda.MemPool and for cudagraph trees' checkpoints
+#   compile        torch.compile(tiny transformer, mode="reduce-overhead"): 3 interleaved native/bridge
+#                  pairs, outputs compared across allocators, median step and peak reserved
+# $OUT: summary.log (one line per check, then "N passed, N failed"), graphs.log (everything the
+# checks printed), graphs.md (the tables for bench/RESULTS.md), build.log.
+# usage: [OUT=DIR] bench/gpu_graphs.sh [BUILD_DIR]   (without BUILD_DIR: builds build-gpu-graphs here)
+set -u
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${OUT:-$PWD/gpu-graphs-out}
+mkdir -p "$OUT"
+T0=$(date +%s)
+say() { echo "gpu_graphs: $*" | tee -a "$OUT/summary.log"; }
+if [ $# -ge 1 ]; then
+  B=$(cd "$1" && pwd)
+else
+  B="$SRC/build-gpu-graphs"
+  { [ -d "$B" ] || meson setup "$B" "$SRC" -Dbenchmarks=false -Dexamples=false -Dtests=false -Dtools=false; } > "$OUT/build.log" 2>&1
+  ninja -C "$B" python/libgpumemprof_torch.so >> "$OUT/build.log" 2>&1 \
+    || { say "FAILED build: tail of build.log below"; tail -30 "$OUT/build.log"; exit 1; }
+  say "built in $(( $(date +%s) - T0 )) s"
+fi
+export GPUMEMPROF_TORCH_LIB="$B/python/libgpumemprof_torch.so"
+export PYTHONPATH="$SRC/python${PYTHONPATH:+:$PYTHONPATH}"
+say "$(date -u), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1), commit $(git -C "$SRC" rev-parse --short HEAD 2>/dev/null)"
+python3 -c 'import torch, sys; print("gpu_graphs: python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1 | tee -a "$OUT/summary.log"
+P="$SRC/bench/gpu_graphs.py"
+SAVE=$(mktemp -d)
+G0=$(date +%s)
+run() { # run LIMIT CONF ARGS...: one fresh process; its check lines into summary.log, all into graphs.log
+  local limit=$1 conf=$2; shift 2
+  local t0; t0=$(date +%s)
+  echo "=== $* (PYTORCH_ALLOC_CONF=$conf)" >> "$OUT/graphs.log"
+  PYTORCH_ALLOC_CONF=$conf timeout "$limit" python3 "$P" "$@" > "$SAVE/run.log" 2>&1
+  local r=$?
+  cat "$SAVE/run.log" >> "$OUT/graphs.log"
+  grep -E "^gpu_graphs: (ok|FAILED|the line)" "$SAVE/run.log" | tee -a "$OUT/summary.log"
+  if [ $r != 0 ] && ! grep -q "^gpu_graphs: FAILED" "$SAVE/run.log"; then
+    say "FAILED $* ($conf): exit $r (tail of graphs.log below)"; tail -8 "$SAVE/run.log"
+  fi
+  echo "=== exit $r in $(( $(date +%s) - t0 )) s" >> "$OUT/graphs.log"
+}
+for conf in "" "expandable_segments:True"; do
+  for a in native gpumemprof; do run 60 "$conf" graph "$a"; done
+done
+for a in native gpumemprof; do run 60 "" graphed "$a"; done
+for a in native gpumemprof; do run 60 "" record-stream "$a"; done
+run 90 "" mempool
+for i in 1 2 3; do
+  for a in native gpumemprof; do run 150 "" compile "$a" "$i" "$SAVE"; done
+done
+python3 "$P" compare "$SAVE" "$OUT/graphs.log" > "$OUT/graphs.md" 2>&1
+grep -E "^gpu_graphs: (ok|FAILED)" "$OUT/graphs.md" | tee -a "$OUT/summary.log"
+cat "$OUT/graphs.md"
+rm -rf "$SAVE"
+passed=$(grep -c "^gpu_graphs: ok" "$OUT/summary.log")
+failed=$(grep -c "^gpu_graphs: FAILED" "$OUT/summary.log")
+say "GPU part: $(( $(date +%s) - G0 )) s; total $(( $(date +%s) - T0 )) s"
+say "$passed passed, $failed failed"
+[ "$failed" = 0 ]

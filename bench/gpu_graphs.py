@@ -107,9 +107,13 @@ def graph(alloc):
     result(check="graph", alloc=alloc, conf=CONF, max_diff=worst, capture_ms=round(capture_ms, 2),
            replays_100_s=round(replay_s, 3), pool_ids=sorted({tuple(x["segment_pool_id"]) for x in found}),
            peak_reserved_mib=round(torch.cuda.max_memory_reserved() / MIB, 1))
-    del g  # releases the pool
+    # The graph destroyed (releasePool) and its output freed: the private pool's memory goes back.
+    del g, static_out
     torch.cuda.synchronize()
-    check(True, name + " graph destroyed without error")
+    torch.cuda.empty_cache()
+    left, file_left = private_pool_segments(torch, alloc)
+    check(not left and not file_left, name + " the pool is gone once its graph and output are",
+          "segments outside (0, 0) left: %d / %d" % (len(left), len(file_left)))
 
 
 def graphed(alloc):
@@ -169,10 +173,13 @@ def compile_mode(alloc, run, save_dir):
         out = compiled(tokens).float().clone()
     diff = (out - eager).abs().max().item()
     check(diff <= 2e-3, name + " output equals eager", "max |diff| %g" % diff)
+    pooled, _ = private_pool_segments(torch, alloc)
+    check(len(pooled) > 0, name + " the compiled model runs as CUDA graphs (a private pool holds memory)",
+          "no segment outside the default pool: inductor skipped cudagraphs (see graphs.log)")
     torch.save(out.cpu(), os.path.join(save_dir, "compile-%s-%s-%s.pt" % (alloc, CONF.replace(":", "_"), run)))
     result(check="compile", alloc=alloc, conf=CONF, run=run, median_ms=round(statistics.median(times), 4),
            warmup_s=round(warm_s, 2), diff_vs_eager=diff,
-           peak_reserved_mib=round(torch.cuda.max_memory_reserved() / MIB, 2),
+           peak_reserved_mib=round(torch.cuda.max_memory_reserved() / MIB, 2), private_segments=len(pooled),
            peak_allocated_mib=round(torch.cuda.max_memory_allocated() / MIB, 2))
 
 

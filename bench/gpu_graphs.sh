@@ -41,6 +41,9 @@ run() { # run LIMIT CONF ARGS...: one fresh process; its check lines into summar
   local r=$?
   cat "$SAVE/run.log" >> "$OUT/graphs.log"
   grep -E "^gpu_graphs: (ok|FAILED|the line)" "$SAVE/run.log" | tee -a "$OUT/summary.log"
+  # The hooks never raise into libtorch: their failures are printed lines, each a failed check here.
+  grep -E "^gpumemprof_torch: (beginAllocateToPool|endAllocateToPool|releasePool|record_stream|gpumemprof_malloc|gpumemprof_free)" \
+    "$SAVE/run.log" | head -3 | sed "s/^/gpu_graphs: FAILED $1 ${2:-} ($conf): the bridge printed: /" | tee -a "$OUT/summary.log"
   if [ $r != 0 ] && ! grep -q "^gpu_graphs: FAILED" "$SAVE/run.log"; then
     say "FAILED $* ($conf): exit $r (tail of graphs.log below)"; tail -8 "$SAVE/run.log"
   fi

@@ -11,25 +11,7 @@
 # $OUT: summary.log (one line per check, then "N passed, N failed"), graphs.log (everything the
 # checks printed), graphs.md (the tables for bench/RESULTS.md), build.log.
 # usage: [OUT=DIR] bench/gpu_graphs.sh [BUILD_DIR]   (without BUILD_DIR: builds build-gpu-graphs here)
-set -u
-SRC=$(cd "$(dirname "$0")/.." && pwd)
-OUT=${OUT:-$PWD/gpu-graphs-out}
-mkdir -p "$OUT"
-T0=$(date +%s)
-say() { echo "gpu_graphs: $*" | tee -a "$OUT/summary.log"; }
-if [ $# -ge 1 ]; then
-  B=$(cd "$1" && pwd)
-else
-  B="$SRC/build-gpu-graphs"
-  { [ -d "$B" ] || meson setup "$B" "$SRC" -Dbenchmarks=false -Dexamples=false -Dtests=false -Dtools=false; } > "$OUT/build.log" 2>&1
-  ninja -C "$B" python/libgpumemprof_torch.so >> "$OUT/build.log" 2>&1 \
-    || { say "FAILED build: tail of build.log below"; tail -30 "$OUT/build.log"; exit 1; }
-  say "built in $(( $(date +%s) - T0 )) s"
-fi
-export GPUMEMPROF_TORCH_LIB="$B/python/libgpumemprof_torch.so"
-export PYTHONPATH="$SRC/python${PYTHONPATH:+:$PYTHONPATH}"
-say "$(date -u), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1), commit $(git -C "$SRC" rev-parse --short HEAD 2>/dev/null)"
-python3 -c 'import torch, sys; print("gpu_graphs: python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1 | tee -a "$OUT/summary.log"
+. "$(dirname "$0")/gpu_torch_setup.sh" "$@"
 P="$SRC/bench/gpu_graphs.py"
 SAVE=$(mktemp -d)
 G0=$(date +%s)

@@ -43,14 +43,20 @@ def timed_steps(torch, step, warmup, steps):
     return times
 
 
-def bert(torch, nn):
-    vocab, d = 8192, 512
+def encoder_lm(torch, nn, vocab, max_len, d=512, layers=6):
+    """Token and position embeddings, pre-norm transformer layers, a vocabulary head; and AdamW.
+    BERT-like as it is; GPT-2-like with a causal mask."""
     layer = nn.TransformerEncoderLayer(d, 8, 4 * d, dropout=0.1, batch_first=True, norm_first=True,
                                        activation="gelu")
-    model = nn.ModuleDict({"emb": nn.Embedding(vocab, d), "pos": nn.Embedding(512, d),
-                           "enc": nn.TransformerEncoder(layer, 6, enable_nested_tensor=False),
+    model = nn.ModuleDict({"emb": nn.Embedding(vocab, d), "pos": nn.Embedding(max_len, d),
+                           "enc": nn.TransformerEncoder(layer, layers, enable_nested_tensor=False),
                            "head": nn.Linear(d, vocab)}).cuda()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    return model, torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+
+def bert(torch, nn):
+    vocab = 8192
+    model, opt = encoder_lm(torch, nn, vocab, 512)
     gen = torch.Generator().manual_seed(1234)
     lengths = [64, 128, 192, 256, 320, 384, 448, 512]
 
@@ -104,13 +110,8 @@ def convnext(torch, nn):
 
 
 def gpt2(torch, nn):
-    vocab, d, n = 8192, 512, 512
-    layer = nn.TransformerEncoderLayer(d, 8, 4 * d, dropout=0.1, batch_first=True, norm_first=True,
-                                       activation="gelu")
-    model = nn.ModuleDict({"emb": nn.Embedding(vocab, d), "pos": nn.Embedding(n, d),
-                           "dec": nn.TransformerEncoder(layer, 6, enable_nested_tensor=False),
-                           "head": nn.Linear(d, vocab, bias=False)}).cuda()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    vocab, n = 8192, 512
+    model, opt = encoder_lm(torch, nn, vocab, n)
     tokens = torch.randint(0, vocab, (8, n + 1), device="cuda")
     mask = nn.Transformer.generate_square_subsequent_mask(n, device="cuda")
 
@@ -118,7 +119,7 @@ def gpt2(torch, nn):
         x, y = tokens[:, :-1], tokens[:, 1:]
         with torch.autocast("cuda", dtype=torch.bfloat16):
             h = model["emb"](x) + model["pos"](torch.arange(n, device="cuda"))
-            logits = model["head"](model["dec"](h, mask=mask, is_causal=True))
+            logits = model["head"](model["enc"](h, mask=mask, is_causal=True))
             loss = nn.functional.cross_entropy(logits.float().reshape(-1, vocab), y.reshape(-1))
         loss.backward()
         opt.step()

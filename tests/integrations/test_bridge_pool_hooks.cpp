@@ -21,13 +21,6 @@ const gmp::Stream s1{1};
 const gmp::Stream s2{2};
 cudaStream_t cuda_stream(gmp::Stream s) { return s.as<CUstream_st>(); }
 
-gmp::MempoolId pool_of(const SimAllocator& a, const void* p) {
-  for (const auto& s : a.segments()) {
-    if (addr(p) >= s.address && addr(p) < s.address + s.size) return s.pool_id;
-  }
-  FAIL("no segment holds the pointer");
-  return {};
-}
 }  // namespace
 
 TEST_CASE("bridge hooks: torch.cuda.graph's capture allocates from its pool, legally, and release frees it") {

@@ -54,25 +54,38 @@ def encoder_lm(torch, nn, vocab, max_len, d=512, layers=6):
     return model, torch.optim.AdamW(model.parameters(), lr=1e-4)
 
 
+def lm_loss(torch, nn, model, tokens, labels, vocab, mask=None):
+    """encoder_lm's cross-entropy on `tokens` against `labels` (causal with `mask`)."""
+    n = tokens.shape[1]
+    h = model["emb"](tokens) + model["pos"](torch.arange(n, device="cuda"))
+    h = model["enc"](h) if mask is None else model["enc"](h, mask=mask, is_causal=True)
+    return nn.functional.cross_entropy(model["head"](h).float().reshape(-1, vocab), labels.reshape(-1))
+
+
+def train_step(torch, opt, loss):
+    """A training step: loss() under bf16 autocast, backward, AdamW's step."""
+    def step():
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            value = loss()
+        value.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    return step
+
+
 def bert(torch, nn):
     vocab = 8192
     model, opt = encoder_lm(torch, nn, vocab, 512)
     gen = torch.Generator().manual_seed(1234)
     lengths = [64, 128, 192, 256, 320, 384, 448, 512]
 
-    def step():
+    def loss():
         n = lengths[int(torch.randint(0, len(lengths), (1,), generator=gen))]
         tokens = torch.randint(0, vocab, (16, n), generator=gen).cuda(non_blocking=True)
         labels = torch.randint(0, vocab, (16, n), generator=gen).cuda(non_blocking=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            h = model["emb"](tokens) + model["pos"](torch.arange(n, device="cuda"))
-            logits = model["head"](model["enc"](h))
-            loss = nn.functional.cross_entropy(logits.float().view(-1, vocab), labels.view(-1))
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        return lm_loss(torch, nn, model, tokens, labels, vocab)
 
-    return step, 4, 12
+    return train_step(torch, opt, loss), 4, 12
 
 
 def convnext(torch, nn):
@@ -99,14 +112,7 @@ def convnext(torch, nn):
     x = torch.randn(32, 3, 160, 160, device="cuda").to(memory_format=torch.channels_last)
     y = torch.randint(0, 1000, (32,), device="cuda")
 
-    def step():
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = nn.functional.cross_entropy(model(x).float(), y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
-    return step, 4, 12
+    return train_step(torch, opt, lambda: nn.functional.cross_entropy(model(x).float(), y)), 4, 12
 
 
 def gpt2(torch, nn):
@@ -115,17 +121,7 @@ def gpt2(torch, nn):
     tokens = torch.randint(0, vocab, (8, n + 1), device="cuda")
     mask = nn.Transformer.generate_square_subsequent_mask(n, device="cuda")
 
-    def step():
-        x, y = tokens[:, :-1], tokens[:, 1:]
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            h = model["emb"](x) + model["pos"](torch.arange(n, device="cuda"))
-            logits = model["head"](model["enc"](h, mask=mask, is_causal=True))
-            loss = nn.functional.cross_entropy(logits.float().reshape(-1, vocab), y.reshape(-1))
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
-    return step, 4, 12
+    return train_step(torch, opt, lambda: lm_loss(torch, nn, model, tokens[:, :-1], tokens[:, 1:], vocab, mask)), 4, 12
 
 
 def llama(torch, nn):

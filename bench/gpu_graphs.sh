@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # CUDA graphs through the PyTorch bridge on one GPU (torch 2.11; about 100 s of GPU time), issue 26
-# item 5. Every check in a fresh process (bench/gpu_graphs.py says what each does):
+# item 5. First the bridge's hooks in C++ around a real capture (test_torch_bridge "[graphs]"), then
+# every check in a fresh process (bench/gpu_graphs.py says what each does):
 #   graph          torch.cuda.graph around an MLP, 100 replays equal eager, the private pool visible
 #                  -- native and bridge, default and expandable_segments:True
 #   graphed        make_graphed_callables with backward, native and bridge
@@ -11,6 +12,7 @@
 # $OUT: summary.log (one line per check, then "N passed, N failed"), graphs.log (everything the
 # checks printed), graphs.md (the tables for bench/RESULTS.md), build.log.
 # usage: [OUT=DIR] bench/gpu_graphs.sh [BUILD_DIR]   (without BUILD_DIR: builds build-gpu-graphs here)
+GPU_TARGETS=tests/gpu/test_torch_bridge
 . "$(dirname "$0")/gpu_torch_setup.sh" "$@"
 P="$SRC/bench/gpu_graphs.py"
 SAVE=$(mktemp -d)
@@ -31,6 +33,16 @@ run() { # run LIMIT CONF ARGS...: one fresh process; its check lines into summar
   fi
   echo "=== exit $r in $(( $(date +%s) - t0 )) s" >> "$OUT/graphs.log"
 }
+# The hooks in C++ around a real capture on two streams (tests/gpu/test_torch_bridge.cpp [graphs]),
+# each policy.
+for conf in "" "expandable_segments:True"; do
+  echo "=== test_torch_bridge [graphs] (GPUMEMPROF_ALLOC_CONF=$conf)" >> "$OUT/graphs.log"
+  if GPUMEMPROF_ALLOC_CONF=$conf timeout 60 "$B/tests/gpu/test_torch_bridge" "[graphs]" >> "$OUT/graphs.log" 2>&1; then
+    say "ok C++ capture through the hooks, two streams, 100 replays (${conf:-default})"
+  else
+    say "FAILED C++ capture through the hooks (${conf:-default}): see graphs.log"
+  fi
+done
 for conf in "" "expandable_segments:True"; do
   for a in native gpumemprof; do run 60 "$conf" graph "$a"; done
 done

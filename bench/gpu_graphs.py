@@ -11,7 +11,8 @@
     gpu_graphs.py record-stream ALLOC  Tensor.record_stream on a busy side stream delays reuse (and without
                                        it the block is reused at once: the check can fail)
     gpu_graphs.py mempool              under the bridge: torch.cuda.MemPool() and the cudagraph-tree
-                                       checkpoint bindings give one clear line; inductor uses plain graphs
+                                       checkpoint bindings give one clear line; inductor uses plain graphs;
+                                       torch.accelerator.empty_cache() empties gpumemprof's cache
     gpu_graphs.py compare DIR LOG...   the reduce-overhead outputs native vs bridge; RESULT lines as a table
 
 ALLOC: native or gpumemprof (installs the bridge first). The allocator policy comes from
@@ -230,6 +231,14 @@ def mempool():
     import torch._inductor.config as config
     check(config.triton.cudagraph_trees is False, "mempool: inductor uses plain CUDA graphs under the bridge",
           "cudagraph_trees = %r" % (config.triton.cudagraph_trees,))
+    if hasattr(torch, "accelerator") and hasattr(torch.accelerator, "empty_cache"):
+        x = torch.empty(64 * MIB, dtype=torch.uint8, device="cuda")
+        del x
+        before = torch.cuda.memory_reserved()
+        torch.accelerator.empty_cache()  # libtorch's emptyCache: the set_reset_fn hook
+        after = torch.cuda.memory_reserved()
+        check(before >= 64 * MIB and after < before, "mempool: torch.accelerator.empty_cache() reaches gpumemprof",
+              "memory_reserved %d -> %d" % (before, after))
     try:
         torch._C._cuda_getCheckpointState(0, (1, 0))
         check(False, "mempool: the checkpoint binding refuses clearly", "no error")

@@ -324,6 +324,15 @@ int gpumemprof_empty_cache(int device) {
   });
 }
 
+void gpumemprof_empty_cache_all(void) {
+  guarded("emptyCache", true, 0, [] {
+    for (int d = 0; d < gmp::detail::max_cuda_devices; ++d) {
+      if (device_in_use[d].load(std::memory_order_acquire)) allocator_of(d).empty_cache();
+    }
+    return 0;
+  });
+}
+
 int gpumemprof_track_external_memory(void) {
   return guarded("gpumemprof_track_external_memory", false, 0, [] { return gmp::track_external_memory() ? 1 : 0; });
 }

@@ -81,6 +81,10 @@ GPUMEMPROF_TORCH_API int gpumemprof_reset_accumulated_memory_stats(int device);
 GPUMEMPROF_TORCH_API int gpumemprof_set_memory_fraction(int device, double fraction);
 /* Releases cached, unused memory of `device` to CUDA (torch.cuda.empty_cache); 0 or -1. */
 GPUMEMPROF_TORCH_API int gpumemprof_empty_cache(int device);
+/* The same on every device the bridge has used, as CUDAPluggableAllocator's set_reset_fn calls it
+ * (libtorch's own emptyCache: torch.accelerator.empty_cache and C++ callers). Never throws: an error
+ * is printed on stderr. */
+GPUMEMPROF_TORCH_API void gpumemprof_empty_cache_all(void);
 /* Starts tracking device memory outside the allocator on every GPU (NCCL's buffers, cuBLAS's
  * workspace, the CUDA context, module code: each rank file then carries it). Call it before torch
  * or NCCL allocate. 1 when tracking is on, 0 when it cannot be (the reason printed once on stderr). */

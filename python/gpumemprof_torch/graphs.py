@@ -8,8 +8,10 @@ What calls the allocator around a capture (torch 2.11) and how each is served un
     CUDAGraph.reset / its destructor             releasePool(device, pool)
     make_graphed_callables                       the same, the graphs sharing graph_pool_handle()'s pool
     Tensor.record_stream, NCCL's recordStream    recordStream(ptr, stream)
+    torch.accelerator.empty_cache, C++ callers    emptyCache()
         -> CUDAPluggableAllocator's set_begin_allocate_to_pool, set_end_allocate_to_pool_fn,
-           set_release_pool, set_record_stream_fn: gpumemprof's pools and capture rules serve them.
+           set_release_pool, set_record_stream_fn, set_reset_fn: gpumemprof's pools, capture rules
+           and cache serve them.
     torch.compile(mode="reduce-overhead")        cudagraph trees also need getCheckpointState /
                                                  setCheckpointPoolState, which the pluggable allocator
                                                  does not offer: install() makes inductor use its plain
@@ -30,6 +32,9 @@ _HOOKS = (
     ("set_end_allocate_to_pool_fn", "gpumemprof_end_allocate_to_pool"),
     ("set_release_pool", "gpumemprof_release_pool"),
     ("set_record_stream_fn", "gpumemprof_record_stream_any_device"),
+    # Not graphs' own: libtorch's emptyCache (torch.accelerator.empty_cache, C++ callers) reaches
+    # gpumemprof through it; torch.cuda.empty_cache does through memory_api.
+    ("set_reset_fn", "gpumemprof_empty_cache_all"),
 )
 
 MEMPOOL_MESSAGE = (

@@ -257,6 +257,15 @@ TEST_CASE("the bridge's graph hooks around a real capture on two streams, replay
   CHECK(after[1] == before[1]);
   gpumemprof_release_pool(0, pool);  // once too often: one line on stderr, no exception
   CHECK(std::string(gpumemprof_last_error()).find("releasePool") == 0);
+  // libtorch's own emptyCache (set_reset_fn): every device's cache goes back.
+  gpumemprof_free(gpumemprof_malloc(8 * MiB, 0, s), 0, 0, s);
+  int64_t cached[6];
+  REQUIRE(gpumemprof_counters(0, cached) == 0);
+  gpumemprof_empty_cache_all();
+  CHECK(std::string(gpumemprof_last_error()).empty());
+  int64_t emptied[6];
+  REQUIRE(gpumemprof_counters(0, emptied) == 0);
+  CHECK(emptied[1] <= cached[1] - 8 * MiB);
   for (cudaEvent_t e : {fork, join}) cudaEventDestroy(e);
   for (cudaStream_t x : {s, s2}) cudaStreamDestroy(x);
 }

@@ -151,4 +151,6 @@ TEST_CASE("bridge hooks: the exported functions never throw, even with no GPU") 
   int foreign = 0;
   gpumemprof_record_stream_any_device(&foreign, nullptr);  // no device in use: nothing to mark
   CHECK(gpumemprof_last_error()[0] == '\0');
+  gpumemprof_empty_cache_all();  // no device in use: nothing to empty
+  CHECK(gpumemprof_last_error()[0] == '\0');
 }

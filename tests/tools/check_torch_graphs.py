@@ -4,7 +4,7 @@ bench/gpu_graphs.sh).
 
     check_torch_graphs.py LIBRARY
 
-- wire_hooks gives CUDAPluggableAllocator's four setters the addresses of the library's hooks, and
+- wire_hooks gives CUDAPluggableAllocator's five setters the addresses of the library's hooks, and
   names the setters an older torch lacks in one line;
 - patch makes torch.cuda.MemPool() raise one clear line, the cudagraph-tree checkpoint bindings raise
   one naming the way out, and torch._inductor.config's cudagraph_trees False, whether inductor is
@@ -84,6 +84,7 @@ def main():
         class Old:
             class _allocator:
                 set_record_stream_fn = staticmethod(lambda address: None)
+                set_reset_fn = staticmethod(lambda address: None)
         import torch
         missing = graphs.wire_hooks(Old(), lib)
         print("old", missing)
@@ -92,7 +93,7 @@ def main():
     lines = out.splitlines()
     check(rc == 0 and "missing []" in lines, "wire_hooks sets every hook torch 2.11 has", out[-600:])
     for setter in ("set_begin_allocate_to_pool", "set_end_allocate_to_pool_fn", "set_release_pool",
-                   "set_record_stream_fn"):
+                   "set_record_stream_fn", "set_reset_fn"):
         check("%s right" % setter in lines, "%s gets the library's hook address" % setter)
     check("old ['set_begin_allocate_to_pool', 'set_end_allocate_to_pool_fn', 'set_release_pool']" in lines,
           "an older torch's missing setters are named")

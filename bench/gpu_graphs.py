@@ -6,8 +6,10 @@
                                        visible in memory_stats' segments / the snapshot (segment_pool_id)
     gpu_graphs.py graphed ALLOC        torch.cuda.make_graphed_callables on a module, forward and backward
                                        equal to eager
-    gpu_graphs.py compile ALLOC RUN    torch.compile(tiny transformer, mode="reduce-overhead"): output saved
-                                       for `compare`, median step ms, peak reserved (max_memory_reserved)
+    gpu_graphs.py compile ALLOC RUN DIR
+                                       torch.compile(tiny transformer, mode="reduce-overhead"): output saved
+                                       in DIR for `compare`, median step ms, peak reserved (max_memory_reserved);
+                                       ALLOC native-plain: native with inductor's plain CUDA graphs (control)
     gpu_graphs.py record-stream ALLOC  Tensor.record_stream on a busy side stream delays reuse (and without
                                        it the block is reused at once: the check can fail)
     gpu_graphs.py mempool              under the bridge: torch.cuda.MemPool() and the cudagraph-tree
@@ -133,6 +135,10 @@ def graphed(alloc):
     graphed_module = torch.cuda.make_graphed_callables(module, (sample,))
     worst_out = worst_grad = 0.0
     for _ in range(10):
+        # As a training loop does (zero_grad(set_to_none=True)): autograd then takes the graph's static
+        # gradient as p.grad, which the next replay overwrites, so grads are compared step by step.
+        module.zero_grad(set_to_none=True)
+        reference.zero_grad(set_to_none=True)
         x = torch.randn(32, 256, device="cuda", requires_grad=True)
         x_ref = x.detach().clone().requires_grad_(True)
         y = graphed_module(x)
@@ -156,7 +162,13 @@ def tiny_transformer(torch):
 
 
 def compile_mode(alloc, run, save_dir):
-    torch = setup(alloc)
+    """alloc: native, gpumemprof, or native-plain: PyTorch's allocator with inductor's plain CUDA graphs
+    (cudagraph_trees off, what the bridge makes it use), the control that tells inductor's mode apart
+    from the allocator."""
+    torch = setup("native" if alloc == "native-plain" else alloc)
+    if alloc == "native-plain":
+        import torch._inductor.config as inductor_config
+        inductor_config.triton.cudagraph_trees = False
     name = "reduce-overhead[%s,%s]" % (alloc, CONF)
     model = tiny_transformer(torch)
     tokens = torch.randint(0, 4096, (16, 128), device="cuda", generator=torch.Generator("cuda").manual_seed(1))
@@ -180,7 +192,7 @@ def compile_mode(alloc, run, save_dir):
         out = compiled(tokens).float().clone()
     diff = (out - eager).abs().max().item()
     check(diff <= 2e-3, name + " output equals eager", "max |diff| %g" % diff)
-    pooled, _ = private_pool_segments(torch, alloc)
+    pooled, _ = private_pool_segments(torch, "native" if alloc == "native-plain" else alloc)
     check(len(pooled) > 0, name + " the compiled model runs as CUDA graphs (a private pool holds memory)",
           "no segment outside the default pool: inductor skipped cudagraphs (see graphs.log)")
     torch.save(out.cpu(), os.path.join(save_dir, "compile-%s-%s-%s.pt" % (alloc, CONF.replace(":", "_"), run)))
@@ -195,13 +207,20 @@ def record_stream(alloc):
     name = "record_stream[%s,%s]" % (alloc, CONF)
     side = torch.cuda.Stream()
     nbytes = 8 * MIB
+    # Load the kernels first (lazy module loading makes a first launch slow on the host: the side
+    # stream's work could then be over before the reuse is tried).
+    warm = torch.ones(nbytes, dtype=torch.uint8, device="cuda")
+    torch.cuda._sleep(1000)
+    warm.sum(dtype=torch.int64)
+    torch.cuda.synchronize()
+    del warm
 
     def trial(record):
         x = torch.empty(nbytes, dtype=torch.uint8, device="cuda")  # on the current stream
         x.fill_(1)
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
-            torch.cuda._sleep(200_000_000)  # ~0.1 s of the side stream's time
+            torch.cuda._sleep(1_000_000_000)  # ~0.5 s of the side stream's time
             y = x.sum(dtype=torch.int64)
         if record:
             x.record_stream(side)
@@ -238,8 +257,7 @@ def mempool():
     check(config.triton.cudagraph_trees is False, "mempool: inductor uses plain CUDA graphs under the bridge",
           "cudagraph_trees = %r" % (config.triton.cudagraph_trees,))
     if hasattr(torch, "accelerator") and hasattr(torch.accelerator, "empty_cache"):
-        x = torch.empty(64 * MIB, dtype=torch.uint8, device="cuda")
-        del x
+        torch.empty(64 * MIB, dtype=torch.uint8, device="cuda")  # made and freed: 64 MiB cached
         before = torch.cuda.memory_reserved()
         torch.accelerator.empty_cache()  # libtorch's emptyCache: the set_reset_fn hook
         after = torch.cuda.memory_reserved()
@@ -276,10 +294,12 @@ def compare(save_dir, logs):
                         "bytes left: gpumemprof %d, native %d" % (left["gpumemprof"], left["native"]))
     print("\n## torch.compile(mode=\"reduce-overhead\"), tiny transformer (2 layers, d=256, 16x128 tokens), "
           "median of 50 steps\n")
+    print("(native-plain: PyTorch's allocator with inductor's plain CUDA graphs, cudagraph_trees=False, as under "
+          "the bridge)\n")
     print("| policy | allocator | median step ms (runs) | peak reserved MiB | peak allocated MiB |")
     print("|---|---|---|---|---|")
     for conf in sorted({r["conf"] for r in rows if r["check"] == "compile"}):
-        for alloc in ("native", "gpumemprof"):
+        for alloc in ("native", "gpumemprof", "native-plain"):
             rs = [r for r in rows if r["check"] == "compile" and r["conf"] == conf and r["alloc"] == alloc]
             if rs:
                 print("| %s | %s | %.3f (%s) | %s | %s |" % (

@@ -8,10 +8,12 @@
 #   record-stream  Tensor.record_stream delays reuse, native and bridge
 #   mempool        the bridge's one line for torch.cuda.MemPool and for cudagraph trees' checkpoints
 #   compile        torch.compile(tiny transformer, mode="reduce-overhead"): 3 interleaved native/bridge
-#                  pairs, outputs compared across allocators, median step and peak reserved
+#                  pairs, outputs compared across allocators, median step and peak reserved; and once
+#                  native-plain (PyTorch's allocator, inductor's plain graphs as under the bridge)
 # $OUT: summary.log (one line per check, then "N passed, N failed"), graphs.log (everything the
 # checks printed), graphs.md (the tables for bench/RESULTS.md), build.log.
 # usage: [OUT=DIR] bench/gpu_graphs.sh [BUILD_DIR]   (without BUILD_DIR: builds build-gpu-graphs here)
+# shellcheck disable=SC2034  # read by gpu_torch_setup.sh
 GPU_TARGETS=tests/gpu/test_torch_bridge
 . "$(dirname "$0")/gpu_torch_setup.sh" "$@"
 P="$SRC/bench/gpu_graphs.py"
@@ -52,6 +54,7 @@ run 90 "" mempool
 for i in 1 2 3; do
   for a in native gpumemprof; do run 150 "" compile "$a" "$i" "$SAVE"; done
 done
+run 150 "" compile native-plain 1 "$SAVE"  # the control: inductor's plain graphs on PyTorch's allocator
 python3 "$P" compare "$SAVE" "$OUT/graphs.log" > "$OUT/graphs.md" 2>&1
 grep -E "^gpu_graphs: (ok|FAILED)" "$OUT/graphs.md" | tee -a "$OUT/summary.log"
 cat "$OUT/graphs.md"

@@ -6,13 +6,14 @@
     gpu_steptime.py table LOG         the markdown table of a log's RESULT lines
 
 Models, from torch.nn only (sizes fit the whole script in about 240 s of GPU time):
-    bert     BERT-like encoder MLM (6 layers, d=512), batch 16, sequence length drawn from 64..512 per step
-             (seeded: the same lengths in every process), bf16 autocast, AdamW
+    bert     BERT-like encoder MLM (6 layers, d=512), batch 16, sequence lengths 64..512: the warm-up sees
+             each of the 8 lengths once, then each step draws one (seeded: the same in every process),
+             bf16 autocast, AdamW
     convnext ConvNeXt-like CNN (depthwise 7x7 blocks, 4 stages), batch 32 at 160x160, bf16 autocast, AdamW
     gpt2     GPT-2-like causal LM (6 layers, d=512), batch 8 x 512 tokens, bf16 autocast, AdamW
     llama    Llama-like decoder (6 layers, d=512, RMSNorm, SwiGLU) generating 128 tokens for 8 prompts of 64,
              with a KV cache that grows by torch.cat every token; one step = one whole generation
-Median step (ms, torch.cuda.synchronize() around each) after warm-up steps. bench/gpu_steptime.sh
+Median step (ms, torch.cuda.synchronize() around each) of 20 steps after warm-up (llama: 4 after 1). bench/gpu_steptime.sh
 interleaves 3 runs of each (allocator, policy).
 """
 import json
@@ -79,13 +80,15 @@ def bert(torch, nn):
     gen = torch.Generator().manual_seed(1234)
     lengths = [64, 128, 192, 256, 320, 384, 448, 512]
 
+    order = iter(lengths)  # the warm-up sees every length once; then they come at random
+
     def loss():
-        n = lengths[int(torch.randint(0, len(lengths), (1,), generator=gen))]
+        n = next(order, None) or lengths[int(torch.randint(0, len(lengths), (1,), generator=gen))]
         tokens = torch.randint(0, vocab, (16, n), generator=gen).cuda(non_blocking=True)
         labels = torch.randint(0, vocab, (16, n), generator=gen).cuda(non_blocking=True)
         return lm_loss(torch, nn, model, tokens, labels, vocab)
 
-    return train_step(torch, opt, loss), 4, 12
+    return train_step(torch, opt, loss), len(lengths), 20
 
 
 def convnext(torch, nn):
@@ -112,7 +115,7 @@ def convnext(torch, nn):
     x = torch.randn(32, 3, 160, 160, device="cuda").to(memory_format=torch.channels_last)
     y = torch.randint(0, 1000, (32,), device="cuda")
 
-    return train_step(torch, opt, lambda: nn.functional.cross_entropy(model(x).float(), y)), 4, 12
+    return train_step(torch, opt, lambda: nn.functional.cross_entropy(model(x).float(), y)), 4, 20
 
 
 def gpt2(torch, nn):
@@ -121,7 +124,7 @@ def gpt2(torch, nn):
     tokens = torch.randint(0, vocab, (8, n + 1), device="cuda")
     mask = nn.Transformer.generate_square_subsequent_mask(n, device="cuda")
 
-    return train_step(torch, opt, lambda: lm_loss(torch, nn, model, tokens[:, :-1], tokens[:, 1:], vocab, mask)), 4, 12
+    return train_step(torch, opt, lambda: lm_loss(torch, nn, model, tokens[:, :-1], tokens[:, 1:], vocab, mask)), 4, 20
 
 
 def llama(torch, nn):

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the bridge's one-GPU scripts (bench/gpu_graphs.sh, bench/gpu_steptime.sh), first thing:
 #   . "$(dirname "$0")/gpu_torch_setup.sh" "$@"
 # Sets SRC (the source tree), OUT ($OUT, else ./gpu-<script>-out), T0 (the start), B (the build folder:

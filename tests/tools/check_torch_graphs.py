@@ -9,6 +9,7 @@ bench/gpu_graphs.sh).
 - patch makes torch.cuda.MemPool() raise one clear line, the cudagraph-tree checkpoint bindings raise
   one naming the way out, and torch._inductor.config's cudagraph_trees False, whether inductor is
   imported after install() (the usual case) or before.
+- install() end to end hands that allocator, with every hook, to change_current_allocator.
 Each case runs in a child process (imports and patches are per process).
 """
 import os
@@ -20,6 +21,8 @@ import textwrap
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_PYTHON = os.path.join(os.path.dirname(os.path.dirname(HERE)), "python")
 failures = []
+SETTERS = ("set_begin_allocate_to_pool", "set_end_allocate_to_pool_fn", "set_release_pool", "set_record_stream_fn",
+           "set_reset_fn")
 
 FAKE_TORCH = {
     "torch/__init__.py": "__version__ = '2.11.0 (stand-in)'\nfrom . import _C, cuda\n",
@@ -29,11 +32,35 @@ FAKE_TORCH = {
         def _cuda_setCheckpointPoolState(device, state, stale, add):
             return "pytorch's own"
         """),
-    "torch/cuda/__init__.py": "from . import memory\nfrom .memory import MemPool\n",
+    "torch/cuda/__init__.py": textwrap.dedent("""
+        from . import memory
+        from .memory import MemPool
+        def is_available():
+            return True
+        def is_initialized():
+            return False
+        def current_device():
+            return 0
+        """),
     "torch/cuda/memory.py": textwrap.dedent("""
         class MemPool:
             def __init__(self, allocator=None, use_on_oom=False, no_split=False):
                 self.made = True
+        class _Hooks:
+            def __init__(self):
+                self.set = {}
+            def __getattr__(self, name):
+                if not name.startswith("set_"):
+                    raise AttributeError(name)
+                return lambda address: self.set.__setitem__(name, address)
+        class CUDAPluggableAllocator:
+            def __init__(self, path, alloc_fn_name, free_fn_name):
+                self.functions = (path, alloc_fn_name, free_fn_name)
+                self._allocator = _Hooks()
+        current = None
+        def change_current_allocator(allocator):
+            global current
+            current = allocator
         """),
     "torch/_inductor/__init__.py": "",
     "torch/_inductor/config.py": "class triton:\n    cudagraph_trees = True\n",
@@ -92,8 +119,7 @@ def main():
         """)
     lines = out.splitlines()
     check(rc == 0 and "missing []" in lines, "wire_hooks sets every hook torch 2.11 has", out[-600:])
-    for setter in ("set_begin_allocate_to_pool", "set_end_allocate_to_pool_fn", "set_release_pool",
-                   "set_record_stream_fn", "set_reset_fn"):
+    for setter in SETTERS:
         check("%s right" % setter in lines, "%s gets the library's hook address" % setter)
     check("old ['set_begin_allocate_to_pool', 'set_end_allocate_to_pool_fn', 'set_release_pool']" in lines,
           "an older torch's missing setters are named")
@@ -138,6 +164,33 @@ def main():
               "%s: the checkpoint bindings refuse in one line naming the way out" % when, repr(cps))
         check(any("_cuda_getCheckpointState" in line and "MemPool.__init__" in line for line in lines
                   if line.startswith("patched")), "%s: patched() lists what was replaced" % when, out[-600:])
+
+    # install() end to end: the allocator PyTorch is given carries every hook, and the refusals are in place.
+    rc, out = child(root, """
+        import ctypes, gpumemprof_torch as g
+        from gpumemprof_torch import graphs
+        import torch
+        g.install()
+        current = torch.cuda.memory.current
+        lib = g._load()
+        print("functions", current.functions[1:])
+        for setter, function in graphs._HOOKS:
+            want = ctypes.cast(getattr(lib, function), ctypes.c_void_p).value
+            print(setter, "right" if current._allocator.set.get(setter) == want else "WRONG")
+        try:
+            torch.cuda.MemPool()
+        except RuntimeError as e:
+            print("refused", "gpumemprof" in str(e))
+        import torch._inductor.config as config
+        print("trees", config.triton.cudagraph_trees)
+        """)
+    lines = out.splitlines()
+    check(rc == 0 and "functions ('gpumemprof_malloc', 'gpumemprof_free')" in lines,
+          "install() hands PyTorch the bridge's malloc and free", out[-600:])
+    check(all("%s right" % setter in lines for setter in SETTERS), "install() sets every hook on that allocator",
+          out[-600:])
+    check("refused True" in lines and "trees False" in lines,
+          "after install(): MemPool() refused, inductor on plain graphs", out[-600:])
 
     print("%d failed" % len(failures) if failures else "all passed")
     return 1 if failures else 0

@@ -21,8 +21,13 @@ import textwrap
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_PYTHON = os.path.join(os.path.dirname(os.path.dirname(HERE)), "python")
 failures = []
-SETTERS = ("set_begin_allocate_to_pool", "set_end_allocate_to_pool_fn", "set_release_pool", "set_record_stream_fn",
-           "set_reset_fn")
+# Each of CUDAPluggableAllocator's setters and the library function whose C++ type it casts to.
+HOOKS = {"set_begin_allocate_to_pool": "gpumemprof_begin_allocate_to_pool",
+         "set_end_allocate_to_pool_fn": "gpumemprof_end_allocate_to_pool",
+         "set_release_pool": "gpumemprof_release_pool",
+         "set_record_stream_fn": "gpumemprof_record_stream_any_device",
+         "set_reset_fn": "gpumemprof_empty_cache_all"}
+SETTERS = tuple(HOOKS)
 
 FAKE_TORCH = {
     "torch/__init__.py": "__version__ = '2.11.0 (stand-in)'\nfrom . import _C, cuda\n",
@@ -76,7 +81,8 @@ def check(ok, what, detail=""):
 
 def child(root, code):
     env = dict(os.environ, PYTHONPATH=root + os.pathsep + SOURCE_PYTHON)
-    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, cwd=root, capture_output=True,
+    code = "HOOKS = %r\n" % HOOKS + textwrap.dedent(code)  # what each setter must get, by name
+    r = subprocess.run([sys.executable, "-c", code], env=env, cwd=root, capture_output=True,
                        text=True, timeout=60)
     return r.returncode, (r.stdout + r.stderr).strip()
 
@@ -105,7 +111,7 @@ def main():
         class Pluggable:
             _allocator = Hooks()
         print("missing", graphs.wire_hooks(Pluggable(), lib))
-        for setter, function in graphs._HOOKS:
+        for setter, function in HOOKS.items():
             want = ctypes.cast(getattr(lib, function), ctypes.c_void_p).value
             print(setter, "right" if calls.get(setter) == want and want else "WRONG %r" % calls.get(setter))
         class Old:
@@ -174,7 +180,7 @@ def main():
         current = torch.cuda.memory.current
         lib = g._load()
         print("functions", current.functions[1:])
-        for setter, function in graphs._HOOKS:
+        for setter, function in HOOKS.items():
             want = ctypes.cast(getattr(lib, function), ctypes.c_void_p).value
             print(setter, "right" if current._allocator.set.get(setter) == want else "WRONG")
         try:

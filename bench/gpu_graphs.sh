@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CUDA graphs through the PyTorch bridge on one GPU (torch 2.11; about 100 s of GPU time), issue 26
-# item 5. First the bridge's hooks in C++ around a real capture (test_torch_bridge "[graphs]"), then
-# every check in a fresh process (bench/gpu_graphs.py says what each does):
+# item 5. First the bridge's hooks in C++ around a real capture (test_torch_bridge "[graphs]", each policy,
+# and once under compute-sanitizer memcheck), then every check in a fresh process (bench/gpu_graphs.py):
 #   graph          torch.cuda.graph around an MLP, 100 replays equal eager, the private pool visible
 #                  -- native and bridge, default and expandable_segments:True
 #   graphed        make_graphed_callables with backward, native and bridge
@@ -45,6 +45,16 @@ for conf in "" "expandable_segments:True"; do
     say "FAILED C++ capture through the hooks (${conf:-default}): see graphs.log"
   fi
 done
+sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+if [ -x "$sanitizer" ]; then
+  echo "=== compute-sanitizer memcheck test_torch_bridge [graphs]" >> "$OUT/graphs.log"
+  if timeout 120 "$sanitizer" --tool memcheck --error-exitcode 99 "$B/tests/gpu/test_torch_bridge" "[graphs]" \
+      >> "$OUT/graphs.log" 2>&1; then
+    say "ok C++ capture through the hooks: compute-sanitizer memcheck clean"
+  else
+    say "FAILED C++ capture through the hooks under compute-sanitizer memcheck: see graphs.log"
+  fi
+fi
 for conf in "" "expandable_segments:True"; do
   for a in native gpumemprof; do run 60 "$conf" graph "$a"; done
 done

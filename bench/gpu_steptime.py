@@ -31,17 +31,26 @@ def result(**kv):
     print("RESULT " + json.dumps(kv, sort_keys=True), flush=True)
 
 
+# memory_stats counters per measured step (the same keys on both allocators): what the allocator did.
+COUNTERS = {"device_mallocs": "num_device_alloc", "device_frees": "num_device_free",
+            "sync_all_streams": "num_sync_all_streams", "allocations": "allocation.all.allocated"}
+
+
 def timed_steps(torch, step, warmup, steps):
+    """Times of `steps` steps after `warmup`, and COUNTERS' change per measured step."""
     for _ in range(warmup):
         step()
     torch.cuda.synchronize()
+    before = torch.cuda.memory_stats()
     times = []
     for _ in range(steps):
         t = time.perf_counter()
         step()
         torch.cuda.synchronize()
         times.append((time.perf_counter() - t) * 1e3)
-    return times
+    after = torch.cuda.memory_stats()
+    per_step = {name: round((after.get(key, 0) - before.get(key, 0)) / steps, 2) for name, key in COUNTERS.items()}
+    return times, per_step
 
 
 def encoder_lm(torch, nn, vocab, max_len, d=512, layers=6):
@@ -194,12 +203,12 @@ def run(alloc, run_id):
             torch.manual_seed(0)
             torch.cuda.reset_peak_memory_stats()
             step, warmup, steps = build(torch, nn)
-            times = timed_steps(torch, step, warmup, steps)
+            times, per_step = timed_steps(torch, step, warmup, steps)
             result(model=name, alloc=alloc, conf=CONF, run=run_id, median_ms=round(statistics.median(times), 3),
                    steps=steps, warmup=warmup, peak_reserved_mib=round(torch.cuda.max_memory_reserved() / MIB, 1),
-                   seconds=round(time.perf_counter() - t0, 1))
-            print("gpu_steptime: ok %s %s %s run %s: median %.3f ms" % (name, alloc, CONF, run_id,
-                                                                      statistics.median(times)), flush=True)
+                   seconds=round(time.perf_counter() - t0, 1), per_step=per_step)
+            print("gpu_steptime: ok %s %s %s run %s: median %.3f ms; per step %s" % (
+                name, alloc, CONF, run_id, statistics.median(times), per_step), flush=True)
         except Exception as e:
             traceback.print_exc()
             print("gpu_steptime: FAILED %s %s %s run %s: %s: %s" % (name, alloc, CONF, run_id, type(e).__name__,
@@ -214,8 +223,15 @@ def run(alloc, run_id):
 def table(log):
     with open(log) as f:
         rows = [json.loads(line[7:]) for line in f if line.startswith("RESULT ")]
-    print("| model | policy | native ms (runs) | gpumemprof ms (runs) | bridge / native | peak reserved MiB native / gpumemprof |")
-    print("|---|---|---|---|---|---|")
+    print("| model | policy | native ms (runs) | gpumemprof ms (runs) | bridge / native | peak reserved MiB native / gpumemprof "
+          "| device mallocs, frees, syncs per step native / gpumemprof |")
+    print("|---|---|---|---|---|---|---|")
+
+    def counts(rs):
+        per = [r.get("per_step", {}) for r in rs]
+        return ", ".join("%g" % statistics.median(p.get(k, 0) for p in per)
+                         for k in ("device_mallocs", "device_frees", "sync_all_streams"))
+
     for model in MODELS:
         for conf in sorted({r["conf"] for r in rows}):
             got = {a: [r for r in rows if r["model"] == model and r["conf"] == conf and r["alloc"] == a]
@@ -223,12 +239,12 @@ def table(log):
             if not got["native"] or not got["gpumemprof"]:
                 continue
             med = {a: statistics.median(r["median_ms"] for r in rs) for a, rs in got.items()}
-            print("| %s | %s | %.2f (%s) | %.2f (%s) | %+.1f%% | %s / %s |" % (
+            print("| %s | %s | %.2f (%s) | %.2f (%s) | %+.1f%% | %s / %s | %s / %s |" % (
                 model, conf, med["native"], " / ".join("%.2f" % r["median_ms"] for r in got["native"]),
                 med["gpumemprof"], " / ".join("%.2f" % r["median_ms"] for r in got["gpumemprof"]),
                 (med["gpumemprof"] / med["native"] - 1) * 100,
                 max(r["peak_reserved_mib"] for r in got["native"]),
-                max(r["peak_reserved_mib"] for r in got["gpumemprof"])))
+                max(r["peak_reserved_mib"] for r in got["gpumemprof"]), counts(got["native"]), counts(got["gpumemprof"])))
 
 
 if __name__ == "__main__":

@@ -99,12 +99,13 @@ class _AfterImport(importlib.abc.MetaPathFinder):
     torch._inductor at install() would cost every script its start-up time)."""
 
     def __init__(self, name, then):
-        self.name, self.then = name, then
+        self.name, self.then, self.done = name, then, False
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname != self.name:
+        # Stays in sys.meta_path, inert once used: the import system is iterating that list now.
+        if self.done or fullname != self.name:
             return None
-        sys.meta_path[:] = [f for f in sys.meta_path if f is not self]
+        self.done = True
         spec = importlib.util.find_spec(fullname)
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
@@ -136,7 +137,7 @@ def patch(torch):
     name = "torch._inductor.config"
     if name in sys.modules:
         plain_cudagraphs(sys.modules[name])
-    elif not any(isinstance(f, _AfterImport) for f in sys.meta_path):
+    elif not any(isinstance(f, _AfterImport) and not f.done for f in sys.meta_path):
         sys.meta_path.insert(0, _AfterImport(name, plain_cudagraphs))
 
 

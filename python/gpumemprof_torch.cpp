@@ -23,6 +23,7 @@
 #include "gpumemprof/history/history_recorder.hpp"
 #include "gpumemprof/history/memory_category.hpp"
 #include "python_frames.h"
+#include "torch_pool_hooks.hpp"
 
 namespace gmp = gpumemprof;
 
@@ -175,6 +176,25 @@ int gpumemprof_record_stream(void* ptr, int device, cudaStream_t stream) {
   });
 }
 
+void gpumemprof_record_stream_any_device(void* ptr, cudaStream_t stream) {
+  if (ptr == nullptr) return;
+  guarded("record_stream", true, 0, [&] {
+    // The current device first (where PyTorch's callers are, nearly always), then the others in use.
+    std::vector<gmp::DeviceAllocator*> candidates;
+    int current = -1;
+    if (cudaGetDevice(&current) == cudaSuccess && current >= 0 && current < gmp::detail::max_cuda_devices &&
+        device_in_use[current].load(std::memory_order_acquire)) {
+      candidates.push_back(&allocator_of(current));
+    }
+    for (int d = 0; d < gmp::detail::max_cuda_devices; ++d) {
+      if (d != current && device_in_use[d].load(std::memory_order_acquire)) candidates.push_back(&allocator_of(d));
+    }
+    (void)gpumemprof_torch::record_stream_in_owner(ptr, gmp::Stream(stream),
+                                                   std::span<gmp::DeviceAllocator* const>(candidates));
+    return 0;
+  });
+}
+
 ssize_t gpumemprof_memory_stats_json(int device, char* buf, size_t capacity) {
   return guarded("gpumemprof_memory_stats_json", false, static_cast<ssize_t>(-1), [&] {
     const auto stats = allocator_of(device).memory_stats().as_map();
@@ -304,6 +324,15 @@ int gpumemprof_empty_cache(int device) {
   });
 }
 
+void gpumemprof_empty_cache_all(void) {
+  guarded("emptyCache", true, 0, [] {
+    for (int d = 0; d < gmp::detail::max_cuda_devices; ++d) {
+      if (device_in_use[d].load(std::memory_order_acquire)) allocator_of(d).empty_cache();
+    }
+    return 0;
+  });
+}
+
 int gpumemprof_track_external_memory(void) {
   return guarded("gpumemprof_track_external_memory", false, 0, [] { return gmp::track_external_memory() ? 1 : 0; });
 }
@@ -417,3 +446,27 @@ const char* gpumemprof_alloc_conf(void) {
 }
 
 }  // extern "C"
+
+// The CUDA graph hooks (C++ types, C names: gpumemprof_torch.h). A failure is printed and kept,
+// never thrown: libtorch calls them around a capture, and release_pool from a graph's destructor.
+void gpumemprof_begin_allocate_to_pool(int device, std::pair<unsigned long long, unsigned long long> pool,
+                                       std::function<bool(cudaStream_t)> filter) {
+  guarded("beginAllocateToPool", true, 0, [&] {
+    gpumemprof_torch::begin_allocate_to_pool(allocator_of(device), pool, std::move(filter));
+    return 0;
+  });
+}
+
+void gpumemprof_end_allocate_to_pool(int device, std::pair<unsigned long long, unsigned long long> pool) {
+  guarded("endAllocateToPool", true, 0, [&] {
+    gpumemprof_torch::end_allocate_to_pool(allocator_of(device), pool);
+    return 0;
+  });
+}
+
+void gpumemprof_release_pool(int device, std::pair<unsigned long long, unsigned long long> pool) {
+  guarded("releasePool", true, 0, [&] {
+    gpumemprof_torch::release_pool(allocator_of(device), pool);
+    return 0;
+  });
+}

@@ -36,6 +36,11 @@ GPUMEMPROF_TORCH_API void gpumemprof_raise_on_error(int on);
 GPUMEMPROF_TORCH_API void gpumemprof_free(void* ptr, ssize_t size, int device, cudaStream_t stream);
 /* Marks `ptr` as used on `stream` (torch's Tensor.record_stream); 0 on success, -1 on error. */
 GPUMEMPROF_TORCH_API int gpumemprof_record_stream(void* ptr, int device, cudaStream_t stream);
+/* The same without a device, as CUDAPluggableAllocator's set_record_stream_fn calls it (for
+ * Tensor.record_stream and NCCL's own recordStream): the device whose allocator holds `ptr`; memory
+ * gpumemprof did not allocate is left alone, as PyTorch's allocator leaves it. Never throws: an
+ * error is printed on stderr. */
+GPUMEMPROF_TORCH_API void gpumemprof_record_stream_any_device(void* ptr, cudaStream_t stream);
 
 /* memory_stats of `device` as one JSON object with PyTorch's keys, written to buf (at most
  * `capacity` bytes with the terminating NUL). Returns the length of the full text (without the
@@ -76,6 +81,10 @@ GPUMEMPROF_TORCH_API int gpumemprof_reset_accumulated_memory_stats(int device);
 GPUMEMPROF_TORCH_API int gpumemprof_set_memory_fraction(int device, double fraction);
 /* Releases cached, unused memory of `device` to CUDA (torch.cuda.empty_cache); 0 or -1. */
 GPUMEMPROF_TORCH_API int gpumemprof_empty_cache(int device);
+/* The same on every device the bridge has used, as CUDAPluggableAllocator's set_reset_fn calls it
+ * (libtorch's own emptyCache: torch.accelerator.empty_cache and C++ callers). Never throws: an error
+ * is printed on stderr. */
+GPUMEMPROF_TORCH_API void gpumemprof_empty_cache_all(void);
 /* Starts tracking device memory outside the allocator on every GPU (NCCL's buffers, cuBLAS's
  * workspace, the CUDA context, module code: each rank file then carries it). Call it before torch
  * or NCCL allocate. 1 when tracking is on, 0 when it cannot be (the reason printed once on stderr). */
@@ -127,6 +136,25 @@ GPUMEMPROF_TORCH_API const char* gpumemprof_alloc_conf(void);
 GPUMEMPROF_TORCH_API const char* gpumemprof_last_error(void);
 
 #ifdef __cplusplus
+}  // extern "C"
+
+#include <functional>
+#include <utility>
+
+/* PyTorch's CUDA graph hooks: CUDAPluggableAllocator's _allocator.set_begin_allocate_to_pool,
+ * set_end_allocate_to_pool_fn and set_release_pool take these functions' addresses and call them as
+ * C++ functions of exactly these types (c10::cuda::MempoolId_t is a std::pair of unsigned long
+ * long). torch.cuda.graph's capture_begin routes the allocations of its capturing stream (filter)
+ * to pool `pool` of `device`, capture_end ends the route, and the graph's reset releases the pool;
+ * torch.compile's cudagraph trees route a thread's allocations the same way. Never throw: an error
+ * (an unknown pool) is printed on stderr and kept for gpumemprof_last_error(). */
+extern "C" {
+GPUMEMPROF_TORCH_API void gpumemprof_begin_allocate_to_pool(int device,
+                                                            std::pair<unsigned long long, unsigned long long> pool,
+                                                            std::function<bool(cudaStream_t)> filter);
+GPUMEMPROF_TORCH_API void gpumemprof_end_allocate_to_pool(int device,
+                                                          std::pair<unsigned long long, unsigned long long> pool);
+GPUMEMPROF_TORCH_API void gpumemprof_release_pool(int device, std::pair<unsigned long long, unsigned long long> pool);
 }
 #endif
 #endif

@@ -37,12 +37,12 @@ import socket
 import sys
 import time
 
-from . import memory_api
+from . import graphs, memory_api
 
 __all__ = ["library_path", "install", "installed", "memory_stats", "dump_snapshot", "dump_snapshots",
            "collect_rank_index", "dump_on_oom", "rank_summary", "record_memory_history", "empty_cache",
            "track_external_memory", "profile", "ProfileResult", "category", "tag", "categorize", "category_stats",
-           "reset_category_peaks", "restore_memory_api", "memory_api", "python_stack", "forecast"]
+           "reset_category_peaks", "restore_memory_api", "memory_api", "graphs", "python_stack", "forecast"]
 
 _LIB_NAME = "libgpumemprof_torch.so"
 _lib = None
@@ -161,6 +161,8 @@ def install():
     lib.gpumemprof_raise_on_error(1)
     try:
         allocator = torch.cuda.memory.CUDAPluggableAllocator(path, "gpumemprof_malloc", "gpumemprof_free")
+        # CUDA graphs' pools and Tensor.record_stream (graphs.py): before the swap, as PyTorch's own test does.
+        missing = graphs.wire_hooks(allocator, lib)
         torch.cuda.memory.change_current_allocator(allocator)
     except RuntimeError as e:
         # torch.cuda.set_device(), a CUDA tensor or any CUDA call initializes PyTorch's own allocator,
@@ -173,7 +175,10 @@ def install():
             "launcher, which installs first: python -m gpumemprof_torch.run SCRIPT (under torchrun: "
             "torchrun --nproc_per_node N -m gpumemprof_torch.run SCRIPT)." % (e, when)) from e
     _installed = True
+    if missing:
+        print(graphs.missing_hooks_line(torch, missing), file=sys.stderr)
     memory_api.patch()
+    graphs.patch(torch)
 
 
 def restore_memory_api():

@@ -3,12 +3,11 @@
 
 #include <string_view>
 
+#include "../units.hpp"
 #include "gpumemprof/allocator/caching_allocator.hpp"
 #include "gpumemprof/device/simulated.hpp"
-#include "../units.hpp"
 
 namespace gmp = gpumemprof;
-
 
 using SimAllocator = gmp::CachingAllocator<gmp::SimulatedBackend>;
 
@@ -23,3 +22,11 @@ struct SimAlloc {
 };
 
 inline std::uintptr_t addr(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
+
+/// The pool of the segment of `a` that holds `p`; {~0, ~0} (no pool's id) when no segment does.
+inline gmp::MempoolId pool_of(const SimAllocator& a, const void* p) {
+  for (const auto& s : a.segments()) {
+    if (addr(p) >= s.address && addr(p) < s.address + s.size) return s.pool_id;
+  }
+  return {~std::uint64_t{0}, ~std::uint64_t{0}};
+}

@@ -15,13 +15,6 @@ namespace {
 const gmp::Stream s1{1};
 const gmp::Stream s2{2};
 
-gmp::MempoolId pool_of(const SimAllocator& a, const void* p) {
-  for (const auto& s : a.segments()) {
-    if (addr(p) >= s.address && addr(p) < s.address + s.size) return s.pool_id;
-  }
-  FAIL("no segment holds the pointer");
-  return {};
-}
 }  // namespace
 
 TEST_CASE("capture: the simulated device forbids what CUDA forbids during capture") {

@@ -9,13 +9,6 @@
 #include "sim_allocator.hpp"
 
 namespace {
-gmp::MempoolId mem_pool_of(const SimAllocator& a, const void* p) {
-  for (const auto& s : a.segments()) {
-    if (addr(p) >= s.address && addr(p) < s.address + s.size) return s.pool_id;
-  }
-  FAIL("no segment holds the pointer");
-  return {};
-}
 using SimPool = gmp::BasicMemPool<SimAllocator>;
 }  // namespace
 
@@ -38,8 +31,8 @@ TEST_CASE("MemPool: ids, use counts and routing of this thread's allocations") {
     a.validate();
   }
   CHECK(pool.use_count() == 1);
-  CHECK(mem_pool_of(a, in_pool) == pool.id());
-  CHECK(mem_pool_of(a, outside).is_default());
+  CHECK(pool_of(a, in_pool) == pool.id());
+  CHECK(pool_of(a, outside).is_default());
   const gmp::PoolStats st = pool.stats();
   CHECK(st.segments == 1);
   CHECK(st.reserved_bytes == static_cast<std::int64_t>(20 * MiB));
@@ -49,7 +42,7 @@ TEST_CASE("MemPool: ids, use counts and routing of this thread's allocations") {
   // The pool's free blocks serve only allocations routed to it.
   a.deallocate(in_pool);
   void* again = a.allocate(5 * MiB);
-  CHECK(mem_pool_of(a, again).is_default());
+  CHECK(pool_of(a, again).is_default());
   {
     gmp::UseMemPool use(pool);
     void* back = a.allocate(5 * MiB);
@@ -100,7 +93,7 @@ TEST_CASE("MemPool: use_on_oom lends its cached blocks to the default pool befor
     a.deallocate(a.allocate(60 * MiB));  // a cached 60 MiB segment of the pool
   }
   void* p = a.allocate(50 * MiB);  // the device has 40 MiB left: the pool lends its block
-  CHECK(mem_pool_of(a, p) == lender.id());
+  CHECK(pool_of(a, p) == lender.id());
   a.validate();
   a.deallocate(p);
   SimPool keeper(a);  // without use_on_oom: OOM

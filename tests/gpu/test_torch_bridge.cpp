@@ -182,3 +182,90 @@ TEST_CASE("the bridge answers torch.cuda's resets, memory fraction and multi-dev
   gpumemprof_free(q, MiB, 0, nullptr);
   REQUIRE(gpumemprof_history("", "all", "python", 0, 0) == 0);
 }
+
+TEST_CASE("the bridge's graph hooks around a real capture on two streams, replayed 100 times", "[graphs]") {
+  // As torch.cuda.graph calls them: beginAllocateToPool with a filter over the capture id, then
+  // cudaStreamBeginCapture (global mode), allocations and frees inside, cudaStreamEndCapture,
+  // endAllocateToPool; the graph's destruction is releasePool.
+  cudaStream_t s = nullptr;
+  cudaStream_t s2 = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+  REQUIRE(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking) == cudaSuccess);
+  cudaEvent_t fork = nullptr;
+  cudaEvent_t join = nullptr;
+  REQUIRE(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming) == cudaSuccess);
+  REQUIRE(cudaEventCreateWithFlags(&join, cudaEventDisableTiming) == cudaSuccess);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  int64_t before[6];
+  REQUIRE(gpumemprof_counters(0, before) == 0);
+  unsigned long long capture_id = 0;
+  const std::pair<unsigned long long, unsigned long long> pool{901, 0};
+  gpumemprof_begin_allocate_to_pool(0, pool, [&capture_id](cudaStream_t stream) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    unsigned long long id = 0;
+    return cudaStreamGetCaptureInfo(stream, &status, &id) == cudaSuccess && status == cudaStreamCaptureStatusActive &&
+           id == capture_id;
+  });
+  REQUIRE(std::string(gpumemprof_last_error()).empty());
+  REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  REQUIRE(cudaStreamGetCaptureInfo(s, &status, &capture_id) == cudaSuccess);
+  void* a = gpumemprof_malloc(4 * MiB, 0, s);  // a new segment of the graph's pool
+  void* q = gpumemprof_malloc(1 * MiB, 0, s);
+  CHECK(cudaMemsetAsync(a, 1, static_cast<std::size_t>(4 * MiB), s) == cudaSuccess);
+  CHECK(cudaMemcpyAsync(q, a, static_cast<std::size_t>(1 * MiB), cudaMemcpyDeviceToDevice, s) == cudaSuccess);
+  gpumemprof_free(a, 4 * MiB, 0, s);  // freed inside the capture: its next allocation reuses it
+  void* r = gpumemprof_malloc(4 * MiB, 0, s);
+  CHECK(r == a);
+  CHECK(cudaMemsetAsync(r, 2, static_cast<std::size_t>(4 * MiB), s) == cudaSuccess);
+  CHECK(cudaEventRecord(fork, s) == cudaSuccess);  // s2 joins the capture
+  CHECK(cudaStreamWaitEvent(s2, fork, 0) == cudaSuccess);
+  void* t = gpumemprof_malloc(2 * MiB, 0, s2);
+  CHECK(cudaMemsetAsync(t, 3, static_cast<std::size_t>(2 * MiB), s2) == cudaSuccess);
+  CHECK(cudaEventRecord(join, s2) == cudaSuccess);
+  CHECK(cudaStreamWaitEvent(s, join, 0) == cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  REQUIRE(cudaStreamEndCapture(s, &graph) == cudaSuccess);  // the capture stayed valid
+  gpumemprof_end_allocate_to_pool(0, pool);
+  CHECK(std::string(gpumemprof_last_error()).empty());
+  REQUIRE(q != nullptr);
+  REQUIRE(r != nullptr);
+  REQUIRE(t != nullptr);
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+  for (int i = 0; i < 100; ++i) REQUIRE(cudaGraphLaunch(exec, s) == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(s) == cudaSuccess);
+  unsigned char got[3] = {0, 0, 0};
+  REQUIRE(cudaMemcpy(&got[0], static_cast<unsigned char*>(q) + MiB - 1, 1, cudaMemcpyDeviceToHost) == cudaSuccess);
+  REQUIRE(cudaMemcpy(&got[1], static_cast<unsigned char*>(r) + 4 * MiB - 1, 1, cudaMemcpyDeviceToHost) == cudaSuccess);
+  REQUIRE(cudaMemcpy(&got[2], static_cast<unsigned char*>(t) + 2 * MiB - 1, 1, cudaMemcpyDeviceToHost) == cudaSuccess);
+  CHECK(got[0] == 1);
+  CHECK(got[1] == 2);
+  CHECK(got[2] == 3);
+  int64_t during[6];
+  REQUIRE(gpumemprof_counters(0, during) == 0);
+  CHECK(during[1] > before[1]);  // the graph's pool holds memory
+  // The graph destroyed and its memory freed: the pool's segments go back.
+  for (void* p : {q, r, t}) gpumemprof_free(p, 0, 0, s);
+  CHECK(cudaGraphExecDestroy(exec) == cudaSuccess);
+  CHECK(cudaGraphDestroy(graph) == cudaSuccess);
+  gpumemprof_release_pool(0, pool);
+  CHECK(std::string(gpumemprof_last_error()).empty());
+  int64_t after[6];
+  REQUIRE(gpumemprof_counters(0, after) == 0);
+  CHECK(after[0] == before[0]);
+  CHECK(after[1] == before[1]);
+  gpumemprof_release_pool(0, pool);  // once too often: one line on stderr, no exception
+  CHECK(std::string(gpumemprof_last_error()).find("releasePool") == 0);
+  // libtorch's own emptyCache (set_reset_fn): every device's cache goes back.
+  gpumemprof_free(gpumemprof_malloc(8 * MiB, 0, s), 0, 0, s);
+  int64_t cached[6];
+  REQUIRE(gpumemprof_counters(0, cached) == 0);
+  gpumemprof_empty_cache_all();
+  CHECK(std::string(gpumemprof_last_error()).empty());
+  int64_t emptied[6];
+  REQUIRE(gpumemprof_counters(0, emptied) == 0);
+  CHECK(emptied[1] <= cached[1] - 8 * MiB);
+  for (cudaEvent_t e : {fork, join}) cudaEventDestroy(e);
+  for (cudaStream_t x : {s, s2}) cudaStreamDestroy(x);
+}

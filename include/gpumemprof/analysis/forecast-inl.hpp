@@ -149,6 +149,27 @@ inline std::string divergence_text(const RequestStream& ref, const StreamDiverge
   return s;
 }
 
+/// Whether the program's sizes grow with the square of the parameter: more of the reference's
+/// requests aligned in `other` grew exactly by q^2 than exactly by q (q: the parameters' ratio).
+/// An image side, not a batch or a sequence length (there attention scores grow by q^2, but most
+/// tensors by q).
+inline bool sizes_grow_with_square(const RequestStream& ref, const RequestStream& other, const StreamAlignment& al,
+                                   double q) {
+  std::size_t by_q = 0, by_square = 0;
+  for (std::size_t i = 0; i < ref.requests.size(); ++i) {
+    const std::int64_t j = al.other_of[i];
+    if (j == StreamAlignment::kUnmatched) continue;
+    const double want = static_cast<double>(ref.requests[i].size);
+    const double got = static_cast<double>(other.requests[static_cast<std::size_t>(j)].size);
+    if (size_close(want, got)) continue;
+    if (size_close(want, got * q))
+      ++by_q;
+    else if (size_close(want, got * q * q))
+      ++by_square;
+  }
+  return by_square > by_q;
+}
+
 }  // namespace detail
 
 GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& probes, double at,
@@ -252,6 +273,9 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
   }
 
   // Size models and the target's sizes.
+  const bool square_law =
+      detail::sizes_grow_with_square(ref, streams[order[order.size() - 2]], aligned[order[order.size() - 2]],
+                                     refp.parameter / probes[order[order.size() - 2]].parameter);
   std::vector<SizeFit> fits(n);
   std::vector<std::uint64_t> sizes(n), grown(n), kept(n);
   std::size_t irregular = 0, implausible = 0;
@@ -282,7 +306,7 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
       ps[m] = probes[k].parameter;
       ss[m++] = size;
     }
-    fits[i] = fit_size(ps, ss, m);
+    fits[i] = fit_size(ps, ss, m, square_law);
     if (m == 1) fits[i].model = SizeModel::unmatched;
     // Sizes no polynomial with non-negative terms gives (a request paired by position whose size
     // is another's: a workspace chosen by size) are not extrapolated: the request keeps its size at

@@ -235,6 +235,12 @@ TEST_CASE("two probes: a workspace's fixed part grows with the program's law, sq
   const gmp::ForecastResult f = gmp::forecast_peak({{64, &a, "a"}, {128, &b, "b"}}, 512);
   check_exact(f, workspace_program(512, 2), 1e-12);  // exact; not confident: no third probe confirms the law
   CHECK(f.models[static_cast<int>(gmp::SizeModel::quadratic)] == 80);
+  // Not confirmed by a third probe: the range grows them by the square of the ratio (16x), or keeps them.
+  REQUIRE(f.uncertain.size() == 1);
+  CHECK(f.uncertain[0].requests == 40);
+  CHECK(f.uncertain[0].size_at_target == 4 * MiB + 256 * 512 * 512);
+  CHECK(f.uncertain[0].size_if_kept == 4 * MiB + 256 * 128 * 128);
+  CHECK(f.uncertain[0].size_if_grown == 16 * (4 * MiB + 256 * 128 * 128));
   // By batch: the activations grow by q, and so do the workspaces past their fixed part.
   const gmp::CompactSnapshot c = workspace_program(8, 1);
   const gmp::CompactSnapshot d = workspace_program(16, 1);
@@ -346,6 +352,23 @@ TEST_CASE("unmatched bytes that could move the peak: not confident, with both fi
   bool warned = false;
   for (const std::string& w : f.warnings) warned = warned || w.find("not a confident number") != std::string::npos;
   CHECK(warned);
+  // The explanation names it first: only in the reference, kept at 2 GiB, 8 GiB if it grows with the size.
+  REQUIRE(!f.uncertain.empty());
+  const gmp::ForecastUncertain& u = f.uncertain.front();
+  CHECK(u.requests == 1);
+  CHECK(u.unmatched);
+  CHECK(u.size_at_probes == std::vector<std::uint64_t>{0, 2 * GiB});
+  CHECK(u.size_at_target == 2 * GiB);
+  CHECK(u.size_if_kept == 2 * GiB);
+  CHECK(u.size_if_grown == 8 * GiB);
+  bool named = false;
+  for (const std::string& w : f.warnings) {
+    named = named || w.find(
+                         "the widest: 1 request(s) (no stack) of 2.00 GiB at size(s) 16 (only in the largest "
+                         "probe): 2.00 GiB each at the target by the fit, 2.00 GiB if they stop growing, 8.00 "
+                         "GiB if they grow on") != std::string::npos;
+  }
+  CHECK(named);
 }
 
 TEST_CASE("a capacity: fits or not, as the replay on a device of that size says") {

@@ -107,6 +107,20 @@ struct ForecastRequest {
   std::size_t reference_event = 0;  ///< its alloc entry in the reference's trace
 };
 
+/// Requests the probes do not determine (unmatched or irregular) that look alike -- the same site,
+/// category and sizes in every probe -- and what each could be at the target.
+struct ForecastUncertain {
+  std::size_t requests = 0;
+  std::vector<std::uint64_t> size_at_probes;  ///< per probe, in the order given (0: no aligned request there)
+  std::uint64_t size_at_target = 0;           ///< the forecast's (the fit's, or the reference's)
+  std::uint64_t size_if_grown = 0;            ///< grown as the program's sizes grow (by q or q^2)
+  std::uint64_t size_if_kept = 0;             ///< stopped at the reference's size
+  bool unmatched = false;                     ///< only the reference made it
+  std::string site;
+  std::string category;
+  std::size_t reference_event = 0;  ///< the first one's alloc entry in the reference's trace
+};
+
 struct ForecastResult {
   double at = 0;
   int device = 0;
@@ -140,6 +154,7 @@ struct ForecastResult {
   std::vector<ForecastGroup> by_site;      ///< when stacks were recorded
   std::vector<ForecastGroup> by_category;  ///< when categories were recorded
   std::vector<ForecastRequest> largest;
+  std::vector<ForecastUncertain> uncertain;  ///< the groups whose range at the target is widest
   // With a capacity.
   std::uint64_t capacity = 0;
   bool fits = true;                  ///< the target stream replayed within `capacity` without an OOM

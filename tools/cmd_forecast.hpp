@@ -93,6 +93,18 @@ inline void print_forecast_text(const ForecastResult& f, const std::vector<Forec
                   r.site.c_str());
     }
   }
+  if (!f.uncertain.empty()) {
+    std::printf("  what the probes do not determine (the range), widest first:\n");
+    for (const ForecastUncertain& u : f.uncertain) {
+      std::string sizes;
+      for (const std::uint64_t b : u.size_at_probes)
+        sizes += (sizes.empty() ? "" : " : ") + (b == 0 ? "-" : size_text(b));
+      std::printf("    %6zu req  %s -> %s at the target (%s if kept, %s if grown)%s%s%s\n", u.requests, sizes.c_str(),
+                  size_text(u.size_at_target).c_str(), size_text(u.size_if_kept).c_str(),
+                  size_text(u.size_if_grown).c_str(), u.unmatched ? "  unmatched" : "", u.site.empty() ? "" : "  ",
+                  u.site.c_str());
+    }
+  }
   if (f.capacity != 0) {
     if (f.fits) {
       std::printf("  fits in %s: %s to spare at the peak reserved\n", size_text(f.capacity).c_str(),
@@ -187,6 +199,25 @@ inline void print_forecast_json(const ForecastResult& f, const std::vector<Forec
   groups("by_model", f.by_model);
   groups("by_site", f.by_site);
   groups("by_category", f.by_category);
+  w.key("uncertain");
+  w.begin_list();
+  for (const ForecastUncertain& u : f.uncertain) {
+    w.begin_dict();
+    w.field("requests", u.requests);
+    w.key("size_at_probes");
+    w.begin_list();
+    for (const std::uint64_t b : u.size_at_probes) w.value(b);
+    w.end_list();
+    w.field("size_at_target", u.size_at_target);
+    w.field("size_if_kept", u.size_if_kept);
+    w.field("size_if_grown", u.size_if_grown);
+    w.field("unmatched", u.unmatched);
+    w.field("site", u.site);
+    w.field("category", u.category);
+    w.field("reference_entry", u.reference_event);
+    w.end_dict();
+  }
+  w.end_list();
   w.key("largest");
   w.begin_list();
   for (const ForecastRequest& r : f.largest) {

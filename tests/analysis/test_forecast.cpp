@@ -182,6 +182,71 @@ TEST_CASE("size models: constant, linear, quadratic by the square law, the parab
   CHECK(gmp::fit_size(p3, line3, 3).at(64) == 1640);
   const std::uint64_t shrinking[] = {5000, 100};
   CHECK(gmp::fit_size(p2, shrinking, 2).at(64) == 1);  // never below one byte
+  // A program whose sizes grow with the square of the parameter (an image side): a size that
+  // grew by another ratio is a fixed part and a square one (73744 + 256 p^2, a workspace).
+  const double sides[] = {64, 128};
+  const std::uint64_t workspace[] = {73744 + 256 * 64 * 64, 73744 + 256 * 128 * 128};
+  CHECK(gmp::fit_size(sides, workspace, 2).model == gmp::SizeModel::linear);
+  CHECK(gmp::fit_size(sides, workspace, 2, true).model == gmp::SizeModel::quadratic);
+  CHECK(gmp::fit_size(sides, workspace, 2, true).at(512) == 73744 + 256 * 512 * 512);
+  CHECK(gmp::fit_size(sides, workspace, 2).at(512) < 73744 + 256 * 512 * 512 / 2);
+  // The exact laws do not depend on it.
+  CHECK(gmp::fit_size(p2, square, 2, true).model == gmp::SizeModel::quadratic);
+  CHECK(gmp::fit_size(p2, square, 2, true).at(64) == 409600);
+  CHECK(gmp::fit_size(p2, constant, 2, true).at(64) == 4096);
+}
+
+namespace {
+/// A program run at parameter p: `layers` activations of 64 bytes times s kept live until the
+/// step's end, each followed by a workspace of 4 MiB + 256 bytes times s taken and given back; two
+/// steps. s = p^2 (an image side) or 4096 p (a batch).
+gmp::CompactSnapshot workspace_program(std::uint64_t p, int power, int layers = 20) {
+  gmp::CompactSnapshot out;
+  out.device_traces.resize(1);
+  auto push = [&](A a, std::uint64_t addr, std::uint64_t size) {
+    gmp::TraceEntry t;
+    t.action = a;
+    t.addr = addr;
+    t.size = size;
+    out.device_traces[0].push_back(t);
+  };
+  const std::uint64_t scale = power == 2 ? p * p : 4096 * p;
+  std::uint64_t addr = 0x1'0000'0000ull;
+  for (int step = 0; step < 2; ++step) {
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> live;
+    for (int l = 0; l < layers; ++l) {
+      live.emplace_back(addr += 1 << 20, 64 * scale);
+      push(A::alloc, live.back().first, live.back().second);
+      const std::uint64_t ws = 4 * MiB + 256 * scale;
+      push(A::alloc, addr += 1 << 20, ws);
+      push(A::free_completed, addr, ws);
+    }
+    for (const auto& [a, size] : live) push(A::free_completed, a, size);
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("two probes: a workspace's fixed part grows with the program's law, square by an image side") {
+  // By image side: the activations grow by q^2, so the workspaces are 4 MiB + 256 p^2; a line
+  // through two probes would make them 26 MiB at side 512 instead of 68 MiB.
+  const gmp::CompactSnapshot a = workspace_program(64, 2);
+  const gmp::CompactSnapshot b = workspace_program(128, 2);
+  const gmp::ForecastResult f = gmp::forecast_peak({{64, &a, "a"}, {128, &b, "b"}}, 512);
+  check_exact(f, workspace_program(512, 2), 1e-12);  // exact; not confident: no third probe confirms the law
+  CHECK(f.models[static_cast<int>(gmp::SizeModel::quadratic)] == 80);
+  // Not confirmed by a third probe: the range grows them by the square of the ratio (16x), or keeps them.
+  REQUIRE(f.uncertain.size() == 1);
+  CHECK(f.uncertain[0].requests == 40);
+  CHECK(f.uncertain[0].size_at_target == 4 * MiB + 256 * 512 * 512);
+  CHECK(f.uncertain[0].size_if_kept == 4 * MiB + 256 * 128 * 128);
+  CHECK(f.uncertain[0].size_if_grown == 16 * (4 * MiB + 256 * 128 * 128));
+  // By batch: the activations grow by q, and so do the workspaces past their fixed part.
+  const gmp::CompactSnapshot c = workspace_program(8, 1);
+  const gmp::CompactSnapshot d = workspace_program(16, 1);
+  const gmp::ForecastResult g = gmp::forecast_peak({{8, &c, "c"}, {16, &d, "d"}}, 64);
+  check_exact(g, workspace_program(64, 1), 1e-12);
+  CHECK(g.models[static_cast<int>(gmp::SizeModel::linear)] == 80);
 }
 
 TEST_CASE("alignment: inserted and missing requests are found, the rest pairs one to one") {
@@ -287,6 +352,23 @@ TEST_CASE("unmatched bytes that could move the peak: not confident, with both fi
   bool warned = false;
   for (const std::string& w : f.warnings) warned = warned || w.find("not a confident number") != std::string::npos;
   CHECK(warned);
+  // The explanation names it first: only in the reference, kept at 2 GiB, 8 GiB if it grows with the size.
+  REQUIRE(!f.uncertain.empty());
+  const gmp::ForecastUncertain& u = f.uncertain.front();
+  CHECK(u.requests == 1);
+  CHECK(u.unmatched);
+  CHECK(u.size_at_probes == std::vector<std::uint64_t>{0, 2 * GiB});
+  CHECK(u.size_at_target == 2 * GiB);
+  CHECK(u.size_if_kept == 2 * GiB);
+  CHECK(u.size_if_grown == 8 * GiB);
+  bool named = false;
+  for (const std::string& w : f.warnings) {
+    named = named || w.find(
+                         "the widest: 1 request(s) (no stack) of 2.00 GiB at size(s) 16 (only in the largest "
+                         "probe): 2.00 GiB each at the target by the fit, 2.00 GiB if they stop growing, 8.00 "
+                         "GiB if they grow on") != std::string::npos;
+  }
+  CHECK(named);
 }
 
 TEST_CASE("a capacity: fits or not, as the replay on a device of that size says") {

@@ -91,6 +91,14 @@ for probes in ((a, b), (a, b, c)):
     check(f["alignment"]["unmatched"] == (3 if len(probes) == 2 else 0), f"{name}: unmatched {f['alignment']}")
     check(f["confident"], f"{name}: not confident: {f['warnings']}")
     check(f["config"] == "", f"{name}: config {f['config']!r}")
+    # What the probes do not determine: the 3 requests only the larger probe made, with their range.
+    u = f["uncertain"]
+    if len(probes) == 2:
+        check(sum(g["requests"] for g in u) == 3 and all(g["unmatched"] for g in u)
+              and all(g["size_at_probes"][0] == 0 and g["size_if_kept"] <= g["size_if_grown"] for g in u),
+              f"{name}: uncertain {u}")
+    else:
+        check(u == [], f"{name}: uncertain {u}")
 
 # Text output names the sizes and the explanation.
 p = run("forecast", "--run", f"8={a}", "--run", f"16={b}", "--at", "128")

@@ -149,6 +149,45 @@ inline std::string divergence_text(const RequestStream& ref, const StreamDiverge
   return s;
 }
 
+/// Whether the program's sizes grow with the square of the parameter: more of the reference's
+/// requests aligned in `other` grew exactly by q^2 than exactly by q (q: the parameters' ratio).
+/// An image side, not a batch or a sequence length (there attention scores grow by q^2, but most
+/// tensors by q).
+inline bool sizes_grow_with_square(const RequestStream& ref, const RequestStream& other, const StreamAlignment& al,
+                                   double q) {
+  std::size_t by_q = 0, by_square = 0;
+  for (std::size_t i = 0; i < ref.requests.size(); ++i) {
+    const std::int64_t j = al.other_of[i];
+    if (j == StreamAlignment::kUnmatched) continue;
+    const double want = static_cast<double>(ref.requests[i].size);
+    const double got = static_cast<double>(other.requests[static_cast<std::size_t>(j)].size);
+    if (size_close(want, got)) continue;
+    if (size_close(want, got * q))
+      ++by_q;
+    else if (size_close(want, got * q * q))
+      ++by_square;
+  }
+  return by_square > by_q;
+}
+
+/// "9 request(s) (no stack) of 73.5 MiB, 132 MiB at sizes 8, 16: 483 MiB at 64 by the fit, 132 MiB if
+/// they stop growing, 528 MiB if they grow on".
+inline std::string uncertain_text(const ForecastUncertain& g, const std::vector<ForecastProbe>& probes) {
+  std::string s = std::to_string(g.requests) + " request(s)";
+  s += g.site.empty() ? " (no stack" : " (at " + g.site;
+  s += g.category.empty() ? ")" : ", " + g.category + ")";
+  std::string sizes, at;
+  for (std::size_t k = 0; k < g.size_at_probes.size(); ++k) {
+    if (g.size_at_probes[k] == 0) continue;
+    sizes += (sizes.empty() ? "" : ", ") + format_size(g.size_at_probes[k]);
+    at += (at.empty() ? "" : ", ") + forecast_number(probes[k].parameter);
+  }
+  s += " of " + sizes + " at size(s) " + at + (g.unmatched ? " (only in the largest probe)" : "") + ": " +
+       format_size(g.size_at_target) + " each at the target by the fit, " + format_size(g.size_if_kept) +
+       " if they stop growing, " + format_size(g.size_if_grown) + " if they grow on";
+  return s;
+}
+
 }  // namespace detail
 
 GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& probes, double at,
@@ -252,6 +291,9 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
   }
 
   // Size models and the target's sizes.
+  const bool square_law =
+      detail::sizes_grow_with_square(ref, streams[order[order.size() - 2]], aligned[order[order.size() - 2]],
+                                     refp.parameter / probes[order[order.size() - 2]].parameter);
   std::vector<SizeFit> fits(n);
   std::vector<std::uint64_t> sizes(n), grown(n), kept(n);
   std::size_t irregular = 0, implausible = 0;
@@ -282,7 +324,7 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
       ps[m] = probes[k].parameter;
       ss[m++] = size;
     }
-    fits[i] = fit_size(ps, ss, m);
+    fits[i] = fit_size(ps, ss, m, square_law);
     if (m == 1) fits[i].model = SizeModel::unmatched;
     // Sizes no polynomial with non-negative terms gives (a request paired by position whose size
     // is another's: a workspace chosen by size) are not extrapolated: the request keeps its size at
@@ -298,9 +340,11 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
     aligned_any += m > 1 ? 1 : 0;
     ++res.models[static_cast<std::size_t>(fits[i].model)];
     sizes[i] = fits[i].at(at);
-    const auto proportional = static_cast<std::uint64_t>(std::llround(want * at / refp.parameter));
-    // The range: what the probes do not determine (unmatched and irregular requests) grown in
-    // proportion to the parameter, or stopped growing at the reference's size.
+    const double growth = square_law ? (at / refp.parameter) * (at / refp.parameter) : at / refp.parameter;
+    const auto proportional = static_cast<std::uint64_t>(std::llround(want * growth));
+    // The range: what the probes do not determine (unmatched and irregular requests) grown as the
+    // program's sizes grow (in proportion to the parameter or its square), or stopped growing at
+    // the reference's size.
     const bool known = m > 1 && verified;
     grown[i] = known ? sizes[i] : std::max(sizes[i], proportional);
     kept[i] = known ? sizes[i] : ref.requests[i].size;
@@ -430,6 +474,40 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
     }
   }
 
+  // The requests the probes do not determine, alike ones together, widest range first.
+  {
+    auto probe_size = [&](std::size_t k, std::size_t i) -> std::uint64_t {
+      if (k == ri) return ref.requests[i].size;
+      const std::int64_t j = aligned[k].other_of[i];
+      return j == StreamAlignment::kUnmatched ? 0 : streams[k].requests[static_cast<std::size_t>(j)].size;
+    };
+    std::map<std::vector<std::uint64_t>, ForecastUncertain> groups;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (grown[i] == sizes[i] && kept[i] == sizes[i]) continue;
+      const ProbeRequest& r = ref.requests[i];
+      std::vector<std::uint64_t> key{r.site, r.category, r.stream};
+      for (std::size_t k = 0; k < probes.size(); ++k) key.push_back(probe_size(k, i));
+      ForecastUncertain& g = groups[key];
+      if (g.requests++ != 0) continue;
+      g.size_at_probes.assign(key.begin() + 3, key.end());
+      g.size_at_target = sizes[i];
+      g.size_if_grown = grown[i];
+      g.size_if_kept = kept[i];
+      g.unmatched = fits[i].model == SizeModel::unmatched;
+      if (r.site != 0) g.site = ref.site_labels.at(r.site);
+      if (r.category != 0) g.category = ref.category_names.at(r.category);
+      g.reference_event = r.alloc_event;
+    }
+    for (auto& [key, g] : groups) res.uncertain.push_back(std::move(g));
+    auto width = [](const ForecastUncertain& g) {
+      return static_cast<double>(g.requests) * static_cast<double>(std::max(g.size_if_grown, g.size_at_target) -
+                                                                   std::min(g.size_if_kept, g.size_at_target));
+    };
+    std::stable_sort(res.uncertain.begin(), res.uncertain.end(),
+                     [&](const ForecastUncertain& a, const ForecastUncertain& b) { return width(a) > width(b); });
+    if (res.uncertain.size() > options.explain) res.uncertain.resize(options.explain);
+  }
+
   // The straight line through the two largest probes' recorded peaks reserved.
   {
     const ForecastProbeSummary& a = res.probes[order[order.size() - 2]];
@@ -452,17 +530,20 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
   // Warnings.
   if (res.unmatched_effect > options.error_goal) {
     const std::size_t unmatched = res.models[static_cast<std::size_t>(SizeModel::unmatched)];
-    res.warnings.push_back("the forecast is a range, not a confident number: peak reserved " +
-                           format_size(res.peak_reserved) + ", but " + format_size(res.peak_reserved_unmatched_grown) +
-                           " if the " + std::to_string(unmatched) + " request(s) only the largest probe made and the " +
-                           std::to_string(irregular) + " irregular ones grow in proportion to the size, and " +
-                           format_size(res.peak_reserved_irregular_kept) +
-                           " if the irregular ones stop growing (irregular: aligned, but their sizes follow no exact "
-                           "constant/linear/square law; " +
-                           std::to_string(implausible) +
-                           " of them shrank or outgrew the square law and are kept at the largest probe's size): " +
-                           detail::forecast_percent(res.unmatched_effect) + " apart, more than the " +
-                           detail::forecast_percent(options.error_goal) + " goal; a third probe (--run) narrows it");
+    std::string widest;
+    if (!res.uncertain.empty()) widest = "; the widest: " + detail::uncertain_text(res.uncertain.front(), probes);
+    res.warnings.push_back(
+        "the forecast is a range, not a confident number: peak reserved " + format_size(res.peak_reserved) + ", but " +
+        format_size(res.peak_reserved_unmatched_grown) + " if the " + std::to_string(unmatched) +
+        " request(s) only the largest probe made and the " + std::to_string(irregular) +
+        " irregular ones grow as the program's sizes do (in proportion to " + (square_law ? "the square of " : "") +
+        "the size), and " + format_size(res.peak_reserved_irregular_kept) +
+        " if the irregular ones stop growing (irregular: aligned, but their sizes follow no exact "
+        "constant/linear/square law; " +
+        std::to_string(implausible) +
+        " of them shrank or outgrew the square law and are kept at the largest probe's size): " +
+        detail::forecast_percent(res.unmatched_effect) + " apart, more than the " +
+        detail::forecast_percent(options.error_goal) + " goal" + widest + "; a third probe (--run) narrows it");
   }
   if (std::fabs(res.backcast_error) > options.error_goal) {
     res.warnings.push_back(

@@ -6,7 +6,9 @@
 //   1. Each probe's request stream (request_stream.hpp) is aligned to the reference probe's --
 //      the probe at the largest parameter, nearest the target (stream_alignment.hpp).
 //   2. Each reference request gets a size model from the sizes its aligned requests had
-//      (size_model.hpp): constant, linear or quadratic in the parameter. A request no other probe
+//      (size_model.hpp): constant, linear or quadratic in the parameter (with two probes, a size
+//      that grew by no exact law is a fixed part plus the program's law: a + c*p^2 where most
+//      requests that grew exactly grew by q^2, an image side; else a line). A request no other probe
 //      has ("unmatched") keeps its size at the reference probe; so does an aligned one whose sizes
 //      no polynomial with non-negative terms gives ("implausible": it shrank as the parameter grew,
 //      or grew by more than q^2, q the ratio of the parameters -- a request paired by position with
@@ -19,9 +21,10 @@
 //   4. How much what the probes do not determine could matter: the unmatched requests and the
 //      *irregular* ones -- aligned, but their sizes are not the reference's over 1, q or q^2, and
 //      no third probe puts them on a line (workspaces, sizes that stop growing at a cap,
-//      data-dependent shapes) -- are replayed grown in proportion to the parameter, and again
-//      stopped at the reference's size. When either peak reserved differs from the forecast by
-//      more than `error_goal` (3%), the forecast is not `confident`: a warning gives the range.
+//      data-dependent shapes) -- are replayed grown as the program's sizes grow (by q, or q^2 by
+//      an image side), and again stopped at the reference's size. When either peak reserved
+//      differs from the forecast by more than `error_goal` (3%), the forecast is not `confident`:
+//      a warning gives the range and names the widest group of such requests (`uncertain`).
 //   5. A back-test: the reference's stream at each smaller probe's recorded sizes, replayed,
 //      against the replay of that probe's own stream. A difference over `error_goal` means the
 //      streams change with the size in ways that move the peak (requests made at some sizes only,
@@ -107,6 +110,20 @@ struct ForecastRequest {
   std::size_t reference_event = 0;  ///< its alloc entry in the reference's trace
 };
 
+/// Requests the probes do not determine (unmatched or irregular) that look alike -- the same site,
+/// category and sizes in every probe -- and what each could be at the target.
+struct ForecastUncertain {
+  std::size_t requests = 0;
+  std::vector<std::uint64_t> size_at_probes;  ///< per probe, in the order given (0: no aligned request there)
+  std::uint64_t size_at_target = 0;           ///< the forecast's (the fit's, or the reference's)
+  std::uint64_t size_if_grown = 0;            ///< grown as the program's sizes grow (by q or q^2)
+  std::uint64_t size_if_kept = 0;             ///< stopped at the reference's size
+  bool unmatched = false;                     ///< only the reference made it
+  std::string site;
+  std::string category;
+  std::size_t reference_event = 0;  ///< the first one's alloc entry in the reference's trace
+};
+
 struct ForecastResult {
   double at = 0;
   int device = 0;
@@ -140,6 +157,7 @@ struct ForecastResult {
   std::vector<ForecastGroup> by_site;      ///< when stacks were recorded
   std::vector<ForecastGroup> by_category;  ///< when categories were recorded
   std::vector<ForecastRequest> largest;
+  std::vector<ForecastUncertain> uncertain;  ///< the groups whose range at the target is widest
   // With a capacity.
   std::uint64_t capacity = 0;
   bool fits = true;                  ///< the target stream replayed within `capacity` without an OOM

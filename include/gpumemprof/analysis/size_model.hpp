@@ -4,9 +4,11 @@
 //   - constant: the same size in every probe;
 //   - linear: size = a + b*p through the probes (with two probes: whenever the sizes differ and
 //     the square law below does not hold; with three: when the third lies on the line);
-//   - quadratic: with two probes only where the sizes grew exactly by the square of the
-//     parameters' ratio (size = c*p^2: attention scores by sequence length); with three, the
-//     parabola through them when they are not on a line.
+//   - quadratic: with two probes where the sizes grew exactly by the square of the parameters'
+//     ratio (size = c*p^2: attention scores by sequence length), or, when the program's sizes grow
+//     with the square of the parameter (`square_law`: an image side), where they grew by another
+//     ratio (size = a + c*p^2: a buffer for a tensor of p^2 elements and a fixed part, as a
+//     convolution's workspace); with three, the parabola through them when they are not on a line.
 // "Exactly" and "on the line" allow 1/256 of the size (plus half a byte), as the alignment does.
 // A size extrapolated below one byte is one byte (a request the program made stays a request).
 #pragma once
@@ -53,8 +55,10 @@ inline bool size_plausible(double want, double got, double q) noexcept {
 }  // namespace detail
 
 /// The model of a request seen with sizes `s[k]` at parameters `p[k]` (n = 1..3, parameters
-/// distinct; n = 1 gives a constant). See the file comment.
-[[nodiscard]] inline SizeFit fit_size(const double* p, const std::uint64_t* s, std::size_t n) noexcept {
+/// distinct; n = 1 gives a constant). `square_law`: the program's sizes grow with the square of the
+/// parameter (see the file comment; only two probes use it). See the file comment.
+[[nodiscard]] inline SizeFit fit_size(const double* p, const std::uint64_t* s, std::size_t n,
+                                      bool square_law = false) noexcept {
   SizeFit f;
   f.c0 = static_cast<double>(s[n - 1]);
   bool same = true;
@@ -70,6 +74,12 @@ inline bool size_plausible(double want, double got, double q) noexcept {
       f.model = SizeModel::quadratic;
       f.c0 = 0;
       f.c2 = y1 / (x1 * x1);
+      return f;
+    }
+    if (square_law) {  // a fixed part and one that grows with the square, as the program's sizes do
+      f.model = SizeModel::quadratic;
+      f.c2 = (y1 - y0) / (x1 * x1 - x0 * x0);
+      f.c0 = y1 - f.c2 * x1 * x1;
       return f;
     }
     f.model = SizeModel::linear;

@@ -10,6 +10,7 @@
 #  3. the same thread benchmark on sim:0 (bench_allocator BM_StreamPairs, and the ceiling:
 #     BM_StreamPairsSeparateAllocators, each thread an allocator of its own): whether the CUDA
 #     backend or the allocator limits scaling; callgrind_pairs (1 MiB pairs) before/after on sim:0;
+#     BM_LedgerFold: the stats fold's ns per record on this CPU (the serial part);
 #  4. perf stat / perf record / perf c2c of 8 threads on sim:0 when perf exists.
 # usage: OUT=dir bench/gpu_threads.sh [BASE (default 2f45f70)]
 # Every figure and failure goes to $OUT (6 files); the last line of stdout and of
@@ -107,7 +108,10 @@ sim() {  # sim:0 threads: the allocator alone (no CUDA call on the pair path)
     --benchmark_min_time="$mt" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
     --benchmark_counters_tabular=true > "$out/threads_sim.txt" 2>&1
   local rc=$?
-  grep -E "median|Benchmark" "$out/threads_sim.txt"
+  # The fold alone (the serial part): ns per record, by how many streams interleave.
+  timeout 30 "$b/bench/bench_allocator" --benchmark_filter='BM_LedgerFold' --benchmark_min_time="$(sec 0.2)" \
+    --benchmark_counters_tabular=true >> "$out/threads_sim.txt" 2>&1 || rc=1
+  grep -E "median|Benchmark|LedgerFold" "$out/threads_sim.txt"
   local t bin
   for bin in "$src/build-gpu-threads-base/callgrind_pairs" "$b/callgrind_pairs_now"; do
     [ -x "$bin" ] || continue

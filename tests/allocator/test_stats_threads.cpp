@@ -316,12 +316,12 @@ TEST_CASE("StatsLedger: direct with one lane, journaled from the second, read() 
   CHECK(totals.allocated_bytes == 512 + 1024 + 2048);
 }
 
-// A fold applies its records as one batch (stat_batch.hpp); that must give what applying them one
-// by one gives (a ledger with one lane does that, at record time): every stat's value, peak,
-// allocated and freed, the lifetime totals and the peak windows, for any records -- both pools,
-// oversize blocks, expandable frees, inactive splits either way -- with reads (folds) and
-// peak resets at random points.
-TEST_CASE("StatsLedger: a fold's batch equals applying its records one by one") {
+// A fold merges the streams' journals and applies their records in stamp order; that must give
+// what applying them one by one gives (a ledger with one lane does that, at record time): every
+// stat's value, peak, allocated and freed, the lifetime totals and the peak windows, for any
+// records -- both pools, oversize blocks, expandable frees, inactive splits either way -- with
+// reads (folds) and peak resets at random points.
+TEST_CASE("StatsLedger: folds of journals equal applying the records one by one") {
   using gmp::detail::LockGuard;
   using gmp::detail::StatRecord;
   using gmp::detail::StatsLedger;

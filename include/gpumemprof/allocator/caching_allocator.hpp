@@ -313,7 +313,7 @@ class CachingAllocator {
     return round_size(bytes, cfg_);
   }
   Pool& pool_of(const Block* b) noexcept { return b->small_pool ? small_ : large_; }
-  // The stream's shard: a lock-free scan of the first kFastShards, else under the device mutex.
+  // The stream's shard: a lock-free lookup among the first kFastShards, else under the device mutex.
   Shard& shard_for(Stream s) {
     Shard* sh = find_fast_shard(s);
     return sh != nullptr ? *sh : shard_slow(s);

@@ -41,7 +41,6 @@
 
 #include "gpumemprof/allocator/memory_stats.hpp"
 #include "gpumemprof/allocator/peak_windows.hpp"
-#include "gpumemprof/allocator/stat_batch.hpp"
 #include "gpumemprof/allocator/stats_journal.hpp"
 #include "gpumemprof/config.hpp"
 #include "gpumemprof/detail/spin_lock.hpp"
@@ -328,13 +327,8 @@ inline void StatsLedger::fold(bool all_held) GPUMEMPROF_NO_THREAD_SAFETY_ANALYSI
   }
   if (!fold_runs_.empty()) {
     LockGuard lock(stats_lock_);
-    // The records' changes in stamp order, applied as one batch (stat_batch.hpp): what apply(r)
-    // on each in turn would give, at a third of the serial cost.
-    StatBatch batch(max_split_);
-    batch.begin(state_.stats);
-    merge_by_stamp(fold_runs_, cut, [&batch](const StatRecord& r) { batch.add(r); });
-    Totals& t = state_.totals;
-    batch.end(state_.stats, state_.windows, t.allocations, t.frees, t.allocated_bytes, t.freed_bytes);
+    // The lambda runs inside merge_by_stamp, under `lock`; the analysis checks lambdas alone.
+    merge_by_stamp(fold_runs_, cut, [this](const StatRecord& r) GPUMEMPROF_NO_THREAD_SAFETY_ANALYSIS { apply(r); });
   }
   for (Lane* l : lanes_) {
     if (l->fresh_.records.empty()) continue;

@@ -46,13 +46,12 @@ cuda_home="${CUDA_HOME:-/usr/local/cuda}"
 torch_dir="$(python3 -c 'import torch, os; print(os.path.dirname(torch.__file__))' 2>/dev/null)"
 
 build() {
-  [ -d "$b" ] || meson setup "$b" -Dbuildtype=release -Dtests=false -Dexamples=false -Dbenchmarks=true \
+  [ -f "$b/build.ninja" ] || meson setup "$b" -Dbuildtype=release -Dtests=false -Dexamples=false -Dbenchmarks=true \
     -Dtools=true -Dmpi=disabled -Dcupti=disabled || return 1
   ninja -C "$b" bench/gpu_compare bench/bench_allocator || return 1
 }
 # BASE's headers with this tree's harness (its options), header-only: the "before" column.
 build_base() {
-  local bb="$src/build-gpu-threads-base"
   git -C "$src" cat-file -e "$base_commit^{commit}" 2>/dev/null || { echo "no commit $base_commit here: no before column"; return 1; }
   rm -rf "$bb" && mkdir -p "$bb" && git -C "$src" archive "$base_commit" include | tar -x -C "$bb" || return 1
   local flags=(-std=c++20 -O3 -DNDEBUG -pthread -DGPUMEMPROF_WITH_NVTX=0 -DGPUMEMPROF_WITH_CUPTI=0
@@ -64,9 +63,9 @@ build_base() {
   c++ "${flags[@]}" -I"$bb/include" -DGPUMEMPROF_WITH_CUDA=1 -I"$src/tools" -I"$cuda_home/include" \
     bench/gpu_compare.cpp -o "$bb/gpu_compare" -L"$cuda_home/lib64" -lcudart -lz "${torch[@]}" -ldl &
   local p1=$!
-  c++ "${flags[@]}" -I"$bb/include" -DGPUMEMPROF_WITH_CUDA=0 bench/callgrind_pairs.cpp -o "$bb/callgrind_pairs" -ldl &
+  c++ "${flags[@]}" -I"$bb/include" -DGPUMEMPROF_WITH_CUDA=0 bench/callgrind_pairs.cpp -o "$bb/callgrind_pairs_base" -ldl &
   local p2=$!
-  c++ "${flags[@]}" -I"$src/include" -DGPUMEMPROF_WITH_CUDA=0 bench/callgrind_pairs.cpp -o "$b/callgrind_pairs_now" -ldl &
+  c++ "${flags[@]}" -I"$src/include" -DGPUMEMPROF_WITH_CUDA=0 bench/callgrind_pairs.cpp -o "$bb/callgrind_pairs_now" -ldl &
   local p3=$!
   local rc=0
   wait $p1 || rc=1
@@ -74,9 +73,14 @@ build_base() {
   wait $p3 || rc=1
   return $rc
 }
+# Both builds at once (16 cores): the before binaries need nothing from the meson build.
+bb="$src/build-gpu-threads-base"
+build_base > "$out/threads_build_base.log" 2>&1 &
+base_pid=$!
+base_done() { wait $base_pid; }
 { step "build (release: gpu_compare, bench_allocator)" build; } > "$out/threads_build.txt" 2>&1
-tail -3 "$out/threads_build.txt"
-{ step "build before/after binaries of $base_commit (header-only)" build_base; } >> "$out/threads_build.txt" 2>&1
+{ step "build before/after binaries of $base_commit (header-only)" base_done; } >> "$out/threads_build_base.log" 2>&1
+cat "$out/threads_build_base.log" >> "$out/threads_build.txt" && rm -f "$out/threads_build_base.log"
 grep "gpu_threads:" "$out/threads_build.txt" | tail -2
 commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 
@@ -89,7 +93,7 @@ compare() {
   return $rc
 }
 compare_before() {  # the thread table only, gpumemprof only, with BASE's allocator
-  local bin="$src/build-gpu-threads-base/gpu_compare"
+  local bin="$bb/gpu_compare"
   [ -x "$bin" ] || { echo "no before binary"; return 1; }
   echo "### before: $base_commit headers, same harness" >> "$out/threads_compare.txt"
   timeout 60 "$bin" --runs threads --contenders gmp --thread-repeat 2 --commit "$base_commit" \
@@ -113,10 +117,10 @@ sim() {  # sim:0 threads: the allocator alone (no CUDA call on the pair path)
     --benchmark_counters_tabular=true >> "$out/threads_sim.txt" 2>&1 || rc=1
   grep -E "median|Benchmark|LedgerFold" "$out/threads_sim.txt"
   local t bin
-  for bin in "$src/build-gpu-threads-base/callgrind_pairs" "$b/callgrind_pairs_now"; do
+  for bin in "$bb/callgrind_pairs_base" "$bb/callgrind_pairs_now"; do
     [ -x "$bin" ] || continue
     for t in 1 2 4 8; do
-      echo "$(basename "$(dirname "$bin")") $(basename "$bin"): $(timeout 20 "$bin" off 200000 $t 1048576)"
+      echo "$(basename "$bin"): $(timeout 20 "$bin" off 200000 $t 1048576)"
     done
   done | tee -a "$out/threads_sim.txt"
   return $rc

@@ -64,8 +64,9 @@ class StatJournal {
 template <class Record>
 struct StampedRun {
   std::vector<Record> records;
-  std::size_t next = 0;  ///< records before it are applied
-  std::size_t stop = 0;  ///< during a merge: the end of the records before its cut
+  std::size_t next = 0;    ///< records before it are applied
+  std::size_t stop = 0;    ///< during a merge: the end of the records before its cut
+  std::uint64_t head = 0;  ///< during a merge: records[next].stamp, read where the runs are compared
 
   /// Appends the records of `taken` (stamped after every record here) and empties it.
   void add(std::vector<Record>& taken) {
@@ -96,6 +97,7 @@ void merge_spans_by_stamp(std::vector<Run*>& runs, std::uint64_t cut, F&& apply)
   for (Run* r : runs) {
     r->next = 0;
     const auto& v = r->records;
+    r->head = v.front().stamp;
     r->stop =
         v.back().stamp < cut
             ? v.size()
@@ -111,7 +113,10 @@ void merge_spans_by_stamp(std::vector<Run*>& runs, std::uint64_t cut, F&& apply)
     while (j < r.stop && data[j].stamp < limit) ++j;
     apply(data + r.next, j - r.next);
     r.next = j;
-    if (j < r.stop) return;
+    if (j < r.stop) {
+      r.head = data[j].stamp;
+      return;
+    }
     r.records.erase(r.records.begin(), r.records.begin() + static_cast<std::ptrdiff_t>(j));
     r.next = 0;
     runs.erase(runs.begin() + static_cast<std::ptrdiff_t>(i));
@@ -120,11 +125,11 @@ void merge_spans_by_stamp(std::vector<Run*>& runs, std::uint64_t cut, F&& apply)
     // The head that comes first (lowest stamp, then lowest run index: strict comparisons in
     // run order keep the first of equals) and the one that comes second.
     std::size_t best = 0;
-    std::uint64_t best_stamp = runs[0]->records[runs[0]->next].stamp;
+    std::uint64_t best_stamp = runs[0]->head;
     std::size_t second = 0;
     std::uint64_t second_stamp = StatJournal::kAll;
     for (std::size_t i = 1; i < runs.size(); ++i) {
-      const std::uint64_t s = runs[i]->records[runs[i]->next].stamp;
+      const std::uint64_t s = runs[i]->head;
       if (s < best_stamp) {
         second = best;
         second_stamp = best_stamp;

@@ -446,10 +446,6 @@ std::string utc_now() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (gmp::cuda_device_count() == 0) {
-    std::printf("no CUDA device: %s\n", gmp::cuda_unavailable_reason().c_str());
-    return 77;
-  }
   int repeat = 3;
   bool c10_only = false;
   std::string commit = std::getenv("GPUMEMPROF_COMMIT") != nullptr ? std::getenv("GPUMEMPROF_COMMIT") : "unknown";
@@ -500,6 +496,10 @@ int main(int argc, char** argv) {
   }
   if (const char* conf = std::getenv("PYTORCH_CUDA_ALLOC_CONF"); conf != nullptr && *conf != '\0') {
     command = "PYTORCH_CUDA_ALLOC_CONF=" + std::string(conf) + " " + command;
+  }
+  if (gmp::cuda_device_count() == 0) {  // after the options: a wrong one is told on any machine
+    std::printf("no CUDA device: %s\n", gmp::cuda_unavailable_reason().c_str());
+    return 77;
   }
   cudaDeviceProp prop{};
   GPUMEMPROF_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));

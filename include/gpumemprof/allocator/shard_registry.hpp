@@ -4,10 +4,10 @@
 // Invariants. A shard is created once per (stream, private pool) and lives as long as the
 // registry, so a Shard& stays valid without a lock. The registry's list is in creation order and
 // changes only under the owner's device mutex; its first kFastShards default-pool shards are also
-// published lock-free in a hash table by stream (a slot's shard after its stream), so the hot path
-// finds its shard without a lock, in a probe or two however many streams there are. A shard's trees, records
-// and events are guarded by its own lock -- or by an exclusive section, which holds every shard:
-// a set the analysis cannot name, so they carry no GUARDED_BY.
+// published lock-free in a hash table by stream (a slot's shard after its stream), so the hot
+// path finds its shard without a lock, in a probe or two however many streams there are. A
+// shard's trees, records and events are guarded by its own lock -- or by an exclusive section,
+// which holds every shard: a set the analysis cannot name, so they carry no GUARDED_BY.
 #pragma once
 
 #include <array>

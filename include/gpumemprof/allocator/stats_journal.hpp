@@ -91,7 +91,7 @@ using StatRun = StampedRun<StatRecord>;
 /// Cost: one pass over the runs' heads per span (the smallest and the second smallest head, by
 /// stamp and then run order), and a forward scan of the span. Runs of threads on different
 /// streams interleave record by record, so spans are short and this pass is the price of a
-/// record: no binary search, no second pass (bench/RESULTS.md, "Threads").
+/// record: no binary search, no second pass (docs/allocator-threads.md).
 template <class Run, class F>
 void merge_spans_by_stamp(std::vector<Run*>& runs, std::uint64_t cut, F&& apply) {
   for (Run* r : runs) {
@@ -104,8 +104,8 @@ void merge_spans_by_stamp(std::vector<Run*>& runs, std::uint64_t cut, F&& apply)
             : static_cast<std::size_t>(
                   std::partition_point(v.begin(), v.end(), [cut](const auto& x) { return x.stamp < cut; }) - v.begin());
   }
-  // Applies run `i`'s records from its head until `limit` (at least the head); true when the
-  // run has none before the cut left: it keeps only its later records and leaves the list.
+  // Applies run `i`'s records from its head until `limit` (at least the head); a run with none
+  // before the cut left keeps only its later records and leaves the list.
   auto emit = [&runs, &apply](std::size_t i, std::uint64_t limit) {
     Run& r = *runs[i];
     const auto* const data = r.records.data();

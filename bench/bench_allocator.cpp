@@ -3,6 +3,7 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -138,6 +139,46 @@ void BM_StreamPairs(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_StreamPairs)->ArgName("own_stream")->Arg(1)->Arg(0)->ThreadRange(1, 16)->UseRealTime();
+
+// The stats fold alone, the one serial part of the hot path (stats_ledger.hpp): ns per record
+// folded when `lanes` streams' journals interleave record by record (threads on their own
+// streams), 256 records per lane per fold. One thread: the fold's own cost, no contention.
+// All threads' pairs together cannot outrun 1 / (2 * this) pairs per second.
+void BM_LedgerFold(benchmark::State& state) {
+  namespace d = gmp::detail;
+  const auto lanes = static_cast<std::size_t>(state.range(0));
+  d::StatsLedger ledger(std::size_t{1} << 40, -1);
+  std::vector<std::unique_ptr<d::StatsLedger::Lane>> lane;
+  for (std::size_t i = 0; i <= lanes; ++i) {  // one more: the default stream's, idle (journaled even for 1)
+    lane.push_back(std::make_unique<d::StatsLedger::Lane>());
+    ledger.add_lane(*lane.back());
+  }
+  constexpr int kPerLane = 256;
+  for (auto _ : state) {
+    state.PauseTiming();
+    for (int i = 0; i < kPerLane; ++i) {
+      for (std::size_t l = 0; l < lanes; ++l) {
+        d::StatRecord r;
+        r.size = r.requested = std::int64_t{1} << 20;
+        r.pool = gmp::StatPool::small_pool;
+        r.is_free = i % 2 != 0;
+        r.inactive_bytes = r.is_free ? -(std::int64_t{1} << 20) : std::int64_t{1} << 20;
+        r.inactive_blocks = r.is_free ? -1 : 1;
+        d::LockGuard hold(lane[l]->mutex);
+        ledger.reserve(*lane[l]);
+        ledger.record(*lane[l], r);
+      }
+    }
+    state.ResumeTiming();
+    benchmark::DoNotOptimize(
+        ledger.read([](const d::StatsLedger::State& s) { return s.stats.allocated_bytes.all().peak; }));
+  }
+  state.SetItemsProcessed(state.iterations() * kPerLane * static_cast<std::int64_t>(lanes));
+  state.counters["ns_per_record"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * kPerLane) * static_cast<double>(lanes),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_LedgerFold)->ArgName("lanes")->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(16);
 }  // namespace
 
 BENCHMARK_MAIN();

@@ -10,12 +10,18 @@
 // warm `repeat` times on the same allocator (best ns per pair), as PyTorch's own figures in
 // RESULTS.md were measured. The results end in markdown tables for RESULTS.md.
 //
-// Contenders: gpumemprof with the default policy and with expandable_segments:True, c10 with
+// Contenders: gpumemprof with the default policy, with expandable_segments:True and with
+// compacting_expandable_segments:True (gpumemprof-only; no parity line: c10 has no such policy), c10 with
 // whatever PYTORCH_CUDA_ALLOC_CONF says and then (when it says nothing) with expandable_segments:True
 // set in this process, cudaMallocAsync, cudaMalloc. `--c10-only` runs c10 alone (to cross-check
 // the in-process switch: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True gpu_compare --c10-only).
 //
-//   gpu_compare [--repeat N] [--c10-only] [--commit SHA] TRACE...
+//   gpu_compare [--repeat N] [--c10-only] [--commit SHA] [--runs LIST] [--contenders LIST]
+//               [--thread-repeat N] TRACE...
+//
+// --runs: which runs, of fixed,threads,traces (default: all three). --contenders: which of
+// gmp,c10,async,malloc (default: all; gmp is both gpumemprof policies, c10 both of PyTorch's).
+// --thread-repeat N: each thread run N times, the best kept (default 1).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -31,6 +37,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "gpumemprof/allocator/caching_allocator.hpp"
@@ -367,9 +374,17 @@ NamedTrace named(gmp::tools::Trace t) {
   return nt;
 }
 
+// What to run (the command line's --runs, --contenders, --thread-repeat).
+struct Plan {
+  bool fixed = true, threads = true, traces = true;
+  bool gmp = true, c10 = true, async = true, malloc = true;
+  int thread_repeat = 1;
+};
+
 template <class A>
-void run_all(A& a, const std::vector<NamedTrace>& traces, int repeat, bool slow, Results& res) {
+void run_all(A& a, const std::vector<NamedTrace>& traces, int repeat, bool slow, Results& res, const Plan& plan) {
   for (std::size_t size : {std::size_t{512}, std::size_t{1} << 20, std::size_t{64} << 20}) {
+    if (!plan.fixed) break;
     a.reset();
     const int pairs = slow ? 200 : 200000;  // cudaMalloc+cudaFree take ~100 us
     const double ns = fixed_pairs(a, size, pairs);
@@ -383,8 +398,13 @@ void run_all(A& a, const std::vector<NamedTrace>& traces, int repeat, bool slow,
   if (slow) return;
   for (bool one_stream : {false, true}) {
     for (int threads : {1, 2, 4, 8, 16}) {
+      if (!plan.threads) break;
       const int iters = 20000 / threads + 2000;  // enough for a stable figure, short when it collapses
-      const auto [ns, mpairs] = thread_run(a, threads, one_stream, iters);
+      auto [ns, mpairs] = thread_run(a, threads, one_stream, iters);
+      for (int r = 1; r < plan.thread_repeat; ++r) {  // the best run: the least disturbed
+        const auto [ns2, mpairs2] = thread_run(a, threads, one_stream, iters);
+        if (ns2 < ns) std::tie(ns, mpairs) = std::pair{ns2, mpairs2};
+      }
       std::printf("%-26s %-34s threads=%2d %s  ns/pair/thread=%9.1f  M pairs/s=%7.2f\n", "threads 1 MiB+64 KiB",
                   a.name.c_str(), threads, one_stream ? "one stream " : "own streams", ns, mpairs);
       std::fflush(stdout);
@@ -392,7 +412,28 @@ void run_all(A& a, const std::vector<NamedTrace>& traces, int repeat, bool slow,
               fmt("%.1f", ns) + " · " + fmt("%.2f", mpairs));
     }
   }
+  if (!plan.traces) return;
   for (const auto& t : traces) run_trace(a, t, repeat, res);
+}
+
+// A comma-separated list of names, each one of `known`; false (and a message) otherwise.
+bool parse_list(const std::string& option, const std::string& list, const std::vector<std::string>& known,
+                std::vector<std::string>& out) {
+  out.clear();
+  for (std::size_t at = 0; at <= list.size();) {
+    const std::size_t comma = std::min(list.find(',', at), list.size());
+    const std::string name = list.substr(at, comma - at);
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      std::string names;
+      for (const auto& k : known) names += (names.empty() ? "" : ",") + k;
+      std::fprintf(stderr, "gpu_compare: %s: unknown name '%s' in '%s'; use a comma-separated list of %s\n",
+                   option.c_str(), name.c_str(), list.c_str(), names.c_str());
+      return false;
+    }
+    out.push_back(name);
+    at = comma + 1;
+  }
+  return true;
 }
 
 std::string utc_now() {
@@ -405,17 +446,38 @@ std::string utc_now() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (gmp::cuda_device_count() == 0) {
-    std::printf("no CUDA device: %s\n", gmp::cuda_unavailable_reason().c_str());
-    return 77;
-  }
   int repeat = 3;
   bool c10_only = false;
   std::string commit = std::getenv("GPUMEMPROF_COMMIT") != nullptr ? std::getenv("GPUMEMPROF_COMMIT") : "unknown";
   std::string command = "gpu_compare";
   std::vector<std::string> paths;
+  Plan plan;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
+    if ((arg == "--runs" || arg == "--contenders") && i + 1 < argc) {
+      const std::string list = argv[++i];
+      std::vector<std::string> names;
+      const bool runs = arg == "--runs";
+      if (!parse_list(arg, list,
+                      runs ? std::vector<std::string>{"fixed", "threads", "traces"}
+                           : std::vector<std::string>{"gmp", "c10", "async", "malloc"},
+                      names)) {
+        return 2;
+      }
+      auto has = [&names](const char* n) { return std::find(names.begin(), names.end(), n) != names.end(); };
+      if (runs) {
+        plan.fixed = has("fixed"), plan.threads = has("threads"), plan.traces = has("traces");
+      } else {
+        plan.gmp = has("gmp"), plan.c10 = has("c10"), plan.async = has("async"), plan.malloc = has("malloc");
+      }
+      command += " " + arg + " " + list;
+      continue;
+    }
+    if (arg == "--thread-repeat" && i + 1 < argc) {
+      plan.thread_repeat = std::max(1, std::atoi(argv[++i]));
+      command += " --thread-repeat " + std::to_string(plan.thread_repeat);
+      continue;
+    }
     if (arg == "--repeat" && i + 1 < argc) {
       repeat = std::atoi(argv[++i]);
       command += " --repeat " + std::to_string(repeat);
@@ -435,6 +497,10 @@ int main(int argc, char** argv) {
   if (const char* conf = std::getenv("PYTORCH_CUDA_ALLOC_CONF"); conf != nullptr && *conf != '\0') {
     command = "PYTORCH_CUDA_ALLOC_CONF=" + std::string(conf) + " " + command;
   }
+  if (gmp::cuda_device_count() == 0) {  // after the options: a wrong one is told on any machine
+    std::printf("no CUDA device: %s\n", gmp::cuda_unavailable_reason().c_str());
+    return 77;
+  }
   cudaDeviceProp prop{};
   GPUMEMPROF_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   const std::string date = utc_now();
@@ -445,24 +511,25 @@ int main(int argc, char** argv) {
   traces.push_back(named(random_log_uniform(100000, 1, 2)));
   for (const auto& p : paths) traces.push_back(named(gmp::tools::load_trace(p)));
   Results res;
-  if (!c10_only) {
+  if (c10_only) plan.gmp = plan.async = plan.malloc = false;
+  if (plan.gmp) {
     Gpumemprof g;
-    run_all(g, traces, repeat, false, res);
+    run_all(g, traces, repeat, false, res, plan);
   }
-  if (!c10_only) {
+  if (plan.gmp) {
     Gpumemprof g("expandable_segments:True", "gmp expandable");
-    run_all(g, traces, repeat, false, res);
+    run_all(g, traces, repeat, false, res, plan);
   }
 #if GPUMEMPROF_HAVE_TORCH
-  {
+  if (plan.c10) {
     PytorchC10 c;
-    run_all(c, traces, repeat, false, res);
+    run_all(c, traces, repeat, false, res, plan);
     c.reset();
   }
-  if (const char* conf = std::getenv("PYTORCH_CUDA_ALLOC_CONF"); conf == nullptr || *conf == '\0') {
+  if (const char* conf = std::getenv("PYTORCH_CUDA_ALLOC_CONF"); plan.c10 && (conf == nullptr || *conf == '\0')) {
     PytorchC10 c("expandable_segments:True");
     if (c.allocates_expandable()) {
-      run_all(c, traces, repeat, false, res);
+      run_all(c, traces, repeat, false, res, plan);
       c.reset();
     } else {
       std::printf(
@@ -473,13 +540,19 @@ int main(int argc, char** argv) {
 #else
   std::printf("(built without libtorch: no c10 contender)\n");
 #endif
-  if (!c10_only) {
-    MallocAsync m;
-    run_all(m, traces, repeat, false, res);
+  // The gpumemprof-only variant (it must keep up with c10 expandable too), after c10: the
+  // parity runs above see the driver as before.
+  if (plan.gmp) {
+    Gpumemprof g("compacting_expandable_segments:True", "gmp compacting");
+    run_all(g, traces, repeat, false, res, plan);
   }
-  if (!c10_only) {
+  if (plan.async) {
+    MallocAsync m;
+    run_all(m, traces, repeat, false, res, plan);
+  }
+  if (plan.malloc) {
     PlainMalloc p;
-    run_all(p, traces, repeat, true, res);
+    run_all(p, traces, repeat, true, res, plan);
   }
   std::printf("\n### gpu_compare: %s, %s, commit %s\n\n`%s`\n", prop.name, date.c_str(), commit.c_str(),
               command.c_str());

@@ -1,4 +1,5 @@
 // The allocator's event sinks and with_lock().
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <span>
@@ -212,6 +213,63 @@ TEST_CASE("event sinks: runs merge in spans by stamp, ties in run order") {
   REQUIRE(b.records.size() == 1);
   CHECK(b.records[0].id == 22);
   CHECK(c.records.empty());
+}
+
+// The same merge against its definition, on runs interleaved as threads on different streams
+// interleave them (record by record, with equal stamps and long stretches too): the order is a
+// stable sort by stamp in run order, each span is a maximal stretch of one run in that order, and
+// each run keeps exactly its records at or after the cut.
+TEST_CASE("event sinks: merged runs equal a stable sort by stamp, spans maximal") {
+  using Run = gmp::detail::StampedRun<Stamped>;
+  std::uint64_t seed = 12345;
+  auto next = [&seed](std::uint64_t n) {  // a small LCG: the same sequence everywhere
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    return (seed >> 33) % n;
+  };
+  for (int round = 0; round < 300; ++round) {
+    const std::size_t k = 1 + next(9);
+    std::vector<Run> runs(k);
+    std::vector<std::pair<std::uint64_t, int>> all;  // (stamp, id); id = run * 10000 + index
+    for (std::size_t r = 0; r < k; ++r) {
+      std::uint64_t stamp = next(4);
+      const std::size_t n = 1 + next(round % 3 == 0 ? 200 : 12);
+      for (std::size_t i = 0; i < n; ++i) {
+        stamp += next(round % 2 == 0 ? 3 : 40);  // equal stamps within a run, and across runs
+        runs[r].records.push_back({stamp, static_cast<int>(r * 10000 + i)});
+      }
+    }
+    const std::uint64_t cut = 1 + next(round % 5 == 0 ? 100000 : 2000);
+    std::vector<Run*> list;
+    std::size_t total = 0;
+    for (std::size_t r = 0; r < k; ++r) {
+      total += runs[r].records.size();
+      for (const auto& x : runs[r].records) {
+        if (x.stamp < cut) all.emplace_back(x.stamp, x.id);
+      }
+      if (runs[r].has_before(cut)) list.push_back(&runs[r]);
+    }
+    std::stable_sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first < b.first : a.second / 10000 < b.second / 10000;
+    });
+    std::vector<int> order;
+    std::vector<int> span_run;
+    gmp::detail::merge_spans_by_stamp(list, cut, [&](const Stamped* first, std::size_t n) {
+      REQUIRE(n > 0);
+      span_run.push_back(first[0].id / 10000);
+      for (std::size_t i = 0; i < n; ++i) order.push_back(first[i].id);
+    });
+    CHECK(list.empty());
+    std::vector<int> expected;
+    for (const auto& e : all) expected.push_back(e.second);
+    REQUIRE(order == expected);
+    for (std::size_t i = 1; i < span_run.size(); ++i) CHECK(span_run[i] != span_run[i - 1]);  // maximal spans
+    std::size_t kept = 0;
+    for (const Run& r : runs) {
+      kept += r.records.size();
+      for (const auto& x : r.records) CHECK(x.stamp >= cut);
+    }
+    CHECK(kept == total - expected.size());
+  }
 }
 
 TEST_CASE("event sinks: a fixed number of slots; a full set is one clear error") {

@@ -315,3 +315,65 @@ TEST_CASE("StatsLedger: direct with one lane, journaled from the second, read() 
   CHECK(totals.frees == 1);
   CHECK(totals.allocated_bytes == 512 + 1024 + 2048);
 }
+
+// A fold merges the streams' journals and applies their records in stamp order; that must give
+// what applying them one by one gives (a ledger with one lane does that, at record time): every
+// stat's value, peak, allocated and freed, the lifetime totals and the peak windows, for any
+// records -- both pools, oversize blocks, expandable frees, inactive splits either way -- with
+// reads (folds) and peak resets at random points.
+TEST_CASE("StatsLedger: folds of journals equal applying the records one by one") {
+  using gmp::detail::LockGuard;
+  using gmp::detail::StatRecord;
+  using gmp::detail::StatsLedger;
+  const std::size_t max_split = std::size_t{1} << 20;
+  std::mt19937_64 rng(7);
+  for (int round = 0; round < 40; ++round) {
+    StatsLedger one(max_split, 0);      // direct: each record applied as it comes
+    StatsLedger batched(max_split, 0);  // journaled: records applied by folds
+    StatsLedger::Lane a, b, c;
+    one.add_lane(a);
+    batched.add_lane(b);
+    batched.add_lane(c);
+    const std::uint64_t w1 = one.read([](StatsLedger::State& s) { return s.windows.open(0); });
+    const std::uint64_t w2 = batched.read([](StatsLedger::State& s) { return s.windows.open(0); });
+    auto same = [&] {
+      const auto x = one.read([](const StatsLedger::State& s) { return s; });
+      const auto y = batched.read([](const StatsLedger::State& s) { return s; });
+      CHECK(x.stats.as_map() == y.stats.as_map());
+      CHECK(x.totals.allocations == y.totals.allocations);
+      CHECK(x.totals.frees == y.totals.frees);
+      CHECK(x.totals.allocated_bytes == y.totals.allocated_bytes);
+      CHECK(x.totals.freed_bytes == y.totals.freed_bytes);
+      CHECK(x.windows.peak(w1) == y.windows.peak(w2));
+    };
+    const int n = 1 + static_cast<int>(rng() % 600);
+    for (int i = 0; i < n; ++i) {
+      StatRecord r;
+      r.size = static_cast<std::int64_t>((1 + rng() % 4096) * 512);  // up to 2 MiB: some oversize
+      r.requested = r.size - static_cast<std::int64_t>(rng() % 512);
+      r.pool = rng() % 2 == 0 ? gmp::StatPool::small_pool : gmp::StatPool::large_pool;
+      r.is_free = rng() % 2 == 0;
+      r.expandable = rng() % 4 == 0;
+      r.inactive_bytes = static_cast<std::int64_t>(rng() % 3) - 1;  // -1, 0, +1 (times a size)
+      r.inactive_bytes *= static_cast<std::int64_t>(rng() % 8192) * 512;
+      r.inactive_blocks = static_cast<std::int32_t>(rng() % 3) - 1;
+      {
+        LockGuard hold(a.mutex);
+        one.reserve(a);
+        one.record(a, r);
+      }
+      StatsLedger::Lane& lane = rng() % 2 == 0 ? b : c;
+      {
+        LockGuard hold(lane.mutex);
+        batched.reserve(lane);
+        batched.record(lane, r);
+      }
+      if (rng() % 97 == 0) same();  // a fold mid-way
+      if (rng() % 211 == 0) {
+        one.read([](StatsLedger::State& s) { s.stats.reset_peak(); });
+        batched.read([](StatsLedger::State& s) { s.stats.reset_peak(); });
+      }
+    }
+    same();
+  }
+}

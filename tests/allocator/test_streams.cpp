@@ -1,7 +1,10 @@
 // Cross-stream safety: a block used on another stream waits for that stream's events.
+#include <memory>
 #include <type_traits>
+#include <vector>
 
 #include "catch.hpp"
+#include "gpumemprof/allocator/shard_registry.hpp"
 #include "sim_allocator.hpp"
 
 // A stream handle is a pointer to an opaque type (cudaStream_t is CUstream_st*). Stream(T*) is
@@ -142,4 +145,52 @@ TEST_CASE("pending-free neighbours do not merge until their events complete") {
   s.a.deallocate(d);
   s.a.validate();
   CHECK(s.stats().inactive_split.all().current == 0);
+}
+
+// The hot path finds a stream's shard without a lock in a hash table of the first kFastShards
+// default-pool shards (shard_registry.hpp): every one of them by its own stream, whatever the
+// handles look like (aligned pointers, small ids, 0 for the default stream); later ones and
+// private pools' shards only under the lock (find).
+TEST_CASE("shard registry: the first kFastShards default-pool shards are found lock-free, by stream") {
+  using gmp::detail::Shard;
+  using gmp::detail::ShardRegistry;
+  ShardRegistry reg;
+  std::vector<Shard*> made;
+  const std::size_t n = ShardRegistry::kFastShards + 40;
+  for (std::size_t i = 0; i < n; ++i) {
+    // Default stream, small ids, then pointer-like handles 0x7f...000 + 0x200 * i.
+    const std::uintptr_t id = i == 0 ? 0 : i < 8 ? i : std::uintptr_t{0x7f3a12000000} + 0x200 * i;
+    reg.reserve_one();
+    made.push_back(&reg.add(std::make_unique<Shard>(gmp::Stream(id))));
+    if (i % 50 == 0) {  // a private pool's shard of the same stream: never found lock-free
+      reg.reserve_one();
+      reg.add(std::make_unique<Shard>(gmp::Stream(id), 1));
+    }
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    const gmp::Stream s = made[i]->stream;
+    CHECK(reg.find(s) == made[i]);
+    CHECK(reg.find_fast(s) == (i < ShardRegistry::kFastShards ? made[i] : nullptr));
+  }
+  CHECK(reg.find_fast(gmp::Stream(std::uintptr_t{0x1234560})) == nullptr);  // never added
+  CHECK(reg.find(made[50]->stream, 1) != nullptr);
+  CHECK(reg.find(made[50]->stream, 1) != made[50]);
+}
+
+// Many streams on one allocator (more than the lock-free table holds), each with allocations on
+// the hot path: every block goes back to its own stream's shard.
+TEST_CASE("more streams than kFastShards: each stream's blocks stay its own") {
+  SimAlloc s;
+  const std::size_t n = gmp::detail::ShardRegistry::kFastShards + 20;
+  std::vector<void*> ptrs;
+  for (int round = 0; round < 2; ++round) {
+    for (std::size_t i = 1; i <= n; ++i) ptrs.push_back(s.a.allocate(4096, gmp::Stream(i * 0x1000)));
+    for (void* p : ptrs) s.a.deallocate(p);
+    ptrs.clear();
+  }
+  s.a.validate();
+  const auto st = s.a.memory_stats();
+  CHECK(st.allocation.all().current == 0);
+  CHECK(st.segment.all().current == static_cast<std::int64_t>(n));  // one small segment per stream
+  CHECK(st.num_device_alloc == static_cast<std::int64_t>(n));       // the second round reused them
 }

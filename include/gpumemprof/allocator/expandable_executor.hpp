@@ -98,10 +98,17 @@ class ExpandableExecutor {
   /// block of `tree` that holds the request, on to the next while its size plus the unmapped hole
   /// after it is smaller. The hot path's; no state.
   static Block* best_fit(const BlockTree& tree, Block* b) noexcept {
-    const auto reach = [](const Block* x) noexcept {
-      return x->size + (x->next() != nullptr && !x->next()->mapped ? x->next()->size : 0);
+    const auto hole_after = [](const Block* x) noexcept {
+      return x->next() != nullptr && !x->next()->mapped ? x->next()->size : 0;
     };
-    for (Block* n = tree.next(b); n != nullptr && reach(n) < reach(b); n = tree.next(b)) b = n;
+    // Only a block followed by an unmapped hole can be passed over: the next block in the tree is
+    // no smaller, so it reaches at least as far as one without a hole. Most blocks have none, and
+    // then the tree is not walked at all (the walk costs a successor search).
+    for (std::size_t hole = hole_after(b); hole != 0; hole = hole_after(b)) {
+      Block* n = tree.next(b);
+      if (n == nullptr || n->size + hole_after(n) >= b->size + hole) break;
+      b = n;
+    }
     return b;
   }
 

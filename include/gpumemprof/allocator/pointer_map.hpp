@@ -1,6 +1,7 @@
 // Layer 2: address -> allocated block, an open-addressing hash table with linear probing and
 // backward-shift deletion (no tombstones, so lookups stay short under churn). O(1) find, insert
-// and erase; it grows only when more blocks are live than ever before.
+// and erase; it grows only when more blocks are live than ever before, and holds no memory until
+// the first insert (an allocator keeps many: one per pointer-map bucket).
 #pragma once
 
 #include <cstddef>
@@ -15,11 +16,12 @@ namespace detail {
 template <class Value>
 class PointerMap {
  public:
-  PointerMap() { rehash(64); }
+  PointerMap() = default;
 
   [[nodiscard]] std::size_t size() const noexcept { return count_; }
 
   [[nodiscard]] Value* find(std::uintptr_t key) const noexcept {
+    if (count_ == 0) return nullptr;  // also: no slots yet
     for (std::size_t i = home(key);; i = (i + 1) & mask_) {
       const Slot& s = slots_[i];
       if (s.key == key) return s.value;
@@ -29,7 +31,7 @@ class PointerMap {
 
   /// Makes sure the next insert cannot throw. May throw std::bad_alloc (the map unchanged).
   void reserve_one() {
-    if ((count_ + 1) * 2 > slots_.size()) rehash(slots_.size() * 2);
+    if ((count_ + 1) * 2 > slots_.size()) rehash(slots_.empty() ? kFirstCapacity : slots_.size() * 2);
   }
   /// Inserts a key that is not present (key != 0). Throws only where reserve_one() was not called.
   void insert(std::uintptr_t key, Value* value) {
@@ -40,6 +42,7 @@ class PointerMap {
 
   /// Removes `key`; returns its value, or nullptr when absent.
   Value* erase(std::uintptr_t key) noexcept {
+    if (count_ == 0) return nullptr;
     std::size_t i = home(key);
     for (;; i = (i + 1) & mask_) {
       if (slots_[i].key == key) break;
@@ -71,6 +74,7 @@ class PointerMap {
     std::uintptr_t key = 0;
     Value* value = nullptr;
   };
+  static constexpr std::size_t kFirstCapacity = 16;
 
   // Fibonacci hashing of the 512-byte-granular address: the top bits spread consecutive blocks.
   [[nodiscard]] std::size_t home(std::uintptr_t key) const noexcept {

@@ -4,14 +4,15 @@
 // Invariants. A shard is created once per (stream, private pool) and lives as long as the
 // registry, so a Shard& stays valid without a lock. The registry's list is in creation order and
 // changes only under the owner's device mutex; its first kFastShards default-pool shards are also
-// published lock-free (fast_shards_[i] with its stream in fast_streams_[i], visible once
-// fast_count_ > i), so the hot path finds its shard without a lock. A shard's trees, records
-// and events are guarded by its own lock -- or by an exclusive section, which holds every shard:
-// a set the analysis cannot name, so they carry no GUARDED_BY.
+// published lock-free in a hash table by stream (a slot's shard after its stream), so the hot
+// path finds its shard without a lock, in a probe or two however many streams there are. A
+// shard's trees, records and events are guarded by its own lock -- or by an exclusive section,
+// which holds every shard: a set the analysis cannot name, so they carry no GUARDED_BY.
 #pragma once
 
 #include <array>
 #include <atomic>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -55,16 +56,20 @@ struct Shard : StatsLedger::Lane {
 class ShardRegistry {
  public:
   using List = std::vector<std::unique_ptr<Shard>>;
-  static constexpr std::size_t kFastShards = 16;
+  /// Default-pool shards found without a lock: the first this many. A program that creates
+  /// more streams than this over its life (benchmarks that make and destroy streams per run,
+  /// say) finds the later ones under the owner's device mutex.
+  static constexpr std::size_t kFastShards = 256;
 
   /// The default-pool shard of `s` among the published ones, without a lock; null otherwise.
   [[nodiscard]] Shard* find_fast(Stream s) const noexcept {
-    const std::size_t n = fast_count_.load(std::memory_order_acquire);
-    for (std::size_t i = 0; i < n; ++i) {
-      if (fast_streams_[i].load(std::memory_order_relaxed) == s.id)
-        return fast_shards_[i].load(std::memory_order_relaxed);
+    // Open addressing, insert-only: a slot's shard is published (release) after its stream, so
+    // a reader that sees the shard (acquire) sees its stream. An empty slot ends the probe.
+    for (std::size_t i = home(s.id);; i = (i + 1) & (kSlots - 1)) {
+      Shard* sh = fast_[i].shard.load(std::memory_order_acquire);
+      if (sh == nullptr) return nullptr;
+      if (fast_[i].stream.load(std::memory_order_relaxed) == s.id) return sh;
     }
-    return nullptr;
   }
   /// The shard of (`s`, private pool `p`); null when none. The owner's device mutex held.
   [[nodiscard]] Shard* find(Stream s, std::uint32_t p = 0) const noexcept {
@@ -79,10 +84,12 @@ class ShardRegistry {
   /// kFastShards of the default pool. The owner's device mutex held.
   Shard& add(std::unique_ptr<Shard> owned) noexcept {
     Shard* sh = shards_.emplace_back(std::move(owned)).get();
-    if (const std::size_t n = fast_count_.load(std::memory_order_relaxed); sh->pool == 0 && n < kFastShards) {
-      fast_shards_[n].store(sh, std::memory_order_relaxed);
-      fast_streams_[n].store(sh->stream.id, std::memory_order_relaxed);
-      fast_count_.store(n + 1, std::memory_order_release);
+    if (sh->pool == 0 && fast_count_ < kFastShards) {
+      std::size_t i = home(sh->stream.id);
+      while (fast_[i].shard.load(std::memory_order_relaxed) != nullptr) i = (i + 1) & (kSlots - 1);
+      fast_[i].stream.store(sh->stream.id, std::memory_order_relaxed);
+      fast_[i].shard.store(sh, std::memory_order_release);
+      ++fast_count_;
     }
     return *sh;
   }
@@ -90,13 +97,23 @@ class ShardRegistry {
   [[nodiscard]] const List& all() const noexcept { return shards_; }
 
  private:
+  // Twice the published shards at most: probes stay short, and one slot is always empty.
+  static constexpr std::size_t kSlots = 2 * kFastShards;
+  static std::size_t home(std::uintptr_t id) noexcept {  // Fibonacci hashing: handles are aligned pointers
+    return static_cast<std::size_t>((id * 0x9E3779B97F4A7C15ull) >> (64 - std::countr_zero(kSlots)));
+  }
+
   List shards_;
-  std::array<std::atomic<Shard*>, kFastShards> fast_shards_{};  // the first shards, published lock-free
-  // Their streams, scanned by the lookup: read-only lines. (Comparing sh->stream instead reads
-  // each earlier shard's first line, which its owner writes on every operation -- its lock --
-  // and cost 8 threads on their own streams ~0.9 us per pair on the H100 host.)
-  std::array<std::atomic<std::uintptr_t>, kFastShards> fast_streams_{};
-  std::atomic<std::size_t> fast_count_{0};
+  // The published shards by stream: written once each, under the owner's device mutex; read by
+  // every operation, so they share no line with what operations write. (Reading sh->stream
+  // instead reads each probed shard's first line, which its owner writes on every operation --
+  // its lock -- and cost 8 threads on their own streams ~0.9 us per pair on the H100 host.)
+  struct Slot {
+    std::atomic<Shard*> shard{nullptr};
+    std::atomic<std::uintptr_t> stream{0};
+  };
+  std::array<Slot, kSlots> fast_{};
+  std::size_t fast_count_ = 0;  // under the owner's device mutex
 };
 
 // One of the two pools (small, large): its statistics' pool, PyTorch's free-lookup count, and

@@ -64,7 +64,9 @@ class StatJournal {
 template <class Record>
 struct StampedRun {
   std::vector<Record> records;
-  std::size_t next = 0;  ///< records before it are applied
+  std::size_t next = 0;    ///< records before it are applied
+  std::size_t stop = 0;    ///< during a merge: the end of the records before its cut
+  std::uint64_t head = 0;  ///< during a merge: records[next].stamp, read where the runs are compared
 
   /// Appends the records of `taken` (stamped after every record here) and empties it.
   void add(std::vector<Record>& taken) {
@@ -85,44 +87,62 @@ using StatRun = StampedRun<StatRecord>;
 /// stamp, each with such a record), in spans of consecutive records of one run, in stamp order,
 /// equal stamps (operations that overlapped in time) in run order; the runs keep only their later
 /// records, and the list is emptied. One run is one span: a batch, not a call per record.
+///
+/// Cost: one pass over the runs' heads per span (the smallest and the second smallest head, by
+/// stamp and then run order), and a forward scan of the span. Runs of threads on different
+/// streams interleave record by record, so spans are short and this pass is the price of a
+/// record: no binary search, no second pass (docs/allocator-threads.md).
 template <class Run, class F>
 void merge_spans_by_stamp(std::vector<Run*>& runs, std::uint64_t cut, F&& apply) {
-  for (Run* r : runs) r->next = 0;
-  // Applies the records of run `i` stamped before `limit` (at least its first); true when the
-  // run has none before the cut left, and it left the list.
-  auto emit = [&runs, &apply, cut](std::size_t i, std::uint64_t limit) {
+  for (Run* r : runs) {
+    r->next = 0;
+    const auto& v = r->records;
+    r->head = v.front().stamp;
+    r->stop =
+        v.back().stamp < cut
+            ? v.size()
+            : static_cast<std::size_t>(
+                  std::partition_point(v.begin(), v.end(), [cut](const auto& x) { return x.stamp < cut; }) - v.begin());
+  }
+  // Applies run `i`'s records from its head until `limit` (at least the head); a run with none
+  // before the cut left keeps only its later records and leaves the list.
+  auto emit = [&runs, &apply](std::size_t i, std::uint64_t limit) {
     Run& r = *runs[i];
-    const auto first = r.records.begin() + static_cast<std::ptrdiff_t>(r.next);
-    const auto end = r.records.back().stamp < limit
-                         ? r.records.end()
-                         : std::partition_point(first + 1, r.records.end(),
-                                                [limit](const auto& x) { return x.stamp < limit; });
-    const auto n = static_cast<std::size_t>(end - first);
-    apply(&*first, n);
-    r.next += n;
-    if (r.has_before(cut)) return;
-    r.records.erase(r.records.begin(), end);
+    const auto* const data = r.records.data();
+    std::size_t j = r.next + 1;
+    while (j < r.stop && data[j].stamp < limit) ++j;
+    apply(data + r.next, j - r.next);
+    r.next = j;
+    if (j < r.stop) {
+      r.head = data[j].stamp;
+      return;
+    }
+    r.records.erase(r.records.begin(), r.records.begin() + static_cast<std::ptrdiff_t>(j));
     r.next = 0;
     runs.erase(runs.begin() + static_cast<std::ptrdiff_t>(i));
   };
   while (runs.size() > 1) {
+    // The head that comes first (lowest stamp, then lowest run index: strict comparisons in
+    // run order keep the first of equals) and the one that comes second.
     std::size_t best = 0;
-    std::uint64_t best_stamp = runs[0]->records[runs[0]->next].stamp;
+    std::uint64_t best_stamp = runs[0]->head;
+    std::size_t second = 0;
+    std::uint64_t second_stamp = StatJournal::kAll;
     for (std::size_t i = 1; i < runs.size(); ++i) {
-      if (const std::uint64_t s = runs[i]->records[runs[i]->next].stamp; s < best_stamp) {
+      const std::uint64_t s = runs[i]->head;
+      if (s < best_stamp) {
+        second = best;
+        second_stamp = best_stamp;
         best = i;
         best_stamp = s;
+      } else if (s < second_stamp) {
+        second = i;
+        second_stamp = s;
       }
     }
-    // The best run's records go until another run's head must come first: a stamp below an
-    // earlier run's head, or not above a later run's (heads are below the cut: no overflow).
-    std::uint64_t limit = cut;
-    for (std::size_t i = 0; i < runs.size(); ++i) {
-      if (i == best) continue;
-      const std::uint64_t s = runs[i]->records[runs[i]->next].stamp;
-      limit = std::min(limit, i < best ? s : s + 1);
-    }
-    emit(best, limit);
+    // The best run's records go on while they come before the second head: a lower stamp, or an
+    // equal one when the best run comes first (heads are below the cut: no overflow).
+    emit(best, second < best ? second_stamp : second_stamp + 1);
   }
   if (!runs.empty()) emit(0, cut);  // the last run: one span
 }

@@ -20,6 +20,10 @@ PyTorch's own argument handling, keys, units and reset semantics:
     _cuda_memorySnapshot(arg)              memory_snapshot, memory._snapshot, memory._dump_snapshot
     _cuda_record_memory_history(...)       memory._record_memory_history (enabled as a string)
     _cuda_record_memory_history_legacy(.)  memory._record_memory_history (enabled as a bool)
+    _accelerator_getDeviceStats(index)     torch.accelerator.memory_stats, memory_allocated, ... (2.9+)
+    _accelerator_resetPeakStats(index)     torch.accelerator.reset_peak_memory_stats
+    _accelerator_resetAccumulatedStats(i)  torch.accelerator.reset_accumulated_memory_stats
+    _accelerator_emptyCache()              torch.accelerator.empty_cache
 
 restore() puts PyTorch's bindings back (PyTorch cannot switch allocators back, so the allocator
 stays gpumemprof's; restore() only gives torch.cuda's functions their own answers again).
@@ -200,6 +204,14 @@ _REPLACEMENTS = {
     "_cuda_memorySnapshot": _memory_snapshot,
     "_cuda_record_memory_history": _record_memory_history,
     "_cuda_record_memory_history_legacy": _record_memory_history_legacy,
+    # torch.accelerator's memory functions (torch 2.9+) ask the allocator registered for the device
+    # type, which stays PyTorch's own under a pluggable allocator: without these, its stats read
+    # PyTorch's empty allocator and empty_cache() empties nothing. Their Python wrappers pass a
+    # device index.
+    "_accelerator_getDeviceStats": _memory_stats,
+    "_accelerator_resetPeakStats": _reset_peak_memory_stats,
+    "_accelerator_resetAccumulatedStats": _reset_accumulated_memory_stats,
+    "_accelerator_emptyCache": _empty_cache,
 }
 
 

@@ -42,7 +42,8 @@ def make_fake_torch():
 
     for name in ("_cuda_memoryStats", "_cuda_resetPeakMemoryStats", "_cuda_resetAccumulatedMemoryStats",
                  "_cuda_emptyCache", "_cuda_setMemoryFraction", "_cuda_getMemoryFraction", "_cuda_memorySnapshot",
-                 "_cuda_record_memory_history", "_cuda_record_memory_history_legacy"):
+                 "_cuda_record_memory_history", "_cuda_record_memory_history_legacy", "_accelerator_getDeviceStats",
+                 "_accelerator_resetPeakStats", "_accelerator_resetAccumulatedStats", "_accelerator_emptyCache"):
         setattr(C, name, unsupported(name))
     torch._C = C
 
@@ -255,6 +256,18 @@ def main():
                         ("gpumemprof_reset_accumulated_memory_stats", 0), ("gpumemprof_empty_cache", 0),
                         ("gpumemprof_empty_cache", 1), ("gpumemprof_empty_cache", 3)],
           "resets and empty_cache: %r" % lib.calls)
+
+    # torch.accelerator's bindings (its Python wrappers pass a device index) answer from gpumemprof too.
+    acc = torch._C._accelerator_getDeviceStats(3)
+    check(acc["allocated_bytes"]["all"]["peak"] == stats_of(3)["allocated_bytes.all.peak"],
+          "torch.accelerator's stats binding returns gpumemprof's, nested: %r" % sorted(acc)[:3])
+    lib.calls.clear()
+    torch._C._accelerator_resetPeakStats(3)
+    torch._C._accelerator_resetAccumulatedStats(0)
+    torch._C._accelerator_emptyCache()
+    check(lib.calls == [("gpumemprof_reset_peak_memory_stats", 3), ("gpumemprof_reset_accumulated_memory_stats", 0),
+                        ("gpumemprof_empty_cache", 0), ("gpumemprof_empty_cache", 1), ("gpumemprof_empty_cache", 3)],
+          "torch.accelerator's resets and empty_cache: %r" % lib.calls)
 
     # The memory fraction: PyTorch's checks first, then gpumemprof's cap.
     check(cuda.get_per_process_memory_fraction(0) == 0.5, "the fraction from the allocator configuration")

@@ -24,6 +24,7 @@ PyTorch's own argument handling, keys, units and reset semantics:
     _accelerator_resetPeakStats(index)     torch.accelerator.reset_peak_memory_stats
     _accelerator_resetAccumulatedStats(i)  torch.accelerator.reset_accumulated_memory_stats
     _accelerator_emptyCache()              torch.accelerator.empty_cache
+    _accelerator_isAllocatorInitialized()  each torch.accelerator memory function, first (True)
 
 restore() puts PyTorch's bindings back (PyTorch cannot switch allocators back, so the allocator
 stays gpumemprof's; restore() only gives torch.cuda's functions their own answers again).
@@ -212,6 +213,10 @@ _REPLACEMENTS = {
     "_accelerator_resetPeakStats": _reset_peak_memory_stats,
     "_accelerator_resetAccumulatedStats": _reset_accumulated_memory_stats,
     "_accelerator_emptyCache": _empty_cache,
+    # Each of those wrappers first asks whether that registered allocator was initialized, and it
+    # never is under a pluggable allocator (they would return {} / 0 / nothing): gpumemprof's is.
+    "_accelerator_isAllocatorInitialized": lambda *_args: True,
+    "_accelerator_allocatorInitialized": lambda *_args: True,
 }
 
 

@@ -43,7 +43,8 @@ def make_fake_torch():
     for name in ("_cuda_memoryStats", "_cuda_resetPeakMemoryStats", "_cuda_resetAccumulatedMemoryStats",
                  "_cuda_emptyCache", "_cuda_setMemoryFraction", "_cuda_getMemoryFraction", "_cuda_memorySnapshot",
                  "_cuda_record_memory_history", "_cuda_record_memory_history_legacy", "_accelerator_getDeviceStats",
-                 "_accelerator_resetPeakStats", "_accelerator_resetAccumulatedStats", "_accelerator_emptyCache"):
+                 "_accelerator_resetPeakStats", "_accelerator_resetAccumulatedStats", "_accelerator_emptyCache",
+                 "_accelerator_isAllocatorInitialized", "_accelerator_allocatorInitialized"):
         setattr(C, name, unsupported(name))
     torch._C = C
 
@@ -258,6 +259,8 @@ def main():
           "resets and empty_cache: %r" % lib.calls)
 
     # torch.accelerator's bindings (its Python wrappers pass a device index) answer from gpumemprof too.
+    check(torch._C._accelerator_isAllocatorInitialized() is True,
+          "torch.accelerator's wrappers see an initialized allocator (they return nothing otherwise)")
     acc = torch._C._accelerator_getDeviceStats(3)
     check(acc["allocated_bytes"]["all"]["peak"] == stats_of(3)["allocated_bytes.all.peak"],
           "torch.accelerator's stats binding returns gpumemprof's, nested: %r" % sorted(acc)[:3])

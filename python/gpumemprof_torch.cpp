@@ -73,6 +73,14 @@ void first_use(int device) {
   device_in_use[device].store(true, std::memory_order_release);
 }
 
+/// Calls `f(d)` for each device the bridge has used, ascending.
+template <class F>
+void for_each_device_in_use(F&& f) {
+  for (int d = 0; d < gmp::detail::max_cuda_devices; ++d) {
+    if (device_in_use[d].load(std::memory_order_acquire)) f(d);
+  }
+}
+
 gmp::DeviceAllocator& allocator_of(int device) {
   // Before the first allocator exists: the default allocators read $GPUMEMPROF_ALLOC_CONF, so
   // PyTorch's variable is handed on through it, checked first so that an error names it.
@@ -182,13 +190,9 @@ void gpumemprof_record_stream_any_device(void* ptr, cudaStream_t stream) {
     // The current device first (where PyTorch's callers are, nearly always), then the others in use.
     std::vector<gmp::DeviceAllocator*> candidates;
     int current = -1;
-    if (cudaGetDevice(&current) == cudaSuccess && current >= 0 && current < gmp::detail::max_cuda_devices &&
-        device_in_use[current].load(std::memory_order_acquire)) {
-      candidates.push_back(&allocator_of(current));
-    }
-    for (int d = 0; d < gmp::detail::max_cuda_devices; ++d) {
-      if (d != current && device_in_use[d].load(std::memory_order_acquire)) candidates.push_back(&allocator_of(d));
-    }
+    if (cudaGetDevice(&current) != cudaSuccess) current = -1;
+    for_each_device_in_use(
+        [&](int d) { candidates.insert(d == current ? candidates.begin() : candidates.end(), &allocator_of(d)); });
     (void)gpumemprof_torch::record_stream_in_owner(ptr, gmp::Stream(stream),
                                                    std::span<gmp::DeviceAllocator* const>(candidates));
     return 0;
@@ -264,20 +268,17 @@ int gpumemprof_history(const char* enabled, const char* context, const char* sta
     std::lock_guard lock(history_mutex);
     history_wanted = options.enabled != gmp::HistoryEnabled::off;
     wanted_history = options;
-    for (int d = 0; d < gmp::detail::max_cuda_devices; ++d) {
-      if (device_in_use[d].load(std::memory_order_acquire)) gmp::record_memory_history(options, gmp::Device::cuda(d));
-    }
+    for_each_device_in_use([&](int d) { gmp::record_memory_history(options, gmp::Device::cuda(d)); });
     return 0;
   });
 }
 
 int gpumemprof_devices_in_use(int* out, int capacity) {
   int n = 0;
-  for (int d = 0; d < gmp::detail::max_cuda_devices; ++d) {
-    if (!device_in_use[d].load(std::memory_order_acquire)) continue;
+  for_each_device_in_use([&](int d) {
     if (out != nullptr && n < capacity) out[n] = d;
     ++n;
-  }
+  });
   return n;
 }
 
@@ -285,9 +286,7 @@ int gpumemprof_dump_snapshot_devices(const char* path) {
   return guarded("gpumemprof_dump_snapshot_devices", false, -1, [&] {
     if (path == nullptr) throw std::invalid_argument("no path");
     std::vector<gmp::Device> devices;
-    for (int d = 0; d < gmp::detail::max_cuda_devices; ++d) {
-      if (device_in_use[d].load(std::memory_order_acquire)) devices.push_back(gmp::Device::cuda(d));
-    }
+    for_each_device_in_use([&](int d) { devices.push_back(gmp::Device::cuda(d)); });
     gmp::dump_snapshot_devices(path, devices);
     return 0;
   });
@@ -326,9 +325,7 @@ int gpumemprof_empty_cache(int device) {
 
 void gpumemprof_empty_cache_all(void) {
   guarded("emptyCache", true, 0, [] {
-    for (int d = 0; d < gmp::detail::max_cuda_devices; ++d) {
-      if (device_in_use[d].load(std::memory_order_acquire)) allocator_of(d).empty_cache();
-    }
+    for_each_device_in_use([](int d) { allocator_of(d).empty_cache(); });
     return 0;
   });
 }

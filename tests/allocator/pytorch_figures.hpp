@@ -69,25 +69,4 @@ void check_replays(const gpumemprof::tools::Trace& t, Allocator& a, const gpumem
   }
 }
 
-// ThreadSanitizer's address layout gives the simulated device less address space (simulated.hpp:
-// down to its capacity), too little for a reservation of 9/8 of the device per (stream, pool) on
-// the three streams of two_stream_resnet18; every other build replays it.
-#if defined(__SANITIZE_THREAD__)
-#define GPUMEMPROF_TEST_UNDER_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define GPUMEMPROF_TEST_UNDER_TSAN 1
-#endif
-#endif
-#ifndef GPUMEMPROF_TEST_UNDER_TSAN
-#define GPUMEMPROF_TEST_UNDER_TSAN 0
-#endif
-inline bool skipped_under_tsan(const std::string& trace) {
-  if (GPUMEMPROF_TEST_UNDER_TSAN && trace == "two_stream_resnet18") {
-    WARN("two_stream_resnet18 not replayed under ThreadSanitizer: its layout holds too few reservations");
-    return true;
-  }
-  return false;
-}
-
 }  // namespace pytorch_figures

@@ -20,7 +20,6 @@ using pytorch_figures::figures;
 using pytorch_figures::Figures;
 using pytorch_figures::kTraces;
 using pytorch_figures::recorded;
-using pytorch_figures::skipped_under_tsan;
 
 namespace {
 
@@ -107,7 +106,6 @@ Replays replay_all(const std::string& trace, const char* conf, int warm) {
 
 TEST_CASE("expandable_segments:True replays every trace exactly as PyTorch's allocator did") {
   const std::string trace = GENERATE(from_range(std::begin(kTraces), std::end(kTraces)));
-  if (skipped_under_tsan(trace)) return;
   const gmp::DataValue& want = *figures().find("traces")->find(trace)->find("expandable");
   INFO(trace << " (PyTorch: " << figures().find("recorded")->as_string() << ")");
   const Replays got = replay_all(trace, "expandable_segments:True", 3);
@@ -149,7 +147,6 @@ TEST_CASE("expandable_segments:True maps 20 MiB pages in the large pool, 2 MiB i
 
 TEST_CASE("compacting_expandable_segments:True: warm replays map nothing once the workload settled") {
   const std::string trace = GENERATE(from_range(std::begin(kTraces), std::end(kTraces)));
-  if (skipped_under_tsan(trace)) return;
   INFO(trace);
   const Replays got = replay_all(trace, "compacting_expandable_segments:True", 5);
   const auto t = gmp::tools::load_trace(data_path(trace + ".trace.gz"));

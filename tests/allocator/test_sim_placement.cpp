@@ -25,7 +25,6 @@ using pytorch_figures::recorded;
 TEST_CASE("sim:0 replays every trace as PyTorch's allocator did, both policies, no recorded addresses") {
   const std::string trace = GENERATE(from_range(std::begin(kTraces), std::end(kTraces)));
   const std::string policy = GENERATE("default", "expandable");
-  if (policy == "expandable" && pytorch_figures::skipped_under_tsan(trace)) return;
   const gmp::DataValue& want = *figures().find("traces")->find(trace)->find(policy);
   INFO(trace << ", " << policy << " (PyTorch: " << figures().find("recorded")->as_string() << ")");
   const auto t = gmp::tools::load_trace(data_path(trace + ".trace.gz"));

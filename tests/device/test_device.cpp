@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "catch.hpp"
 #include "../units.hpp"
+#include "catch.hpp"
 #include "gpumemprof/device/any_backend.hpp"
 #include "gpumemprof/device/device.hpp"
 #include "gpumemprof/device/host.hpp"
@@ -110,6 +110,30 @@ TEST_CASE("simulated virtual memory: reserve, map, unmap against the capacity") 
   CHECK(sim.mem_get_info().free == 8 * MiB);
   CHECK_THROWS_AS(sim.map(r, 1, 2 * MiB), gmp::DeviceRuntimeError);  // misaligned
   sim.release(r);
+}
+
+TEST_CASE("simulated reservations past the device's first address range get ranges of their own") {
+  // The range taken at construction holds eight times the capacity (less where the process has
+  // less address space, as under ThreadSanitizer); a CUDA driver's address space is far larger,
+  // so ten reservations of 9/8 of the device (one per stream and pool, as expandable segments
+  // make them) must all succeed, and each still maps against the capacity.
+  gmp::SimulatedBackend sim(gmp::SimulatedOptions{.capacity = 64 * MiB});
+  std::vector<gmp::Reservation> held;
+  for (int i = 0; i < 10; ++i) {
+    held.push_back(sim.reserve(72 * MiB));
+    REQUIRE(held.back().size == 72 * MiB);
+  }
+  for (std::size_t i = 1; i < held.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j) {  // no two overlap
+      CHECK((held[i].base + held[i].size <= held[j].base || held[j].base + held[j].size <= held[i].base));
+    }
+  }
+  CHECK(sim.map(held.back(), 0, 64 * MiB));
+  CHECK_FALSE(sim.map(held.front(), 0, 2 * MiB));                                            // the device is full
+  static_cast<unsigned char*>(reinterpret_cast<void*>(held.back().base))[64 * MiB - 1] = 1;  // host memory
+  sim.unmap(held.back(), 0, 64 * MiB);
+  for (const auto& r : held) sim.release(r);
+  CHECK(sim.reserve(72 * MiB).size == 72 * MiB);  // released ranges are reused
 }
 
 TEST_CASE("host backend hands out real, aligned memory") {

@@ -170,7 +170,10 @@ class SimulatedBackend {
     std::lock_guard lock(s_->mutex);
     check_unsafe_call_locked("cuMemAddressReserve");
     const std::size_t size = round_up(bytes, s_->opt.granularity);
-    const std::uintptr_t base = s_->va.take_lowest(size);
+    std::uintptr_t base = s_->va.take_lowest(size);
+    // The driver's virtual address space is many times the device: a reservation that does not
+    // fit the range taken at construction gets a range of its own.
+    if (base == 0 && s_->add_address_space(size)) base = s_->va.take_lowest(size);
     if (base == 0) return {};
     s_->reservations.emplace(base, std::vector<bool>(size / s_->opt.granularity, false));
     ++s_->counters.reservations;
@@ -454,7 +457,7 @@ class SimulatedBackend {
       // reservations (9/8 of the capacity each, one per stream and pool) and fragmentation
       // never run out of addresses before memory runs out. Where the process has less address
       // space (ThreadSanitizer's layout holds a few such devices), half as much, down to the
-      // capacity itself: only many expandable streams at once could then run out of addresses.
+      // capacity itself; reservations that no longer fit then get ranges of their own.
       const std::size_t unit = round_up(std::max<std::size_t>(opt.capacity, opt.granularity), opt.granularity);
       // The driver model's context and the rounding of its top to a chunk come on top of that.
       const bool driver_model = opt.placement_model == SimulatedOptions::Placement::driver;
@@ -494,7 +497,27 @@ class SimulatedBackend {
       for (const auto& [a, n] : opt.placement) placement_low = std::min(placement_low, a);
       placement_low -= placement_low % opt.granularity;
     }
-    ~State() { ::munmap(mapping, span + opt.granularity); }
+    // More address space, for a reservation of `bytes` the ranges held cannot place (where the
+    // process has little, as under ThreadSanitizer, the first range may be as small as the
+    // capacity). False when the process has none left.
+    bool add_address_space(std::size_t bytes) {
+      const std::size_t length = bytes + opt.granularity;
+      void* p = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (p == MAP_FAILED) return false;
+      ::madvise(p, length, MADV_DONTDUMP);
+      try {
+        extra_mappings.emplace_back(p, length);
+      } catch (...) {
+        ::munmap(p, length);
+        throw;
+      }
+      va.give(round_up(reinterpret_cast<std::uintptr_t>(p), opt.granularity), bytes);
+      return true;
+    }
+    ~State() {
+      for (const auto& [p, length] : extra_mappings) ::munmap(p, length);
+      ::munmap(mapping, span + opt.granularity);
+    }
     State(const State&) = delete;
     State& operator=(const State&) = delete;
 
@@ -532,12 +555,13 @@ class SimulatedBackend {
     void* mapping = nullptr;
     std::uintptr_t base = 0;
     std::size_t span = 0;
-    AddressRanges va;                                          // free address space
-    std::optional<DriverPlacement> driver;                     // mallocs, as the driver places them
-    std::size_t next_placement = 0;                            // opt.placement's next entry
-    std::uintptr_t placement_low = 0;                          // its lowest address (page aligned)
-    std::map<std::uintptr_t, std::size_t> live;                // malloc'd address -> charged bytes
-    std::map<std::uintptr_t, std::vector<bool>> reservations;  // base -> mapped state per page
+    std::vector<std::pair<void*, std::size_t>> extra_mappings;  // add_address_space's ranges
+    AddressRanges va;                                           // free address space
+    std::optional<DriverPlacement> driver;                      // mallocs, as the driver places them
+    std::size_t next_placement = 0;                             // opt.placement's next entry
+    std::uintptr_t placement_low = 0;                           // its lowest address (page aligned)
+    std::map<std::uintptr_t, std::size_t> live;                 // malloc'd address -> charged bytes
+    std::map<std::uintptr_t, std::vector<bool>> reservations;   // base -> mapped state per page
     std::size_t used = 0;
     std::size_t mapped = 0;
     std::size_t external = 0;

@@ -234,15 +234,23 @@ double fixed_pairs(A& a, std::size_t size, int pairs) {
   return best;
 }
 
-// `threads` threads, each on its own stream (or all on one), each making `iters` times the pairs
-// 1 MiB and 64 KiB (alloc, alloc, free, free). Per-thread ns/pair (mean over threads) and
-// aggregate pairs per second over the span from the first start to the last finish.
+// `threads` threads, each on its own stream (or all on one), all making pairs at once for
+// `window` after a common start: per-thread ns per alloc+free pair (their mean), the slowest
+// thread's, and the aggregate M pairs/s over the window. A fixed window rather than a fixed count:
+// every thread runs the whole window, so the figure is that of N threads at once (with a count,
+// threads that finish early leave the others alone for the rest, and runs of a few ms measure
+// start-up more than the allocator).
+struct ThreadFigures {
+  double ns = 0, slowest_ns = 0, mpairs = 0;
+};
 template <class A>
-std::pair<double, double> thread_run(A& a, int threads, bool one_stream, int iters) {
+ThreadFigures thread_run(A& a, int threads, bool one_stream, std::chrono::milliseconds window) {
   std::vector<cudaStream_t> streams(one_stream ? 1 : threads);
   for (auto& s : streams) GPUMEMPROF_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   std::vector<Clock::time_point> t0(threads), t1(threads);
+  std::vector<std::uint64_t> done(threads, 0);
   std::atomic<int> ready{0};
+  std::atomic<bool> go{false}, stop{false};
   std::vector<std::thread> pool;
   for (int k = 0; k < threads; ++k) {
     pool.emplace_back([&, k] {
@@ -256,24 +264,39 @@ std::pair<double, double> thread_run(A& a, int threads, bool one_stream, int ite
       };
       for (int i = 0; i < 100; ++i) pair();  // warm: this stream's cache
       ready.fetch_add(1);
-      while (ready.load() < threads) std::this_thread::yield();
+      while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+      std::uint64_t n = 0;
       t0[k] = Clock::now();
-      for (int i = 0; i < iters; ++i) pair();
+      while (!stop.load(std::memory_order_relaxed)) {
+        for (int i = 0; i < 16; ++i) pair();
+        n += 16;
+      }
       t1[k] = Clock::now();
+      done[k] = n;
     });
   }
+  while (ready.load() < threads) std::this_thread::yield();
+  go.store(true, std::memory_order_release);
+  std::this_thread::sleep_for(window);
+  stop.store(true, std::memory_order_relaxed);
   for (auto& t : pool) t.join();
-  double per_thread = 0;
-  for (int k = 0; k < threads; ++k) per_thread += std::chrono::duration<double, std::nano>(t1[k] - t0[k]).count();
-  per_thread /= static_cast<double>(threads) * 2.0 * iters;
+  ThreadFigures f;
+  double busy = 0, pairs = 0;
+  for (int k = 0; k < threads; ++k) {
+    const double ns = std::chrono::duration<double, std::nano>(t1[k] - t0[k]).count();
+    busy += ns;
+    pairs += 2.0 * static_cast<double>(done[k]);
+    f.slowest_ns = std::max(f.slowest_ns, ns / (2.0 * static_cast<double>(std::max<std::uint64_t>(done[k], 1))));
+  }
+  f.ns = busy / pairs;
   const double span =
       std::chrono::duration<double>(*std::max_element(t1.begin(), t1.end()) - *std::min_element(t0.begin(), t0.end()))
           .count();
-  const double mpairs = static_cast<double>(threads) * 2.0 * iters / span / 1e6;
+  f.mpairs = pairs / span / 1e6;
   GPUMEMPROF_CUDA_CHECK(cudaDeviceSynchronize());
   a.reset();  // the streams' cached blocks go before the streams do
   for (auto& s : streams) GPUMEMPROF_CUDA_CHECK(cudaStreamDestroy(s));
-  return {per_thread, mpairs};
+  return f;
 }
 
 template <class A>
@@ -399,17 +422,18 @@ void run_all(A& a, const std::vector<NamedTrace>& traces, int repeat, bool slow,
   for (bool one_stream : {false, true}) {
     for (int threads : {1, 2, 4, 8, 16}) {
       if (!plan.threads) break;
-      const int iters = 20000 / threads + 2000;  // enough for a stable figure, short when it collapses
-      auto [ns, mpairs] = thread_run(a, threads, one_stream, iters);
+      const auto window = std::chrono::milliseconds(100);
+      ThreadFigures f = thread_run(a, threads, one_stream, window);
       for (int r = 1; r < plan.thread_repeat; ++r) {  // the best run: the least disturbed
-        const auto [ns2, mpairs2] = thread_run(a, threads, one_stream, iters);
-        if (ns2 < ns) std::tie(ns, mpairs) = std::pair{ns2, mpairs2};
+        const ThreadFigures g = thread_run(a, threads, one_stream, window);
+        if (g.ns < f.ns) f = g;
       }
-      std::printf("%-26s %-34s threads=%2d %s  ns/pair/thread=%9.1f  M pairs/s=%7.2f\n", "threads 1 MiB+64 KiB",
-                  a.name.c_str(), threads, one_stream ? "one stream " : "own streams", ns, mpairs);
+      std::printf("%-26s %-34s threads=%2d %s  ns/pair/thread=%9.1f  M pairs/s=%7.2f  slowest thread=%9.1f\n",
+                  "threads 1 MiB+64 KiB", a.name.c_str(), threads, one_stream ? "one stream " : "own streams", f.ns,
+                  f.mpairs, f.slowest_ns);
       std::fflush(stdout);
       res.put("t:" + std::to_string(threads) + (one_stream ? ", one stream" : ", own streams"), a.name,
-              fmt("%.1f", ns) + " · " + fmt("%.2f", mpairs));
+              fmt("%.1f", f.ns) + " · " + fmt("%.2f", f.mpairs));
     }
   }
   if (!plan.traces) return;

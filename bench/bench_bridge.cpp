@@ -12,7 +12,8 @@
 //              and erase before free). A model written from reading torch/csrc/cuda/
 //              CUDAPluggableAllocator.cpp, to size the share of the pair that PyTorch adds.
 //
-// Patterns: "pair" allocates and frees one 4 KiB block; "window" keeps 32 blocks of mixed sizes
+// BM_DeviceCheck (GPU hosts only): what each call paid before the bridge kept its allocators by
+// device index. Patterns: "pair" allocates and frees one 4 KiB block; "window" keeps 32 blocks of mixed sizes
 // (512 B .. 6 MiB, both pools) alive and replaces the oldest each iteration, as a step's
 // activations come and go. Threads share the default stream (as PyTorch's forward on the main
 // thread and backward on autograd's thread do). Run alone, best of several runs:
@@ -187,6 +188,18 @@ BENCHMARK_CAPTURE(BM_Pair, pluggable, Via::pluggable)->Apply(policies_and_thread
 BENCHMARK_CAPTURE(BM_Window, direct, Via::direct)->Apply(policies_and_threads);
 BENCHMARK_CAPTURE(BM_Window, bridge, Via::bridge)->Apply(policies_and_threads);
 BENCHMARK_CAPTURE(BM_Window, pluggable, Via::pluggable)->Apply(policies_and_threads);
+
+// What each gpumemprof_malloc and gpumemprof_free paid before the bridge kept its allocators by
+// index: Device::cuda(0), which asks the CUDA runtime for the device count and spells "cuda:0".
+// Needs a GPU (without one the runtime call fails and the check throws).
+void BM_DeviceCheck(benchmark::State& state) {
+  if (gmp::cuda_device_count() == 0) {
+    state.SkipWithError("no CUDA device");
+    return;
+  }
+  for (auto _ : state) benchmark::DoNotOptimize(gmp::Device::cuda(0));
+}
+BENCHMARK(BM_DeviceCheck);
 
 // The measured loop of a callgrind count (--count): `pairs` window pairs through `via`.
 [[gnu::noinline]] void count_pairs(Via via, int device, long pairs) {

@@ -1,0 +1,301 @@
+#!/usr/bin/env python3
+"""Why is a step slower through the bridge? One process per (mode, policy, run) on a GPU host
+(bench/gpu_stepprobe.sh drives it; docs/bridge-step-time.md lists the candidate causes).
+
+    gpu_stepprobe.py run MODE RUN    one process: BERT-like (variable lengths) and GPT-2-like training
+                                     (bench/gpu_steptime.py's models), then a GPU memory probe; a
+                                     RESULT line each. Policy from $PYTORCH_ALLOC_CONF. MODE:
+        native     PyTorch's own allocator
+        bridge     gpumemprof_torch.install(): gpumemprof's allocator, torch.cuda's memory API patched,
+                   CUDA graph hooks and the inductor import hook in place
+        bare       gpumemprof's library as a plain CUDAPluggableAllocator: no Python feature of the
+                   bridge (no hooks, no patches, no import hook); the C-level path only
+        launcher   under `python -m gpumemprof_torch.run` (the script runs as the launcher runs scripts)
+    gpu_stepprobe.py table LOG       the markdown tables and the verdicts from a log's RESULT lines
+    gpu_stepprobe.py dry             checks what it can without a GPU: the plan, the table code on
+                                     made-up rows (exit 0 when consistent)
+
+Per model and process: median over the measured steps of
+    total_ms    wall time of a step, torch.cuda.synchronize() after it (what gpu_steptime.py reports)
+    enqueue_ms  wall time until step() returned, before the synchronize: the host's share. A step
+                whose enqueue is ~ its total is CPU-bound (the GPU waits for launches)
+    cpu_ms      process CPU time during the step (all threads: autograd's backward thread too)
+    gpu_ms      CUDA-event time from the step's first to its last launch on the stream
+and, from torch.profiler over 3 more steps: gpu_busy_ms (kernel and memcpy time per step),
+alloc_op_us (host time per step inside the ops that allocate outputs alone: aten::empty,
+empty_strided, empty_like, resize_), runtime calls per step by name (cudaGetDeviceCount,
+cudaStreamIsCapturing, cudaMalloc, cuMemMap, ...: what the allocator adds per step), and
+memory_stats counters per step (device mallocs/frees, syncs, allocations).
+The GPU memory probe: a 1 GiB copy and a random gather over 2 GiB (64 Mi indices), best of 5 by
+CUDA events, on memory from the allocator under test: page placement (expandable segments map
+2 MiB physical pages where PyTorch maps 20 MiB in the large pool) shows here if anywhere.
+"""
+import json
+import os
+import statistics
+import sys
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CONF = os.environ.get("PYTORCH_ALLOC_CONF", "") or "default"
+MODES = ("native", "bridge", "bare", "launcher")
+MODELS = ("bert", "gpt2")
+ALLOC_OPS = ("aten::empty", "aten::empty_strided", "aten::empty_like", "aten::resize_")
+COUNTERS = {"device_mallocs": "num_device_alloc", "device_frees": "num_device_free",
+            "sync_all_streams": "num_sync_all_streams", "allocations": "allocation.all.allocated"}
+STEPS = 12
+PROFILED_STEPS = 3
+
+
+def result(**kv):
+    print("RESULT " + json.dumps(kv, sort_keys=True), flush=True)
+
+
+def setup(mode):
+    """Puts the allocator of `mode` in place; returns memory_stats(), flat, for this mode."""
+    import torch
+    if mode == "native":
+        return torch.cuda.memory_stats
+    import gpumemprof_torch as gt
+    if mode == "bridge":
+        gt.install()
+    elif mode == "bare":
+        gt._load().gpumemprof_raise_on_error(1)
+        allocator = torch.cuda.memory.CUDAPluggableAllocator(gt.library_path(), "gpumemprof_malloc",
+                                                             "gpumemprof_free")
+        torch.cuda.memory.change_current_allocator(allocator)
+    elif mode == "launcher":
+        if not gt.installed():
+            raise RuntimeError("mode launcher: run this file under python -m gpumemprof_torch.run")
+    return gt.memory_stats
+
+
+def per_step_counters(before, after, steps):
+    return {name: round((after.get(key, 0) - before.get(key, 0)) / steps, 2) for name, key in COUNTERS.items()}
+
+
+def timed(torch, step, steps):
+    """Per step: total, enqueue, cpu, gpu (ms)."""
+    rows = []
+    for _ in range(steps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        t0, c0 = time.perf_counter(), time.process_time()
+        start.record()
+        step()
+        end.record()
+        t1 = time.perf_counter()
+        torch.cuda.synchronize()
+        t2, c2 = time.perf_counter(), time.process_time()
+        rows.append(((t2 - t0) * 1e3, (t1 - t0) * 1e3, (c2 - c0) * 1e3, start.elapsed_time(end)))
+    return [statistics.median(col) for col in zip(*rows)]
+
+
+def profiled(torch, step, steps):
+    """torch.profiler over `steps` steps: GPU busy ms, host us in the allocating ops, runtime calls, per step."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+    busy_us, alloc_us, calls = 0.0, 0.0, {}
+    for e in prof.events():
+        device_type = str(getattr(e, "device_type", ""))
+        if device_type.endswith("CUDA"):
+            busy_us += e.device_time if hasattr(e, "device_time") else e.cuda_time
+        elif e.name in ALLOC_OPS:
+            alloc_us += e.self_cpu_time_total
+        if e.name.startswith(("cuda", "cu")) and not device_type.endswith("CUDA"):
+            calls[e.name] = calls.get(e.name, 0) + 1
+    per = float(steps)
+    return (round(busy_us / 1e3 / per, 3), round(alloc_us / per, 1),
+            {k: round(v / per, 1) for k, v in sorted(calls.items())})
+
+
+def memory_probe(torch):
+    """Best-of-5 ms: a 1 GiB device copy, and a gather of 64 Mi random floats from 2 GiB."""
+    def best(fn):
+        times = []
+        for _ in range(6):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            fn()
+            b.record()
+            torch.cuda.synchronize()
+            times.append(a.elapsed_time(b))
+        return round(min(times[1:]), 3)
+
+    src = torch.empty(1 << 28, device="cuda")  # 1 GiB of float32
+    dst = torch.empty_like(src)
+    copy_ms = best(lambda: dst.copy_(src))
+    del src, dst
+    table = torch.empty(1 << 29, device="cuda")  # 2 GiB
+    idx = torch.randint(0, table.numel(), (1 << 26,), device="cuda", generator=None)
+    gather_ms = best(lambda: table[idx])
+    del table, idx
+    return copy_ms, gather_ms
+
+
+def run(mode, run_id):
+    import torch
+    import torch.nn as nn
+    memory_stats = setup(mode)
+    sys.path.insert(0, HERE)
+    import gpu_steptime as st
+    for name in MODELS:
+        t0 = time.perf_counter()
+        try:
+            torch.manual_seed(0)
+            step, warmup, _ = getattr(st, name)(torch, nn)
+            for _ in range(warmup):
+                step()
+            torch.cuda.synchronize()
+            before = memory_stats()
+            total, enqueue, cpu, gpu = timed(torch, step, STEPS)
+            after = memory_stats()
+            busy, alloc_us, calls = profiled(torch, step, PROFILED_STEPS)
+            result(model=name, mode=mode, conf=CONF, run=run_id, total_ms=round(total, 3), enqueue_ms=round(enqueue, 3),
+                   cpu_ms=round(cpu, 3), gpu_ms=round(gpu, 3), gpu_busy_ms=busy, alloc_op_us=alloc_us, calls=calls,
+                   per_step=per_step_counters(before, after, STEPS), seconds=round(time.perf_counter() - t0, 1))
+            print("gpu_stepprobe: ok %s %s %s run %s: total %.2f ms, enqueue %.2f, cpu %.2f, gpu %.2f, busy %.2f" % (
+                name, mode, CONF, run_id, total, enqueue, cpu, gpu, busy), flush=True)
+        except Exception as e:  # noqa: BLE001 - one line per failure, the others still run
+            traceback.print_exc()
+            print("gpu_stepprobe: FAILED %s %s %s run %s: %s: %s" % (name, mode, CONF, run_id, type(e).__name__,
+                                                                    (str(e).splitlines() or [""])[0]), flush=True)
+        finally:
+            step = None
+            import gc
+            gc.collect()
+            torch.cuda.empty_cache()
+    try:
+        copy_ms, gather_ms = memory_probe(torch)
+        result(model="memory", mode=mode, conf=CONF, run=run_id, copy_ms=copy_ms, gather_ms=gather_ms)
+        print("gpu_stepprobe: ok memory %s %s run %s: copy 1 GiB %.3f ms, gather %.3f ms" % (
+            mode, CONF, run_id, copy_ms, gather_ms), flush=True)
+    except Exception as e:  # noqa: BLE001
+        traceback.print_exc()
+        print("gpu_stepprobe: FAILED memory %s %s run %s: %s" % (mode, CONF, run_id, e), flush=True)
+
+
+def med(rows, key):
+    values = [r[key] for r in rows if key in r]
+    return statistics.median(values) if values else float("nan")
+
+
+def verdicts(rows):
+    """Lines saying, per model and policy, which candidate cause the figures support."""
+    out = []
+    for model in MODELS:
+        for conf in sorted({r["conf"] for r in rows}):
+            cell = {m: [r for r in rows if r["model"] == model and r["conf"] == conf and r["mode"] == m] for m in MODES}
+            if not cell["native"] or not cell["bridge"]:
+                continue
+            n, b = cell["native"], cell["bridge"]
+            d_total = med(b, "total_ms") - med(n, "total_ms")
+            d_cpu = med(b, "cpu_ms") - med(n, "cpu_ms")
+            d_busy = med(b, "gpu_busy_ms") - med(n, "gpu_busy_ms")
+            d_alloc = (med(b, "alloc_op_us") - med(n, "alloc_op_us")) / 1e3
+            bound = "CPU-bound" if med(n, "enqueue_ms") > 0.9 * med(n, "total_ms") else "GPU-bound"
+            line = ("%s %s: bridge - native = %+.2f ms per step (native %s: enqueue %.2f of %.2f ms); CPU time %+.2f ms, "
+                    "GPU busy %+.2f ms, host time in allocating ops %+.2f ms" % (
+                        model, conf, d_total, bound, med(n, "enqueue_ms"), med(n, "total_ms"), d_cpu, d_busy, d_alloc))
+            spread = max(r["total_ms"] for r in n) - min(r["total_ms"] for r in n)
+            if abs(d_total) <= spread:
+                line += "; within native's own spread (%.2f ms): noise" % spread
+            elif d_busy > 0.5 * d_total:
+                line += "; the GPU works longer: memory placement (see the memory probe)"
+            elif d_cpu > 0.5 * d_total:
+                line += "; the host works longer" + ("; inside the allocating ops" if d_alloc > 0.5 * d_cpu else
+                                                     "; outside the allocating ops")
+            for mode in ("bare", "launcher"):
+                if cell[mode]:
+                    line += "; %s - bridge %+.2f ms" % (mode, med(cell[mode], "total_ms") - med(b, "total_ms"))
+            calls_n, calls_b = {}, {}
+            for rs, calls in ((n, calls_n), (b, calls_b)):
+                for r in rs:
+                    for k, v in r.get("calls", {}).items():
+                        calls[k] = calls.get(k, 0) + v / len(rs)
+            extra = {k: round(calls_b.get(k, 0) - calls_n.get(k, 0), 1) for k in set(calls_n) | set(calls_b)}
+            extra = {k: v for k, v in extra.items() if abs(v) >= 1}
+            if extra:
+                line += "; runtime calls per step, bridge - native: %s" % json.dumps(extra, sort_keys=True)
+            out.append(line)
+    mem = [r for r in rows if r["model"] == "memory"]
+    for conf in sorted({r["conf"] for r in mem}):
+        by = {m: [r for r in mem if r["conf"] == conf and r["mode"] == m] for m in MODES}
+        if by["native"] and by["bridge"]:
+            out.append("memory %s: gather %.3f ms native, %.3f bridge (%+.1f%%); copy %.3f / %.3f ms" % (
+                conf, med(by["native"], "gather_ms"), med(by["bridge"], "gather_ms"),
+                (med(by["bridge"], "gather_ms") / med(by["native"], "gather_ms") - 1) * 100,
+                med(by["native"], "copy_ms"), med(by["bridge"], "copy_ms")))
+    return out
+
+
+def table(log):
+    with open(log) as f:
+        rows = [json.loads(line[7:]) for line in f if line.startswith("RESULT ")]
+    print("| model | policy | mode | runs | total ms | enqueue ms | CPU ms | GPU ms | GPU busy ms | alloc ops us "
+          "| device mallocs, frees, syncs per step |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for model in MODELS:
+        for conf in sorted({r["conf"] for r in rows}):
+            for mode in MODES:
+                rs = [r for r in rows if r["model"] == model and r["conf"] == conf and r["mode"] == mode]
+                if not rs:
+                    continue
+                per = [r["per_step"] for r in rs]
+                print("| %s | %s | %s | %d | %s | %.2f | %.2f | %.2f | %.2f | %.0f | %s |" % (
+                    model, conf, mode, len(rs), " / ".join("%.2f" % r["total_ms"] for r in rs), med(rs, "enqueue_ms"),
+                    med(rs, "cpu_ms"), med(rs, "gpu_ms"), med(rs, "gpu_busy_ms"), med(rs, "alloc_op_us"),
+                    ", ".join("%g" % statistics.median(p.get(k, 0) for p in per)
+                              for k in ("device_mallocs", "device_frees", "sync_all_streams"))))
+    print()
+    for line in verdicts(rows):
+        print("- " + line)
+    return rows
+
+
+def dry():
+    """No GPU: the table and verdict code on made-up rows; the models' module imports."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("gpu_steptime", os.path.join(HERE, "gpu_steptime.py"))
+    st = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(st)
+    missing = [m for m in MODELS if not callable(getattr(st, m, None))]
+    import tempfile
+    rows = []
+    for run_id in (1, 2):
+        for conf in ("default", "expandable_segments:True"):
+            for mode in MODES:
+                slow = 1.0 if mode == "native" else 1.2
+                for model in MODELS:
+                    rows.append(dict(model=model, mode=mode, conf=conf, run=run_id, total_ms=20.0 * slow + run_id * 0.1,
+                                     enqueue_ms=19.5 * slow, cpu_ms=21.0 * slow, gpu_ms=19.0 * slow, gpu_busy_ms=6.0,
+                                     alloc_op_us=900.0 if mode == "native" else 4400.0, calls={"cudaLaunchKernel": 600,
+                                                                      "cudaGetDeviceCount": 0 if mode == "native" else 1300},
+                                     per_step={"device_mallocs": 0, "device_frees": 0, "sync_all_streams": 0}))
+                rows.append(dict(model="memory", mode=mode, conf=conf, run=run_id, copy_ms=0.5, gather_ms=1.0 * slow))
+    with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as f:
+        for r in rows:
+            f.write("RESULT " + json.dumps(r) + "\n")
+    back = table(f.name)
+    os.remove(f.name)
+    lines = verdicts(back)
+    ok = (not missing and len(back) == len(rows) and len(lines) == 6
+          and all("the host works longer; inside the allocating ops" in line for line in lines[:4])
+          and all('"cudaGetDeviceCount": 1300' in line for line in lines[:4]) and "+20.0%" in lines[4])
+    print("gpu_stepprobe: dry run %s%s" % ("ok" if ok else "FAILED", "; missing models %s" % missing if missing else ""))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 4 and sys.argv[1] == "run" and sys.argv[2] in MODES:
+        run(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) == 3 and sys.argv[1] == "table":
+        table(sys.argv[2])
+    elif len(sys.argv) == 2 and sys.argv[1] == "dry":
+        sys.exit(dry())
+    else:
+        print(__doc__)
+        sys.exit(2)

@@ -35,7 +35,6 @@ import os
 import statistics
 import sys
 import time
-import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CONF = os.environ.get("PYTORCH_ALLOC_CONF", "") or "default"
@@ -46,6 +45,14 @@ COUNTERS = {"device_mallocs": "num_device_alloc", "device_frees": "num_device_fr
             "sync_all_streams": "num_sync_all_streams", "allocations": "allocation.all.allocated"}
 STEPS = 12
 PROFILED_STEPS = 3
+
+
+def steptime():
+    """bench/gpu_steptime.py as a module: its models, each_model, result_rows, counts."""
+    if HERE not in sys.path:
+        sys.path.insert(0, HERE)
+    import gpu_steptime
+    return gpu_steptime
 
 
 def result(**kv):
@@ -140,42 +147,33 @@ def run(mode, run_id):
     import torch
     import torch.nn as nn
     memory_stats = setup(mode)
-    sys.path.insert(0, HERE)
-    import gpu_steptime as st
-    for name in MODELS:
+    st = steptime()
+
+    def measure(name):
         t0 = time.perf_counter()
-        try:
-            torch.manual_seed(0)
-            step, warmup, _ = getattr(st, name)(torch, nn)
-            for _ in range(warmup):
-                step()
-            torch.cuda.synchronize()
-            before = memory_stats()
-            total, enqueue, cpu, gpu = timed(torch, step, STEPS)
-            after = memory_stats()
-            busy, alloc_us, calls = profiled(torch, step, PROFILED_STEPS)
-            result(model=name, mode=mode, conf=CONF, run=run_id, total_ms=round(total, 3), enqueue_ms=round(enqueue, 3),
-                   cpu_ms=round(cpu, 3), gpu_ms=round(gpu, 3), gpu_busy_ms=busy, alloc_op_us=alloc_us, calls=calls,
-                   per_step=per_step_counters(before, after, STEPS), seconds=round(time.perf_counter() - t0, 1))
-            print("gpu_stepprobe: ok %s %s %s run %s: total %.2f ms, enqueue %.2f, cpu %.2f, gpu %.2f, busy %.2f" % (
-                name, mode, CONF, run_id, total, enqueue, cpu, gpu, busy), flush=True)
-        except Exception as e:  # noqa: BLE001 - one line per failure, the others still run
-            traceback.print_exc()
-            print("gpu_stepprobe: FAILED %s %s %s run %s: %s: %s" % (name, mode, CONF, run_id, type(e).__name__,
-                                                                    (str(e).splitlines() or [""])[0]), flush=True)
-        finally:
-            step = None
-            import gc
-            gc.collect()
-            torch.cuda.empty_cache()
-    try:
+        step, warmup, _ = getattr(st, name)(torch, nn)
+        for _ in range(warmup):
+            step()
+        torch.cuda.synchronize()
+        before = memory_stats()
+        total, enqueue, cpu, gpu = timed(torch, step, STEPS)
+        after = memory_stats()
+        busy, alloc_us, calls = profiled(torch, step, PROFILED_STEPS)
+        result(model=name, mode=mode, conf=CONF, run=run_id, total_ms=round(total, 3), enqueue_ms=round(enqueue, 3),
+               cpu_ms=round(cpu, 3), gpu_ms=round(gpu, 3), gpu_busy_ms=busy, alloc_op_us=alloc_us, calls=calls,
+               per_step=per_step_counters(before, after, STEPS), seconds=round(time.perf_counter() - t0, 1))
+        print("gpu_stepprobe: ok %s %s %s run %s: total %.2f ms, enqueue %.2f, cpu %.2f, gpu %.2f, busy %.2f" % (
+            name, mode, CONF, run_id, total, enqueue, cpu, gpu, busy), flush=True)
+
+    def probe_memory(_name):
         copy_ms, gather_ms = memory_probe(torch)
         result(model="memory", mode=mode, conf=CONF, run=run_id, copy_ms=copy_ms, gather_ms=gather_ms)
         print("gpu_stepprobe: ok memory %s %s run %s: copy 1 GiB %.3f ms, gather %.3f ms" % (
             mode, CONF, run_id, copy_ms, gather_ms), flush=True)
-    except Exception as e:  # noqa: BLE001
-        traceback.print_exc()
-        print("gpu_stepprobe: FAILED memory %s %s run %s: %s" % (mode, CONF, run_id, e), flush=True)
+
+    label = "%s %s run %s" % (mode, CONF, run_id)
+    st.each_model(torch, MODELS, measure, "gpu_stepprobe", label)
+    st.each_model(torch, ["memory"], probe_memory, "gpu_stepprobe", label)
 
 
 def med(rows, key):
@@ -233,8 +231,7 @@ def verdicts(rows):
 
 
 def table(log):
-    with open(log) as f:
-        rows = [json.loads(line[7:]) for line in f if line.startswith("RESULT ")]
+    rows = steptime().result_rows(log)
     print("| model | policy | mode | runs | total ms | enqueue ms | CPU ms | GPU ms | GPU busy ms | alloc ops us "
           "| device mallocs, frees, syncs per step |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
@@ -244,12 +241,10 @@ def table(log):
                 rs = [r for r in rows if r["model"] == model and r["conf"] == conf and r["mode"] == mode]
                 if not rs:
                     continue
-                per = [r["per_step"] for r in rs]
                 print("| %s | %s | %s | %d | %s | %.2f | %.2f | %.2f | %.2f | %.0f | %s |" % (
                     model, conf, mode, len(rs), " / ".join("%.2f" % r["total_ms"] for r in rs), med(rs, "enqueue_ms"),
                     med(rs, "cpu_ms"), med(rs, "gpu_ms"), med(rs, "gpu_busy_ms"), med(rs, "alloc_op_us"),
-                    ", ".join("%g" % statistics.median(p.get(k, 0) for p in per)
-                              for k in ("device_mallocs", "device_frees", "sync_all_streams"))))
+                    steptime().counts(rs)))
     print()
     for line in verdicts(rows):
         print("- " + line)
@@ -258,10 +253,7 @@ def table(log):
 
 def dry():
     """No GPU: the table and verdict code on made-up rows; the models' module imports."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("gpu_steptime", os.path.join(HERE, "gpu_steptime.py"))
-    st = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(st)
+    st = steptime()
     missing = [m for m in MODELS if not callable(getattr(st, m, None))]
     import tempfile
     rows = []

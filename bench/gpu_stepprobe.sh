@@ -35,20 +35,10 @@ fi
 
 G0=$(date +%s)
 probe() {  # probe MODE POLICY RUN
-  local mode=$1 conf=$2 i=$3 t0
-  t0=$(date +%s)
-  echo "=== run $i $mode ${conf:-default}" >> "$OUT/stepprobe.log"
-  if [ "$mode" = launcher ]; then
-    PYTORCH_ALLOC_CONF=$conf timeout 60 python3 -m gpumemprof_torch.run --out "$OUT/launcher-ranks" "$P" run launcher "$i" \
-      > "$OUT/.run.log" 2>&1
-  else
-    PYTORCH_ALLOC_CONF=$conf timeout 60 python3 "$P" run "$mode" "$i" > "$OUT/.run.log" 2>&1
-  fi
-  local r=$?
-  cat "$OUT/.run.log" >> "$OUT/stepprobe.log"
-  grep -E "^gpu_stepprobe: (ok|FAILED)" "$OUT/.run.log" | tee -a "$OUT/summary.log"
-  [ $r = 0 ] || { say "FAILED run $i $mode ${conf:-default}: exit $r (tail below)"; tail -5 "$OUT/.run.log"; }
-  say "run $i $mode ${conf:-default}: $(( $(date +%s) - t0 )) s (GPU part so far $(( $(date +%s) - G0 )) s)"
+  local launcher=()
+  [ "$1" = launcher ] && launcher=(-m gpumemprof_torch.run --out "$OUT/launcher-ranks")
+  run_logged "run $3 $1 ${2:-default}" "$OUT/stepprobe.log" \
+    env PYTORCH_ALLOC_CONF="$2" timeout 60 python3 "${launcher[@]}" "$P" run "$1" "$3"
 }
 for i in $(seq 1 "$ROUNDS"); do
   for conf in "" "expandable_segments:True"; do
@@ -59,7 +49,6 @@ for i in $(seq 1 "$ROUNDS"); do
     probe launcher "" 1
   fi
 done
-rm -f "$OUT/.run.log"
 python3 "$P" table "$OUT/stepprobe.log" > "$OUT/stepprobe.md" 2>&1
 cat "$OUT/stepprobe.md"
 say "GPU part: $(( $(date +%s) - G0 )) s; total $(( $(date +%s) - T0 )) s"

@@ -17,10 +17,9 @@ A step under the bridge must pay nothing in Python that a step on PyTorch's own 
 """
 import os
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check_torch_graphs import FAKE_TORCH, check, child, failures  # noqa: E402
+from check_torch_graphs import check, child, failures, fake_torch_root  # noqa: E402
 
 STEP_STATE = """
     import atexit, gc, signal, sys, threading, time
@@ -64,13 +63,7 @@ def main():
     if len(sys.argv) != 2:
         print(__doc__)
         return 2
-    os.environ["GPUMEMPROF_TORCH_LIB"] = os.path.abspath(sys.argv[1])
-    root = tempfile.mkdtemp(prefix="fake-torch-")
-    for path, text in FAKE_TORCH.items():
-        os.makedirs(os.path.join(root, os.path.dirname(path)), exist_ok=True)
-        with open(os.path.join(root, path), "w") as f:
-            f.write(text)
-    rc, out = child(root, STEP_STATE)
+    rc, out = child(fake_torch_root(sys.argv[1]), STEP_STATE)
     lines = out.splitlines()
     check(rc == 0, "install() runs against the stand-in torch", out[-800:])
     for key in ("trace", "profile", "threads", "gc_callbacks", "atexit", "sigint"):

@@ -28,7 +28,9 @@ cudaStreamIsCapturing, cudaMalloc, cuMemMap, ...: what the allocator adds per st
 memory_stats counters per step (device mallocs/frees, syncs, allocations).
 The GPU memory probe: a 1 GiB copy and a random gather over 2 GiB (64 Mi indices), best of 5 by
 CUDA events, on memory from the allocator under test: page placement (expandable segments map
-2 MiB physical pages where PyTorch maps 20 MiB in the large pool) shows here if anywhere.
+2 MiB physical pages where PyTorch maps 20 MiB in the large pool) shows here if anywhere. Native
+processes also run it on 2040 MiB mapped through the driver API (ctypes, libcuda) as 2 MiB and as
+20 MiB physical allocations, outside any allocator: the same question without the allocators.
 """
 import json
 import os
@@ -119,28 +121,101 @@ def profiled(torch, step, steps):
             {k: round(v / per, 1) for k, v in sorted(calls.items())})
 
 
-def memory_probe(torch):
-    """Best-of-5 ms: a 1 GiB device copy, and a gather of 64 Mi random floats from 2 GiB."""
-    def best(fn):
-        times = []
-        for _ in range(6):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            fn()
-            b.record()
-            torch.cuda.synchronize()
-            times.append(a.elapsed_time(b))
-        return round(min(times[1:]), 3)
+def best_ms(torch, fn):
+    """fn()'s best time of 5 (after one unmeasured run) by CUDA events, in ms."""
+    times = []
+    for _ in range(6):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        torch.cuda.synchronize()
+        times.append(a.elapsed_time(b))
+    return round(min(times[1:]), 3)
 
-    src = torch.empty(1 << 28, device="cuda")  # 1 GiB of float32
-    dst = torch.empty_like(src)
-    copy_ms = best(lambda: dst.copy_(src))
-    del src, dst
-    table = torch.empty(1 << 29, device="cuda")  # 2 GiB
-    idx = torch.randint(0, table.numel(), (1 << 26,), device="cuda", generator=None)
-    gather_ms = best(lambda: table[idx])
-    del table, idx
+
+def gather_and_copy(torch, table):
+    """(copy ms of the table's first half into its second, gather ms of 64 Mi random floats of it)."""
+    half = table.numel() // 2
+    copy_ms = best_ms(torch, lambda: table[half:2 * half].copy_(table[:half]))
+    idx = torch.randint(0, table.numel(), (1 << 26,), device="cuda")
+    gather_ms = best_ms(torch, lambda: table[idx])
     return copy_ms, gather_ms
+
+
+def memory_probe(torch):
+    """gather_and_copy on 2 GiB from the allocator under test."""
+    table = torch.empty(1 << 29, device="cuda")
+    try:
+        return gather_and_copy(torch, table)
+    finally:
+        del table
+
+
+def chunk_probe(torch, chunk_mib):
+    """gather_and_copy on 2040 MiB that the driver API maps as physical allocations of `chunk_mib` MiB
+    each (2: as gpumemprof's expandable segments; 20: as PyTorch's large pool), outside any
+    allocator: whether the GPU runs the same kernels slower on smaller physical allocations."""
+    import ctypes
+    c = ctypes
+    cu = c.CDLL("libcuda.so.1")
+
+    class Location(c.Structure):
+        _fields_ = [("type", c.c_int), ("id", c.c_int)]
+
+    class Flags(c.Structure):
+        _fields_ = [("compressionType", c.c_ubyte), ("gpuDirectRDMACapable", c.c_ubyte), ("usage", c.c_ushort),
+                    ("reserved", c.c_ubyte * 4)]
+
+    class Prop(c.Structure):  # CUmemAllocationProp
+        _fields_ = [("type", c.c_int), ("requestedHandleTypes", c.c_int), ("location", Location),
+                    ("win32HandleMetaData", c.c_void_p), ("allocFlags", Flags)]
+
+    class Access(c.Structure):  # CUmemAccessDesc
+        _fields_ = [("location", Location), ("flags", c.c_int)]
+
+    u64, size_t = c.c_uint64, c.c_size_t
+    for name, args in (("cuMemAddressReserve", [c.POINTER(u64), size_t, size_t, u64, c.c_ulonglong]),
+                       ("cuMemCreate", [c.POINTER(u64), size_t, c.POINTER(Prop), c.c_ulonglong]),
+                       ("cuMemMap", [u64, size_t, size_t, u64, c.c_ulonglong]),
+                       ("cuMemSetAccess", [u64, size_t, c.POINTER(Access), size_t]),
+                       ("cuMemUnmap", [u64, size_t]), ("cuMemRelease", [u64]), ("cuMemAddressFree", [u64, size_t])):
+        getattr(cu, name).argtypes = args
+
+    def check(result, what):
+        if result != 0:
+            raise RuntimeError("%s failed: CUresult %d" % (what, result))
+
+    device = torch.cuda.current_device()
+    prop = Prop(type=1, requestedHandleTypes=0, location=Location(1, device))  # pinned, on this device
+    access = Access(location=Location(1, device), flags=3)  # read and write
+    chunk, size = chunk_mib << 20, 2040 << 20
+    base, handles = u64(0), []
+    check(cu.cuMemAddressReserve(c.byref(base), size, 0, 0, 0), "cuMemAddressReserve")
+    try:
+        for offset in range(0, size, chunk):
+            h = u64(0)
+            check(cu.cuMemCreate(c.byref(h), chunk, c.byref(prop), 0), "cuMemCreate")
+            handles.append(h.value)
+            check(cu.cuMemMap(base.value + offset, chunk, 0, h.value, 0), "cuMemMap")
+        check(cu.cuMemSetAccess(base.value, size, c.byref(access), 1), "cuMemSetAccess")
+
+        class Mapped:
+            __cuda_array_interface__ = {"shape": (size // 4,), "typestr": "<f4", "data": (base.value, False),
+                                        "version": 3}
+
+        table = torch.as_tensor(Mapped(), device="cuda")
+        table.fill_(1.0)
+        try:
+            return gather_and_copy(torch, table)
+        finally:
+            del table
+            torch.cuda.synchronize()
+    finally:
+        for i, h in enumerate(handles):
+            cu.cuMemUnmap(base.value + i * chunk, chunk)
+            cu.cuMemRelease(h)
+        cu.cuMemAddressFree(base.value, size)
 
 
 def run(mode, run_id):
@@ -171,9 +246,18 @@ def run(mode, run_id):
         print("gpu_stepprobe: ok memory %s %s run %s: copy 1 GiB %.3f ms, gather %.3f ms" % (
             mode, CONF, run_id, copy_ms, gather_ms), flush=True)
 
+    def probe_chunks(_name):
+        (copy2, gather2), (copy20, gather20) = chunk_probe(torch, 2), chunk_probe(torch, 20)
+        result(model="chunks", mode=mode, conf=CONF, run=run_id, copy_ms_2mib=copy2, gather_ms_2mib=gather2,
+               copy_ms_20mib=copy20, gather_ms_20mib=gather20)
+        print("gpu_stepprobe: ok chunks run %s: gather %.3f ms on 2 MiB physical allocations, %.3f on 20 MiB; "
+              "copy %.3f / %.3f" % (run_id, gather2, gather20, copy2, copy20), flush=True)
+
     label = "%s %s run %s" % (mode, CONF, run_id)
     st.each_model(torch, MODELS, measure, "gpu_stepprobe", label)
     st.each_model(torch, ["memory"], probe_memory, "gpu_stepprobe", label)
+    if mode == "native":  # the driver's own answer, the same under any allocator: once per native process
+        st.each_model(torch, ["chunks"], probe_chunks, "gpu_stepprobe", label)
 
 
 def med(rows, key):
@@ -227,6 +311,15 @@ def verdicts(rows):
                 conf, med(by["native"], "gather_ms"), med(by["bridge"], "gather_ms"),
                 (med(by["bridge"], "gather_ms") / med(by["native"], "gather_ms") - 1) * 100,
                 med(by["native"], "copy_ms"), med(by["bridge"], "copy_ms")))
+    chunks = [r for r in rows if r["model"] == "chunks"]
+    if chunks:
+        g2, g20 = med(chunks, "gather_ms_2mib"), med(chunks, "gather_ms_20mib")
+        out.append("physical allocations (driver API, no allocator; %d runs): gather %.3f ms on 2 MiB ones, %.3f on "
+                   "20 MiB (%+.1f%%); copy %.3f / %.3f ms%s" % (
+                       len(chunks), g2, g20, (g2 / g20 - 1) * 100, med(chunks, "copy_ms_2mib"),
+                       med(chunks, "copy_ms_20mib"),
+                       "; smaller physical allocations are slower: map the large pool in 20 MiB ones, as PyTorch"
+                       if g2 > 1.05 * g20 else "; no difference beyond 5%: placement is not the cause"))
     return out
 
 
@@ -268,13 +361,15 @@ def dry():
                                                                       "cudaGetDeviceCount": 0 if mode == "native" else 1300},
                                      per_step={"device_mallocs": 0, "device_frees": 0, "sync_all_streams": 0}))
                 rows.append(dict(model="memory", mode=mode, conf=conf, run=run_id, copy_ms=0.5, gather_ms=1.0 * slow))
+            rows.append(dict(model="chunks", mode="native", conf=conf, run=run_id, copy_ms_2mib=0.5, copy_ms_20mib=0.5,
+                             gather_ms_2mib=1.2, gather_ms_20mib=1.0))
     with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as f:
         for r in rows:
             f.write("RESULT " + json.dumps(r) + "\n")
     back = table(f.name)
     os.remove(f.name)
     lines = verdicts(back)
-    ok = (not missing and len(back) == len(rows) and len(lines) == 6
+    ok = (not missing and len(back) == len(rows) and len(lines) == 7 and "(+20.0%)" in lines[6] and "smaller physical allocations are slower" in lines[6]
           and all("the host works longer; inside the allocating ops" in line for line in lines[:4])
           and all('"cudaGetDeviceCount": 1300' in line for line in lines[:4]) and "+20.0%" in lines[4])
     print("gpu_stepprobe: dry run %s%s" % ("ok" if ok else "FAILED", "; missing models %s" % missing if missing else ""))

@@ -9,7 +9,9 @@
 # Each step is split into host enqueue time, process CPU time, GPU time and (torch.profiler) GPU busy
 # time, host time in the allocating ops and CUDA runtime calls by name; the table's verdict lines say
 # per model and policy whether the gap is noise, host work (in or outside the allocating ops) or GPU
-# work (then the memory probe says whether placement is why). Before that, bench/bench_bridge (when
+# work (then the memory probe says whether placement is why; each native process also maps 2040 MiB
+# through the driver API as 2 MiB and as 20 MiB physical allocations, outside any allocator, and
+# times the same gather and copy on both). Before that, bench/bench_bridge (when
 # its build succeeds: Google Benchmark) times the bridge's entry points and what each call paid
 # before 0daa8db (BM_DeviceCheck: Device::cuda(0), a cudaGetDeviceCount, twice per pair).
 # $OUT: summary.log, stepprobe.log (everything printed), stepprobe.md (tables and verdicts),

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Which candidate cause of the bridge's slower steps is real (issue 30 item 3; docs/bridge-step-time.md)?
-# One GPU, torch 2.11, about 130 s of GPU time: bench/gpu_stepprobe.py in fresh processes, interleaved,
+# One GPU, torch 2.11, about 150 s of GPU time (ROUNDS=1: about 90 s): bench/gpu_stepprobe.py in fresh processes, interleaved,
 # BERT-like (variable lengths) and GPT-2-like training, then a GPU memory probe, per process:
 #   round 1: native and bridge (install()) x default and expandable_segments:True, the bridge as a bare
 #            CUDAPluggableAllocator (C-level path only: no hooks, no patches; expandable) and under the

@@ -22,6 +22,7 @@
 #include <sys/types.h>
 
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -30,10 +31,12 @@
 #include <mutex>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "gpumemprof/allocator/default_allocator.hpp"
 #include "gpumemprof/device/simulated.hpp"
 #include "gpumemprof_torch.h"
+#include "replay.hpp"
 
 namespace gmp = gpumemprof;
 
@@ -112,11 +115,11 @@ PluggableModel& pluggable() {
 
 enum class Via { direct, bridge, pluggable };
 
-void* allocate(Via via, int device, std::size_t n) {
+void* allocate(Via via, int device, std::size_t n, gmp::Stream stream = gmp::Stream()) {
   switch (via) {
-    case Via::direct: return direct(device).allocate(n, gmp::Stream());
-    case Via::bridge: return gpumemprof_malloc(static_cast<ssize_t>(n), device, nullptr);
-    case Via::pluggable: return pluggable().allocate(n, device, nullptr);
+    case Via::direct: return direct(device).allocate(n, stream);
+    case Via::bridge: return gpumemprof_malloc(static_cast<ssize_t>(n), device, stream.as<CUstream_st>());
+    case Via::pluggable: return pluggable().allocate(n, device, stream.as<CUstream_st>());
   }
   return nullptr;
 }
@@ -215,9 +218,28 @@ BENCHMARK(BM_DeviceCheck);
   for (std::size_t i = 0; i < live.size(); ++i) deallocate(via, device, live[i], sizes[i]);
 }
 
+// A recorded PyTorch trace (tests/data/*.trace.gz) through `via`, for tools/replay.hpp.
+struct ReplayThrough {
+  Via via;
+  int device;
+  void* allocate(std::size_t bytes, gmp::Stream stream) { return ::allocate(via, device, bytes, stream); }
+  void deallocate(void* p) { ::deallocate(via, device, p, 0); }
+  [[nodiscard]] gmp::MemoryStats memory_stats() const { return direct(device).memory_stats(); }
+};
+
+// The measured loop of a callgrind count (--replay): `rounds` warm replays of the trace.
+[[gnu::noinline]] void replay_rounds(const gmp::tools::Trace& t, ReplayThrough& through, int rounds) {
+  std::vector<void*> live;
+  for (int i = 0; i < rounds; ++i) {
+    live.clear();
+    gmp::tools::replay(t, through, &live);
+    for (void* p : live) through.deallocate(p);
+  }
+}
+
 }  // namespace
 
-// bench_bridge [benchmark flags]: the timed benchmarks. bench_bridge --count direct|bridge|pluggable
+// bench_bridge [benchmark flags]: the timed benchmarks. bench_bridge --replay: see below. bench_bridge --count direct|bridge|pluggable
 // DEVICE PAIRS: instructions per pair under
 //   valgrind --tool=callgrind --toggle-collect='*count_pairs*' build/bench/bench_bridge --count ...
 // (the shared 2-core VM's clock varies by tens of percent; instruction counts do not).
@@ -228,6 +250,26 @@ int main(int argc, char** argv) {
     give_bridge_simulated_devices();
     count_pairs(v, std::atoi(argv[3]), 1000);  // warm: segments exist, maps and trees are sized
     count_pairs(v, std::atoi(argv[3]), std::atol(argv[4]));
+    return 0;
+  }
+  if (argc == 6 && std::string_view(argv[1]) == "--replay") {
+    // bench_bridge --replay TRACE direct|bridge|pluggable DEVICE ROUNDS: a cold replay, then ROUNDS
+    // warm ones in replay_rounds (collect there: --toggle-collect='*replay_rounds*'); prints the
+    // wall time per allocate+free pair of the warm ones.
+    const std::string_view via = argv[3];
+    ReplayThrough through{via == "direct"   ? Via::direct
+                          : via == "bridge" ? Via::bridge
+                                            : Via::pluggable,
+                          std::atoi(argv[4])};
+    give_bridge_simulated_devices();
+    const gmp::tools::Trace t = gmp::tools::load_trace(argv[2]);
+    replay_rounds(t, through, 1);
+    const auto start = std::chrono::steady_clock::now();
+    const int rounds = std::atoi(argv[5]);
+    replay_rounds(t, through, rounds);
+    const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
+    std::printf("%s %s device %s: %.1f ns per pair over %d warm replays of %zu allocations\n", argv[2], argv[3],
+                argv[4], ns / static_cast<double>(t.allocs) / rounds, rounds, t.allocs);
     return 0;
   }
   benchmark::Initialize(&argc, argv);

@@ -12,8 +12,8 @@ A step under the bridge must pay nothing in Python that a step on PyTorch's own 
 - the one import hook (torch._inductor.config's, graphs.py) is the only finder added to
   sys.meta_path, returns None for any other name, and once inductor's config was imported it leaves
   sys.meta_path;
-- what an import that misses (the one case a finder is asked during a step: a module that is not
-  installed) costs with the hook in place, against without it: within 10% (measured, best of 5).
+- what the hook's answer costs, against an import that misses (the one case a finder is asked
+  during a step: a module that is not installed): under 5% of it (each the best of 5 rounds).
 """
 import os
 import sys
@@ -50,9 +50,19 @@ STEP_STATE = """
         print(key, "same" if before[key] == after[key] else "CHANGED %r -> %r" % (before[key], after[key]))
     print("finders added", [type(f).__name__ for f in added])
     print("other names", [f.find_spec(name) for f in added for name in ("json", "torch.nn", "numpy")])
-    hooked_ns = missed_import_ns()
-    print("missed import ns %.0f without the hook, %.0f with it" % (bare_ns, hooked_ns))
-    print("ratio %.3f" % (hooked_ns / bare_ns))
+    def hook_ns(rounds=2000):
+        best = None
+        for _ in range(5):
+            t = time.perf_counter_ns()
+            for _ in range(rounds):
+                for f in added:
+                    f.find_spec("gpumemprof_no_such_module")
+            ns = (time.perf_counter_ns() - t) / rounds
+            best = ns if best is None else min(best, ns)
+        return best
+    asked_ns = hook_ns()
+    print("missed import ns %.0f; the hook's answer ns %.0f" % (bare_ns, asked_ns))
+    print("ratio %.4f" % (asked_ns / bare_ns))
     print("patched", sorted(set(g.memory_api.patched()) | set(g.graphs.patched())))
     import torch._inductor.config
     print("after inductor", [type(f).__name__ for f in sys.meta_path if f not in before["meta_path"]])
@@ -71,7 +81,7 @@ def main():
     check("finders added ['_AfterImport']" in lines, "install() adds one import hook, inductor's", out[-800:])
     check("other names [None, None, None]" in lines, "the hook answers None for every other module", out[-800:])
     ratio = [float(line.split()[1]) for line in lines if line.startswith("ratio ")]
-    check(len(ratio) == 1 and ratio[0] < 1.10, "an import that misses costs within 10% with the hook in place",
+    check(len(ratio) == 1 and ratio[0] < 0.05, "the hook adds under 5% to an import that misses",
           "; ".join(line for line in lines if line.startswith(("missed", "ratio"))))
     patched = [line for line in lines if line.startswith("patched ")]
     check(len(patched) == 1 and all(("_cuda_" in n or "_accelerator_" in n or "MemPool" in n)

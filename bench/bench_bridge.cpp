@@ -239,8 +239,8 @@ struct ReplayThrough {
 
 }  // namespace
 
-// bench_bridge [benchmark flags]: the timed benchmarks. bench_bridge --replay: see below. bench_bridge --count direct|bridge|pluggable
-// DEVICE PAIRS: instructions per pair under
+// bench_bridge [benchmark flags]: the timed benchmarks. bench_bridge --replay: see below.
+// bench_bridge --count direct|bridge|pluggable DEVICE PAIRS: instructions per pair under
 //   valgrind --tool=callgrind --toggle-collect='*count_pairs*' build/bench/bench_bridge --count ...
 // (the shared 2-core VM's clock varies by tens of percent; instruction counts do not).
 int main(int argc, char** argv) {

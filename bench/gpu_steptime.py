@@ -191,46 +191,62 @@ def llama(torch, nn):
 MODELS = {"bert": bert, "convnext": convnext, "gpt2": gpt2, "llama": llama}
 
 
+def each_model(torch, names, measure, prefix, label):
+    """measure(name) for each model name, seeded alike; an exception prints a traceback and the line
+    "PREFIX: FAILED name label: ..." and the next model still runs; the memory it left is freed after each."""
+    import gc
+    for name in names:
+        try:
+            torch.manual_seed(0)
+            measure(name)
+        except Exception as e:  # noqa: BLE001 - one line per failure, the others still run
+            traceback.print_exc()
+            print("%s: FAILED %s %s: %s: %s" % (prefix, name, label, type(e).__name__, (str(e).splitlines() or [""])[0]),
+                  flush=True)
+        finally:
+            gc.collect()
+            torch.cuda.empty_cache()
+
+
 def run(alloc, run_id):
     import torch
     if alloc == "gpumemprof":
         import gpumemprof_torch
         gpumemprof_torch.install()
     import torch.nn as nn
-    for name, build in MODELS.items():
+
+    def measure(name):
         t0 = time.perf_counter()
-        try:
-            torch.manual_seed(0)
-            torch.cuda.reset_peak_memory_stats()
-            step, warmup, steps = build(torch, nn)
-            times, per_step = timed_steps(torch, step, warmup, steps)
-            result(model=name, alloc=alloc, conf=CONF, run=run_id, median_ms=round(statistics.median(times), 3),
-                   steps=steps, warmup=warmup, peak_reserved_mib=round(torch.cuda.max_memory_reserved() / MIB, 1),
-                   seconds=round(time.perf_counter() - t0, 1), per_step=per_step)
-            print("gpu_steptime: ok %s %s %s run %s: median %.3f ms; per step %s" % (
-                name, alloc, CONF, run_id, statistics.median(times), per_step), flush=True)
-        except Exception as e:
-            traceback.print_exc()
-            print("gpu_steptime: FAILED %s %s %s run %s: %s: %s" % (name, alloc, CONF, run_id, type(e).__name__,
-                                                                    (str(e).splitlines() or [""])[0]), flush=True)
-        finally:
-            step = None
-            import gc
-            gc.collect()
-            torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+        step, warmup, steps = MODELS[name](torch, nn)
+        times, per_step = timed_steps(torch, step, warmup, steps)
+        result(model=name, alloc=alloc, conf=CONF, run=run_id, median_ms=round(statistics.median(times), 3),
+               steps=steps, warmup=warmup, peak_reserved_mib=round(torch.cuda.max_memory_reserved() / MIB, 1),
+               seconds=round(time.perf_counter() - t0, 1), per_step=per_step)
+        print("gpu_steptime: ok %s %s %s run %s: median %.3f ms; per step %s" % (
+            name, alloc, CONF, run_id, statistics.median(times), per_step), flush=True)
+
+    each_model(torch, MODELS, measure, "gpu_steptime", "%s %s run %s" % (alloc, CONF, run_id))
+
+
+def result_rows(log):
+    """The RESULT lines of a log, as dicts."""
+    with open(log) as f:
+        return [json.loads(line[7:]) for line in f if line.startswith("RESULT ")]
+
+
+def counts(rs):
+    """"mallocs, frees, syncs": the median per-step device mallocs, frees and syncs of result rows."""
+    per = [r.get("per_step", {}) for r in rs]
+    return ", ".join("%g" % statistics.median(p.get(k, 0) for p in per)
+                     for k in ("device_mallocs", "device_frees", "sync_all_streams"))
 
 
 def table(log):
-    with open(log) as f:
-        rows = [json.loads(line[7:]) for line in f if line.startswith("RESULT ")]
+    rows = result_rows(log)
     print("| model | policy | native ms (runs) | gpumemprof ms (runs) | bridge / native | peak reserved MiB native / gpumemprof "
           "| device mallocs, frees, syncs per step native / gpumemprof |")
     print("|---|---|---|---|---|---|---|")
-
-    def counts(rs):
-        per = [r.get("per_step", {}) for r in rs]
-        return ", ".join("%g" % statistics.median(p.get(k, 0) for p in per)
-                         for k in ("device_mallocs", "device_frees", "sync_all_streams"))
 
     for model in MODELS:
         for conf in sorted({r["conf"] for r in rows}):

@@ -13,18 +13,11 @@ G0=$(date +%s)
 for i in 1 2 3; do
   for conf in "" "expandable_segments:True"; do
     for a in native gpumemprof; do
-      t0=$(date +%s)
-      echo "=== run $i $a ${conf:-default}" >> "$OUT/steptime.log"
-      PYTORCH_ALLOC_CONF=$conf timeout 90 python3 "$P" run "$a" "$i" > "$OUT/.run.log" 2>&1
-      r=$?
-      cat "$OUT/.run.log" >> "$OUT/steptime.log"
-      grep -E "^gpu_steptime: (ok|FAILED)" "$OUT/.run.log" | tee -a "$OUT/summary.log"
-      [ $r = 0 ] || { say "FAILED run $i $a ${conf:-default}: exit $r (tail below)"; tail -5 "$OUT/.run.log"; }
-      say "run $i $a ${conf:-default}: $(( $(date +%s) - t0 )) s (GPU part so far $(( $(date +%s) - G0 )) s)"
+      run_logged "run $i $a ${conf:-default}" "$OUT/steptime.log" \
+        env PYTORCH_ALLOC_CONF="$conf" timeout 90 python3 "$P" run "$a" "$i"
     done
   done
 done
-rm -f "$OUT/.run.log"
 python3 "$P" table "$OUT/steptime.log" > "$OUT/steptime.md" 2>&1
 cat "$OUT/steptime.md"
 say "GPU part: $(( $(date +%s) - G0 )) s; total $(( $(date +%s) - T0 )) s"

@@ -24,3 +24,19 @@ export PYTHONPATH="$SRC/python${PYTHONPATH:+:$PYTHONPATH}"
 say "$(date -u), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1), commit $(git -C "$SRC" rev-parse --short HEAD 2>/dev/null)"
 python3 -c 'import torch, sys; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1 \
   | sed "s/^/$GPU_SCRIPT: /" | tee -a "$OUT/summary.log"
+# run_logged LABEL LOG COMMAND...: runs COMMAND, appends what it printed to LOG under "=== LABEL",
+# copies its "<script>: ok|FAILED" lines to summary.log, says a failure's exit status and tail, and
+# how long it took (with the GPU part so far, from G0 when the caller set it).
+run_logged() {
+  local label=$1 log=$2 t0 r
+  shift 2
+  t0=$(date +%s)
+  echo "=== $label" >> "$log"
+  "$@" > "$OUT/.run.log" 2>&1
+  r=$?
+  cat "$OUT/.run.log" >> "$log"
+  grep -E "^$GPU_SCRIPT: (ok|FAILED)" "$OUT/.run.log" | tee -a "$OUT/summary.log"
+  [ $r = 0 ] || { say "FAILED $label: exit $r (tail below)"; tail -5 "$OUT/.run.log"; }
+  say "$label: $(( $(date +%s) - t0 )) s (GPU part so far $(( $(date +%s) - ${G0:-$t0} )) s)"
+  rm -f "$OUT/.run.log"
+}

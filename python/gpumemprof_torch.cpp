@@ -3,6 +3,7 @@
 #include "gpumemprof_torch.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -58,30 +59,29 @@ const std::pair<std::string, std::string>& alloc_conf() {
 // gpumemprof_raise_on_error: malloc failures throw (under PyTorch) instead of returning NULL.
 std::atomic<bool> raise_on_oom{false};
 
-// The devices whose allocator the bridge has used (served, read or configured), and the history
-// options that PyTorch's _record_memory_history asked for: they apply to every such device, and
-// to each device when it is first used (PyTorch records every device).
-std::atomic<bool> device_in_use[gmp::detail::max_cuda_devices];
+// The allocator serving each CUDA device index the bridge has used (served, read or configured),
+// null until its first use; and the history options that PyTorch's _record_memory_history asked
+// for: they apply to every such device, and to each device when it is first used (PyTorch records
+// every device). Every call after the first reads its allocator here with one load: no device
+// check (Device::cuda asks the CUDA runtime for the device count) and no slot lookup per
+// allocation and free, which PyTorch's own allocator does not pay either.
+std::atomic<gmp::DeviceAllocator*> served[gmp::detail::max_cuda_devices];
 std::mutex history_mutex;
 bool history_wanted = false;  // guarded by history_mutex
 gmp::HistoryOptions wanted_history;
-
-void first_use(int device) {
-  std::lock_guard lock(history_mutex);
-  if (device_in_use[device].load(std::memory_order_relaxed)) return;
-  if (history_wanted) gmp::record_memory_history(wanted_history, gmp::Device::cuda(device));
-  device_in_use[device].store(true, std::memory_order_release);
-}
 
 /// Calls `f(d)` for each device the bridge has used, ascending.
 template <class F>
 void for_each_device_in_use(F&& f) {
   for (int d = 0; d < gmp::detail::max_cuda_devices; ++d) {
-    if (device_in_use[d].load(std::memory_order_acquire)) f(d);
+    if (served[d].load(std::memory_order_acquire) != nullptr) f(d);
   }
 }
 
-gmp::DeviceAllocator& allocator_of(int device) {
+/// allocator_of's first call for `device` (and every call with an index out of range, which
+/// Device::cuda explains): configures, finds or creates the allocator, and starts history on it
+/// when PyTorch asked for history before.
+[[gnu::noinline]] gmp::DeviceAllocator& first_use(int device) {
   // Before the first allocator exists: the default allocators read $GPUMEMPROF_ALLOC_CONF, so
   // PyTorch's variable is handed on through it, checked first so that an error names it.
   static const bool configured = [] {
@@ -102,9 +102,30 @@ gmp::DeviceAllocator& allocator_of(int device) {
     return true;
   }();
   (void)configured;
-  gmp::DeviceAllocator& a = gmp::default_allocator(gmp::Device::cuda(device));  // checks the index
-  if (!device_in_use[device].load(std::memory_order_acquire)) first_use(device);
-  return a;
+  // An allocator made for this index already (by the program, or before a failed first use) was
+  // made for a device that exists; otherwise Device::cuda checks the index.
+  const bool in_range = device >= 0 && device < gmp::detail::max_cuda_devices;
+  gmp::DeviceAllocator* a =
+      in_range ? gmp::detail::default_allocator_slots().cuda[static_cast<std::size_t>(device)].allocator.load(
+                     std::memory_order_acquire)
+               : nullptr;
+  if (a == nullptr) a = &gmp::default_allocator(gmp::Device::cuda(device));
+  if (!in_range) return *a;  // not reached: Device::cuda refuses such an index
+  std::lock_guard lock(history_mutex);
+  if (served[device].load(std::memory_order_relaxed) == nullptr) {
+    if (history_wanted) gmp::record_memory_history(wanted_history, gmp::Device::cuda(device));
+    served[device].store(a, std::memory_order_release);
+  }
+  return *a;
+}
+
+gmp::DeviceAllocator& allocator_of(int device) {
+  if (GPUMEMPROF_LIKELY(static_cast<unsigned>(device) < static_cast<unsigned>(gmp::detail::max_cuda_devices))) {
+    if (gmp::DeviceAllocator* a = served[device].load(std::memory_order_acquire); GPUMEMPROF_LIKELY(a != nullptr)) {
+      return *a;
+    }
+  }
+  return first_use(device);
 }
 
 /// Runs `f`; on an exception keeps its message (and prints it when `print`) and returns `fail`.
@@ -187,14 +208,23 @@ int gpumemprof_record_stream(void* ptr, int device, cudaStream_t stream) {
 void gpumemprof_record_stream_any_device(void* ptr, cudaStream_t stream) {
   if (ptr == nullptr) return;
   guarded("record_stream", true, 0, [&] {
-    // The current device first (where PyTorch's callers are, nearly always), then the others in use.
-    std::vector<gmp::DeviceAllocator*> candidates;
+    // The current device first (where PyTorch's callers are, nearly always), then the others in
+    // use, ascending. On the stack: NCCL records a stream for every collective's tensors.
+    std::array<gmp::DeviceAllocator*, gmp::detail::max_cuda_devices> candidates{};
+    std::size_t n = 0;
     int current = -1;
     if (cudaGetDevice(&current) != cudaSuccess) current = -1;
-    for_each_device_in_use(
-        [&](int d) { candidates.insert(d == current ? candidates.begin() : candidates.end(), &allocator_of(d)); });
+    for_each_device_in_use([&](int d) {
+      if (d == current) {
+        std::move_backward(candidates.begin(), candidates.begin() + n, candidates.begin() + n + 1);
+        candidates[0] = &allocator_of(d);
+      } else {
+        candidates[n] = &allocator_of(d);
+      }
+      ++n;
+    });
     (void)gpumemprof_torch::record_stream_in_owner(ptr, gmp::Stream(stream),
-                                                   std::span<gmp::DeviceAllocator* const>(candidates));
+                                                   std::span<gmp::DeviceAllocator* const>(candidates.data(), n));
     return 0;
   });
 }

@@ -102,14 +102,16 @@ class _AfterImport(importlib.abc.MetaPathFinder):
         self.name, self.then, self.done = name, then, False
 
     def find_spec(self, fullname, path=None, target=None):
-        # Stays in sys.meta_path, inert once used: the import system is iterating that list now.
+        # Inert once used; it leaves sys.meta_path when the module has run (not here: the import
+        # system is iterating that list now).
         if self.done or fullname != self.name:
             return None
         self.done = True
         spec = importlib.util.find_spec(fullname)
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            self.leave()
             return spec
-        loader, then = spec.loader, self.then
+        loader, then, leave = spec.loader, self.then, self.leave
 
         class Loader(importlib.abc.Loader):
             def __getattr__(self, attribute):  # get_source, get_filename, ...: the real loader's
@@ -119,11 +121,20 @@ class _AfterImport(importlib.abc.MetaPathFinder):
                 return loader.create_module(spec)
 
             def exec_module(self, module):
-                loader.exec_module(module)
-                then(sys.modules.get(module.__name__, module))
+                try:
+                    loader.exec_module(module)
+                    then(sys.modules.get(module.__name__, module))
+                finally:
+                    leave()
 
         spec.loader = Loader()
         return spec
+
+    def leave(self):
+        """Takes this finder out of sys.meta_path: every import a step makes of a module that is not
+        installed asks each finder. A new list, not a removal: an import running now may be iterating
+        the old one, and a removal would make it skip the finder after this one."""
+        sys.meta_path = [f for f in sys.meta_path if f is not self]
 
 
 def patch(torch):

@@ -87,16 +87,22 @@ def child(root, code):
     return r.returncode, (r.stdout + r.stderr).strip()
 
 
-def main():
-    if len(sys.argv) != 2:
-        print(__doc__)
-        return 2
-    os.environ["GPUMEMPROF_TORCH_LIB"] = os.path.abspath(sys.argv[1])
+def fake_torch_root(library):
+    """A folder holding the stand-in torch package; children load the bridge from `library`."""
+    os.environ["GPUMEMPROF_TORCH_LIB"] = os.path.abspath(library)
     root = tempfile.mkdtemp(prefix="fake-torch-")
     for path, text in FAKE_TORCH.items():
         os.makedirs(os.path.join(root, os.path.dirname(path)), exist_ok=True)
         with open(os.path.join(root, path), "w") as f:
             f.write(text)
+    return root
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__)
+        return 2
+    root = fake_torch_root(sys.argv[1])
 
     rc, out = child(root, """
         import ctypes, gpumemprof_torch as g

@@ -55,6 +55,23 @@ inline void print_forecast_text(const ForecastResult& f, const std::vector<Forec
               f.models[0], f.models[1], f.models[2], f.models[3]);
   std::printf("  irregular: %zu (no exact constant/linear/square law), of which %zu kept at the reference's size\n",
               f.irregular, f.implausible);
+  if (f.size_limit != 0) {
+    std::printf(
+        "  size limit: %s, the largest request of the two largest probes; %zu request(s) that grew less than\n"
+        "    in proportion stop there at the target\n",
+        size_text(f.size_limit).c_str(), f.capped);
+  }
+  if (f.possible_size_limit != 0) {
+    std::printf(
+        "  possible size limit: %s, the largest probe's largest request, reached by growing less than in\n"
+        "    proportion; only the range's low end stops %zu request(s) there\n",
+        size_text(f.possible_size_limit).c_str(), f.would_stop);
+  }
+  if (f.data_dependent != 0) {
+    std::printf(
+        "  data-dependent: %zu irregular request(s) whose sizes occur once in the run (forecast in proportion)\n",
+        f.data_dependent);
+  }
   std::printf("  peak_requested_bytes  %14llu  (%s)\n", static_cast<unsigned long long>(f.peak_requested),
               size_text(f.peak_requested).c_str());
   std::printf("  peak_allocated_bytes  %14llu  (%s)\n", static_cast<unsigned long long>(f.peak_allocated),
@@ -147,6 +164,11 @@ inline void print_forecast_json(const ForecastResult& f, const std::vector<Forec
           std::max({f.peak_reserved, f.peak_reserved_unmatched_grown, f.peak_reserved_irregular_kept}));
   w.field("irregular_requests", f.irregular);
   w.field("implausible_requests", f.implausible);
+  w.field("size_limit_bytes", f.size_limit);
+  w.field("size_limit_requests", f.capped);
+  w.field("possible_size_limit_bytes", f.possible_size_limit);
+  w.field("possible_size_limit_requests", f.would_stop);
+  w.field("data_dependent_requests", f.data_dependent);
   w.field("backcast_error", f.backcast_error);
   w.field("replay_error", f.replay_error);
   w.field("unmatched_effect", f.unmatched_effect);

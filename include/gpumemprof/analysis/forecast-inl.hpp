@@ -17,6 +17,7 @@
 
 #include "gpumemprof/allocator/format_size.hpp"
 #include "gpumemprof/analysis/forecast.hpp"
+#include "gpumemprof/analysis/forecast_rules.hpp"
 #include "gpumemprof/analysis/request_stream.hpp"
 #include "gpumemprof/analysis/size_model.hpp"
 #include "gpumemprof/analysis/snapshot_replay.hpp"
@@ -297,6 +298,7 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
   std::vector<SizeFit> fits(n);
   std::vector<std::uint64_t> sizes(n), grown(n), kept(n);
   std::size_t irregular = 0, implausible = 0;
+  std::vector<std::uint8_t> irregular_at(n, 0);
   std::vector<std::uint8_t> with_all(n, 1);
   std::size_t aligned_all = 0, aligned_any = 0;
   for (std::size_t i = 0; i < n; ++i) {
@@ -335,7 +337,10 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
       ++implausible;
     }
     const bool verified = regular || (m == 3 && fits[i].model == SizeModel::linear && plausible);
-    if (m > 1 && !verified) ++irregular;
+    if (m > 1 && !verified) {
+      ++irregular;
+      irregular_at[i] = 1;
+    }
     aligned_all += with_all[i];
     aligned_any += m > 1 ? 1 : 0;
     ++res.models[static_cast<std::size_t>(fits[i].model)];
@@ -348,6 +353,19 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
     const bool known = m > 1 && verified;
     grown[i] = known ? sizes[i] : std::max(sizes[i], proportional);
     kept[i] = known ? sizes[i] : ref.requests[i].size;
+  }
+  // What the two largest probes show together (forecast_rules.hpp): a size limit, and sizes that
+  // follow the data.
+  {
+    const std::size_t near = order[order.size() - 2];
+    const ForecastRuleFacts facts = detail::apply_forecast_rules(
+        ref, streams[near], aligned[near], refp.parameter / probes[near].parameter, refp.parameter, at, square_law,
+        {fits, sizes, grown, kept, irregular_at, irregular});
+    res.size_limit = facts.size_limit;
+    res.capped = facts.capped;
+    res.possible_size_limit = facts.possible_size_limit;
+    res.would_stop = facts.would_stop;
+    res.data_dependent = facts.data_dependent;
   }
   res.aligned_requests = static_cast<double>(aligned_all) / static_cast<double>(n);
   res.aligned_requests_any = static_cast<double>(aligned_any) / static_cast<double>(n);
@@ -373,7 +391,7 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
     res.peak_reserved_unmatched_grown =
         static_cast<std::uint64_t>(detail::forecast_replay_once(alt, ref.device, options.config, 0).peak_reserved);
   }
-  if (irregular != 0) {
+  if (irregular != 0 || res.would_stop != 0) {
     const CompactSnapshot alt = detail::forecast_target(ref_snap, ref.device, kept);
     res.peak_reserved_irregular_kept =
         static_cast<std::uint64_t>(detail::forecast_replay_once(alt, ref.device, options.config, 0).peak_reserved);
@@ -419,7 +437,8 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
           static_cast<double>(s.recorded_peak_reserved);
     }
   }
-  res.confident = res.unmatched_effect <= options.error_goal && std::fabs(res.backcast_error) <= options.error_goal &&
+  res.confident = res.data_dependent == 0 && res.unmatched_effect <= options.error_goal &&
+                  std::fabs(res.backcast_error) <= options.error_goal &&
                   std::fabs(res.replay_error) <= options.error_goal;
 
   // What is live at the target's peak of requested bytes, and how it grew.
@@ -537,13 +556,26 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
         format_size(res.peak_reserved_unmatched_grown) + " if the " + std::to_string(unmatched) +
         " request(s) only the largest probe made and the " + std::to_string(irregular) +
         " irregular ones grow as the program's sizes do (in proportion to " + (square_law ? "the square of " : "") +
-        "the size), and " + format_size(res.peak_reserved_irregular_kept) +
-        " if the irregular ones stop growing (irregular: aligned, but their sizes follow no exact "
-        "constant/linear/square law; " +
+        "the size), and " + format_size(res.peak_reserved_irregular_kept) + " if the irregular ones stop growing" +
+        (res.possible_size_limit == 0
+             ? std::string()
+             : " and every request stops at " + format_size(res.possible_size_limit) +
+                   " (the largest probe's largest request, which grew less than in proportion: it may be a "
+                   "library's limit, as a workspace cap, that the smaller probe does not show)") +
+        " (irregular: aligned, but their sizes follow no exact constant/linear/square law; " +
         std::to_string(implausible) +
         " of them shrank or outgrew the square law and are kept at the largest probe's size): " +
         detail::forecast_percent(res.unmatched_effect) + " apart, more than the " +
         detail::forecast_percent(options.error_goal) + " goal" + widest + "; a third probe (--run) narrows it");
+  }
+  if (res.data_dependent != 0) {
+    res.warnings.push_back(
+        "the forecast is not a confident number: " + std::to_string(res.data_dependent) +
+        " request(s) have sizes that follow the data, not the size (their growth between the two largest probes "
+        "follows no law and occurs once in the run, where a deterministic program repeats it every step: tokens "
+        "routed to experts, masks, nonzero). They are forecast in proportion to the largest probe's sizes; a run at "
+        "the target draws other sizes and may make requests no probe made (other kernels past other sizes), which "
+        "the range does not bound: measure at the target, or keep a margin");
   }
   if (std::fabs(res.backcast_error) > options.error_goal) {
     res.warnings.push_back(

@@ -64,7 +64,7 @@ inline void print_forecast_text(const ForecastResult& f, const std::vector<Forec
   if (f.possible_size_limit != 0) {
     std::printf(
         "  possible size limit: %s, the largest probe's largest request, reached by growing less than in\n"
-        "    proportion; only the range's low end stops %zu request(s) there\n",
+        "    proportion; not applied, the range stops %zu request(s) there\n",
         size_text(f.possible_size_limit).c_str(), f.would_stop);
   }
   if (f.data_dependent != 0) {
@@ -76,16 +76,12 @@ inline void print_forecast_text(const ForecastResult& f, const std::vector<Forec
               size_text(f.peak_requested).c_str());
   std::printf("  peak_allocated_bytes  %14llu  (%s)\n", static_cast<unsigned long long>(f.peak_allocated),
               size_text(f.peak_allocated).c_str());
-  std::printf(
-      "  peak_reserved_bytes   %14llu  (%s)%s\n", static_cast<unsigned long long>(f.peak_reserved),
-      size_text(f.peak_reserved).c_str(),
-      f.confident
-          ? ""
-          : ("  NOT CONFIDENT: " +
-             size_text(std::min({f.peak_reserved, f.peak_reserved_unmatched_grown, f.peak_reserved_irregular_kept})) +
-             " to " +
-             size_text(std::max({f.peak_reserved, f.peak_reserved_unmatched_grown, f.peak_reserved_irregular_kept})))
-                .c_str());
+  std::printf("  peak_reserved_bytes   %14llu  (%s)%s\n", static_cast<unsigned long long>(f.peak_reserved),
+              size_text(f.peak_reserved).c_str(),
+              f.confident ? ""
+                          : ("  NOT CONFIDENT: " + size_text(f.peak_reserved_low()) + " to " +
+                             size_text(f.peak_reserved_high()))
+                                .c_str());
   std::printf("  back-test: the reference's stream at the smaller probes' sizes replays %+.1f%% off their own\n",
               f.backcast_error * 100);
   std::printf("  the reference's own history replays %+.1f%% off the peak reserved it recorded\n",
@@ -158,10 +154,9 @@ inline void print_forecast_json(const ForecastResult& f, const std::vector<Forec
   w.field("confident", f.confident);
   w.field("peak_reserved_bytes_if_unmatched_grow", f.peak_reserved_unmatched_grown);
   w.field("peak_reserved_bytes_if_irregular_kept", f.peak_reserved_irregular_kept);
-  w.field("peak_reserved_bytes_low",
-          std::min({f.peak_reserved, f.peak_reserved_unmatched_grown, f.peak_reserved_irregular_kept}));
-  w.field("peak_reserved_bytes_high",
-          std::max({f.peak_reserved, f.peak_reserved_unmatched_grown, f.peak_reserved_irregular_kept}));
+  w.field("peak_reserved_bytes_if_stopped_at_possible_limit", f.peak_reserved_possible_limit);
+  w.field("peak_reserved_bytes_low", f.peak_reserved_low());
+  w.field("peak_reserved_bytes_high", f.peak_reserved_high());
   w.field("irregular_requests", f.irregular);
   w.field("implausible_requests", f.implausible);
   w.field("size_limit_bytes", f.size_limit);

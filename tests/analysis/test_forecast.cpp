@@ -513,3 +513,146 @@ TEST_CASE("a reference whose own replay is off its recording: not confident") {
   for (const std::string& w : f.warnings) warned = warned || w.find("own history replays") != std::string::npos;
   CHECK(warned);
 }
+
+namespace {
+/// A program at batch p whose workspaces stop at a library's limit: 20 layers, each an activation
+/// of 4096 p bytes kept to the step's end and a workspace of 1 MiB + 256 KiB (l+1) p taken and
+/// given back, at most 50 MiB (l: the layer; each request made at its own line); two steps.
+gmp::CompactSnapshot capped_program(std::uint64_t p) {
+  gmp::CompactSnapshot out;
+  out.device_traces.resize(1);
+  std::vector<gmp::Frames> lines;
+  for (int k = 0; k < 40; ++k)
+    lines.push_back(
+        std::make_shared<const std::vector<gmp::Frame>>(std::vector<gmp::Frame>{{"train.py", 100 + k, "layer"}}));
+  std::size_t at = 0;
+  auto push = [&](A a, std::uint64_t addr, std::uint64_t size) {
+    gmp::TraceEntry t;
+    t.action = a;
+    t.addr = addr;
+    t.size = size;
+    if (a == A::alloc) t.frames = lines[at++ % lines.size()];
+    out.device_traces[0].push_back(t);
+  };
+  std::uint64_t addr = 0x1'0000'0000ull;
+  for (int step = 0; step < 2; ++step) {
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> live;
+    for (std::uint64_t l = 0; l < 20; ++l) {
+      live.emplace_back(addr += 1 << 20, 4096 * p);
+      push(A::alloc, live.back().first, live.back().second);
+      const std::uint64_t ws = std::min<std::uint64_t>(50 * MiB, MiB + 256 * KiB * (l + 1) * p);
+      push(A::alloc, addr += 1 << 20, ws);
+      push(A::free_completed, addr, ws);
+    }
+    for (const auto& [a, size] : live) push(A::free_completed, a, size);
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("a size limit both largest probes show stops the requests that grew less than in proportion") {
+  // Batch 16 and 32: the largest request of both is 50 MiB, reached at 32 by layers that were
+  // smaller at 16. A line through their sizes gives them up to 168 MiB at 128; the library stops them at 50.
+  const gmp::CompactSnapshot a = capped_program(16);
+  const gmp::CompactSnapshot b = capped_program(32);
+  const gmp::ForecastResult f = gmp::forecast_peak({{16, &a, "16"}, {32, &b, "32"}}, 128);
+  CHECK(f.size_limit == 50 * MiB);
+  CHECK(f.capped == 2 * 11);  // layers 1-11 (layer 0 is 33 MiB at 128; layers 12-19 are at 50 MiB already)
+  check_exact(f, capped_program(128), 1e-12);
+  // At 8 and 16 only the larger probe reaches 50 MiB: not applied (the line overestimates), but the
+  // range replays every request stopped there, and so holds the true peak.
+  const gmp::CompactSnapshot c = capped_program(8);
+  const gmp::ForecastResult g = gmp::forecast_peak({{8, &c, "8"}, {16, &a, "16"}}, 128);
+  CHECK(g.size_limit == 0);
+  CHECK(g.possible_size_limit == 50 * MiB);
+  const auto actual = static_cast<std::uint64_t>(truth(capped_program(128)).peak_reserved);
+  CHECK(g.peak_reserved > actual);
+  CHECK(g.peak_reserved_possible_limit == actual);  // exactly: the limit is the program's
+  CHECK_FALSE(g.confident);
+  bool named = false;
+  for (const std::string& w : g.warnings) named = named || w.find("every request stops at 50") != std::string::npos;
+  CHECK(named);
+}
+
+TEST_CASE("a size limit: recorded ConvNeXt-T (bf16), batch 16+32 -> 64 within 3%, 8+16's range holds it") {
+  const gmp::CompactSnapshot& a = recorded("convnext_t_8.pickle.gz");
+  const gmp::CompactSnapshot& b = recorded("convnext_t_16.pickle.gz");
+  const gmp::CompactSnapshot& c = recorded("convnext_t_32.pickle.gz");
+  const double actual = static_cast<double>(recorded_peak(recorded("convnext_t_64.pickle.gz")));
+  const gmp::ForecastResult f = gmp::forecast_peak({{16, &b, "16"}, {32, &c, "32"}}, 64);
+  CHECK(f.size_limit == 132 * MiB);
+  CHECK(std::fabs(static_cast<double>(f.peak_reserved) - actual) / actual <= 0.03);  // +3.0% without the limit
+  const gmp::ForecastResult g = gmp::forecast_peak({{8, &a, "8"}, {16, &b, "16"}}, 64);
+  CHECK(g.possible_size_limit == 132 * MiB);
+  CHECK_FALSE(g.confident);  // +15.5%: the smaller probe does not show the limit
+  CHECK(static_cast<double>(g.peak_reserved_low()) <= actual);
+}
+
+namespace {
+/// A mixture of experts at batch p: per step, 8 experts get p*128 tokens between them as a seeded
+/// draw routes them (`routed`) or in fixed shares (else); each expert's input (1 KiB a token) and
+/// hidden (4 KiB a token), each with a fixed 64 KiB, taken and given back. Three steps.
+gmp::CompactSnapshot expert_program(std::uint64_t p, bool routed) {
+  gmp::CompactSnapshot out;
+  out.device_traces.resize(1);
+  auto push = [&](A a, std::uint64_t addr, std::uint64_t size) {
+    gmp::TraceEntry t;
+    t.action = a;
+    t.addr = addr;
+    t.size = size;
+    out.device_traces[0].push_back(t);
+  };
+  std::uint64_t addr = 0x1'0000'0000ull, seed = 12345 + p;
+  push(A::alloc, addr, 64 * MiB);  // the weights
+  for (int step = 0; step < 3; ++step) {
+    const std::uint64_t x = addr += 1 << 24;
+    push(A::alloc, x, 1024 * 128 * p);
+    std::uint64_t tokens[8], left = 128 * p;
+    for (std::uint64_t e = 0; e < 8; ++e) {
+      seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+      const std::uint64_t share = routed ? (left / (8 - e)) * (64 + (seed >> 58)) / 96 : 16 * p;
+      tokens[e] = e == 7 ? left : std::min(left, share);
+      left -= tokens[e];
+    }
+    for (const std::uint64_t t : tokens) {
+      const std::uint64_t in = addr += 1 << 24, hidden = addr += 1 << 24;
+      push(A::alloc, in, 1024 * t + 64 * KiB);
+      push(A::alloc, hidden, 4096 * t + 64 * KiB);
+      push(A::free_completed, in, 1024 * t + 64 * KiB);
+      push(A::free_completed, hidden, 4096 * t + 64 * KiB);
+    }
+    push(A::free_completed, x, 1024 * 128 * p);
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("sizes that follow the data: once in the run, forecast in proportion, never confident") {
+  const gmp::CompactSnapshot a = expert_program(8, true);
+  const gmp::CompactSnapshot b = expert_program(16, true);
+  const gmp::ForecastResult f = gmp::forecast_peak({{8, &a, "8"}, {16, &b, "16"}}, 64);
+  CHECK(f.data_dependent > 0);
+  CHECK_FALSE(f.confident);
+  bool warned = false;
+  for (const std::string& w : f.warnings) warned = warned || w.find("follow the data") != std::string::npos;
+  CHECK(warned);
+  // The same program with fixed shares: its workspace-like sizes (a fixed part and a line) repeat
+  // every step, and nothing is data-dependent.
+  const gmp::CompactSnapshot c = expert_program(8, false);
+  const gmp::CompactSnapshot d = expert_program(16, false);
+  const gmp::ForecastResult g = gmp::forecast_peak({{8, &c, "8"}, {16, &d, "16"}}, 64);
+  CHECK(g.data_dependent == 0);
+  CHECK(g.irregular > 0);
+}
+
+TEST_CASE(
+    "sizes that follow the data: recorded moe_dyn 16+32 -> 64 is not confident (-3.1%), ResNet-50 is not flagged") {
+  const gmp::ForecastResult f = gmp::forecast_peak(
+      {{16, &recorded("moe_dyn_16.pickle.gz"), "16"}, {32, &recorded("moe_dyn_32.pickle.gz"), "32"}}, 64);
+  CHECK(f.data_dependent > 0);
+  CHECK_FALSE(f.confident);
+  const gmp::ForecastResult g = gmp::forecast_peak(
+      {{8, &recorded("resnet50_8.pickle.gz"), "8"}, {16, &recorded("resnet50_16.pickle.gz"), "16"}}, 64);
+  CHECK(g.data_dependent == 0);
+  CHECK(g.size_limit == 0);
+}

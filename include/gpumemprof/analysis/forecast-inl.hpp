@@ -391,14 +391,22 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
     res.peak_reserved_unmatched_grown =
         static_cast<std::uint64_t>(detail::forecast_replay_once(alt, ref.device, options.config, 0).peak_reserved);
   }
-  if (irregular != 0 || res.would_stop != 0) {
+  if (irregular != 0) {
     const CompactSnapshot alt = detail::forecast_target(ref_snap, ref.device, kept);
     res.peak_reserved_irregular_kept =
         static_cast<std::uint64_t>(detail::forecast_replay_once(alt, ref.device, options.config, 0).peak_reserved);
   }
+  res.peak_reserved_possible_limit = res.peak_reserved;
+  if (res.would_stop != 0) {
+    std::vector<std::uint64_t> stopped(sizes);
+    for (std::uint64_t& s : stopped) s = std::min(s, res.possible_size_limit);
+    const CompactSnapshot alt = detail::forecast_target(ref_snap, ref.device, stopped);
+    res.peak_reserved_possible_limit =
+        static_cast<std::uint64_t>(detail::forecast_replay_once(alt, ref.device, options.config, 0).peak_reserved);
+  }
   const double peak = static_cast<double>(std::max<std::uint64_t>(res.peak_reserved, 1));
-  res.unmatched_effect = std::max(std::fabs(static_cast<double>(res.peak_reserved_unmatched_grown) - peak),
-                                  std::fabs(static_cast<double>(res.peak_reserved_irregular_kept) - peak)) /
+  res.unmatched_effect = std::max(std::fabs(static_cast<double>(res.peak_reserved_low()) - peak),
+                                  std::fabs(static_cast<double>(res.peak_reserved_high()) - peak)) /
                          peak;
   // The back-test: the reference's stream at each smaller probe's size, replayed, against the
   // replay of that probe's own stream. Where they differ, the probes' request streams differ in
@@ -557,11 +565,12 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
         " request(s) only the largest probe made and the " + std::to_string(irregular) +
         " irregular ones grow as the program's sizes do (in proportion to " + (square_law ? "the square of " : "") +
         "the size), and " + format_size(res.peak_reserved_irregular_kept) + " if the irregular ones stop growing" +
-        (res.possible_size_limit == 0
+        (res.would_stop == 0
              ? std::string()
-             : " and every request stops at " + format_size(res.possible_size_limit) +
-                   " (the largest probe's largest request, which grew less than in proportion: it may be a "
-                   "library's limit, as a workspace cap, that the smaller probe does not show)") +
+             : ", and " + format_size(res.peak_reserved_possible_limit) + " if every request stops at " +
+                   format_size(res.possible_size_limit) +
+                   " (the largest probe's largest request, reached by growing less than in proportion: it may be "
+                   "a library's limit, as a workspace cap, that the smaller probe does not show)") +
         " (irregular: aligned, but their sizes follow no exact constant/linear/square law; " +
         std::to_string(implausible) +
         " of them shrank or outgrew the square law and are kept at the largest probe's size): " +

@@ -38,6 +38,7 @@
 // The straight line through the two largest probes' recorded peaks reserved is given beside.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
@@ -137,17 +138,31 @@ struct ForecastResult {
   std::uint64_t peak_reserved_unmatched_grown = 0;  ///< unmatched requests grown with the parameter
   std::uint64_t peak_reserved_irregular_kept = 0;   ///< irregular requests at the reference's size
   std::size_t irregular = 0;                        ///< aligned requests whose sizes follow no 1 : q : q^2 law
-  std::size_t implausible = 0;   ///< ... of which sizes shrank or outgrew the square law: kept at the reference's size
-  std::uint64_t size_limit = 0;  ///< a size limit the two largest probes show (0: none; forecast_rules.hpp)
-  std::size_t capped = 0;        ///< requests stopped at it
-  std::uint64_t possible_size_limit =
-      0;                           ///< one only the largest probe shows (0: none): the range's low end stops there
-  std::size_t would_stop = 0;      ///< requests it would stop
-  std::size_t data_dependent = 0;  ///< irregular requests whose sizes follow the data (0: none found; not confident)
-  double unmatched_effect = 0;     ///< the larger distance of the two figures above from the forecast, / forecast
-  double backcast_error = 0;       ///< the back-test's largest relative error (see the file comment)
-  double replay_error = 0;         ///< the reference's own replay against its recorded peak reserved (default config)
-  bool confident = true;           ///< unmatched_effect, |backcast_error| and |replay_error| <= error_goal
+  std::size_t implausible = 0;  ///< ... of which sizes shrank or outgrew the square law: kept at the reference's size
+  // What the two largest probes show together (forecast_rules.hpp).
+  /// A size limit both show (0: none): the requests that grew less than in proportion stop there.
+  std::uint64_t size_limit = 0;
+  std::size_t capped = 0;  ///< requests stopped at it
+  /// A limit only the largest probe shows (0: none): not applied, but the requests above it at the
+  /// target are replayed stopped there (`peak_reserved_possible_limit`; the forecast's when none).
+  std::uint64_t possible_size_limit = 0;
+  std::size_t would_stop = 0;
+  std::uint64_t peak_reserved_possible_limit = 0;
+  /// Irregular requests whose sizes follow the data, not the parameter (0: none found; not confident).
+  std::size_t data_dependent = 0;
+  double unmatched_effect = 0;  ///< the largest distance of the range's ends from the forecast, / forecast
+  double backcast_error = 0;    ///< the back-test's largest relative error (see the file comment)
+  double replay_error = 0;      ///< the reference's own replay against its recorded peak reserved (default config)
+  /// The range: the lowest and highest of the forecast and the replays above.
+  [[nodiscard]] std::uint64_t peak_reserved_low() const noexcept {
+    return std::min(
+        {peak_reserved, peak_reserved_unmatched_grown, peak_reserved_irregular_kept, peak_reserved_possible_limit});
+  }
+  [[nodiscard]] std::uint64_t peak_reserved_high() const noexcept {
+    return std::max(
+        {peak_reserved, peak_reserved_unmatched_grown, peak_reserved_irregular_kept, peak_reserved_possible_limit});
+  }
+  bool confident = true;  ///< unmatched_effect, |backcast_error| and |replay_error| <= error_goal
   // Alignment quality.
   std::size_t reference = 0;                 ///< index into probes of the reference
   std::size_t requests = 0;                  ///< the reference's (= the target's) requests

@@ -10,7 +10,9 @@
 //     stopped at L at the target. Requests that grew in proportion are not: they are the program's
 //     tensors (activations grow past any workspace cap), and a cap no probe shows is not assumed
 //     (capping every request that grew less than in proportion breaks the CNNs whose workspaces
-//     are a fixed part and a line).
+//     are a fixed part and a line). When only the larger probe shows such a limit (its largest
+//     request, reached by growing less than in proportion), it is not applied, but the range
+//     replays every request stopped there: the forecast is then not confident.
 //   - Data-dependent sizes. A deterministic program repeats its requests in every step, so a
 //     request whose size followed no exact law between two probes (a workspace chosen by size, a
 //     fixed part and a line) has the same pair of sizes once per step. Sizes that follow the data
@@ -102,8 +104,8 @@ inline std::vector<std::uint8_t> one_off_requests(const RequestStream& ref, cons
 struct ForecastRuleFacts {
   std::uint64_t size_limit = 0;           ///< a limit both probes show (0: none)
   std::size_t capped = 0;                 ///< requests stopped at it
-  std::uint64_t possible_size_limit = 0;  ///< a limit only the reference shows: the range's low end stops there
-  std::size_t would_stop = 0;             ///< requests the low end stops there
+  std::uint64_t possible_size_limit = 0;  ///< a limit only the reference shows (the range replays it)
+  std::size_t would_stop = 0;             ///< requests larger than it at the target
   std::size_t data_dependent = 0;         ///< one-off irregular requests, when they are more than 1 in 10
 };
 
@@ -132,12 +134,9 @@ inline ForecastRuleFacts apply_forecast_rules(const RequestStream& ref, const Re
   auto want = [&](std::size_t i) { return static_cast<double>(ref.requests[i].size); };
   auto got = [&](std::size_t i) { return static_cast<double>(aligned_size(near, al, i)); };
   f.size_limit = observed_size_limit(ref, near, al, law);
-  // A limit only the largest probe shows is not applied; the range's low end stops every request there.
+  // A limit only the largest probe shows is not applied; the range replays every request stopped there.
   f.possible_size_limit = f.size_limit != 0 ? 0 : possible_size_limit(ref, near, al, law);
-  for (std::size_t i = 0; i < n && f.possible_size_limit != 0; ++i) {
-    st.kept[i] = std::min<std::uint64_t>(st.kept[i], f.possible_size_limit);
-    if (st.kept[i] != st.sizes[i]) ++f.would_stop;
-  }
+  for (std::size_t i = 0; i < n && f.possible_size_limit != 0; ++i) f.would_stop += st.sizes[i] > f.possible_size_limit;
   for (std::size_t i = 0; i < n && f.size_limit != 0; ++i) {
     if (st.sizes[i] <= f.size_limit || !grew_less_than(want(i), got(i), law)) continue;
     st.sizes[i] = st.grown[i] = st.kept[i] = f.size_limit;

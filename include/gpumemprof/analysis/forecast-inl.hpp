@@ -295,6 +295,10 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
   const bool square_law =
       detail::sizes_grow_with_square(ref, streams[order[order.size() - 2]], aligned[order[order.size() - 2]],
                                      refp.parameter / probes[order[order.size() - 2]].parameter);
+  // By an image side, a size of (p - c)^2 elements (a convolution without padding, a crop) grows by
+  // more than q^2: with two probes such a size is a + c*p^2 with a < 0, not implausible. (With
+  // three, the parabola through them is fitted; a third probe off the law made it worse.)
+  const bool two_probes = probes.size() == 2;
   std::vector<SizeFit> fits(n);
   std::vector<std::uint64_t> sizes(n), grown(n), kept(n);
   std::size_t irregular = 0, implausible = 0;
@@ -318,7 +322,8 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
         const double got = static_cast<double>(size);
         regular = regular && (detail::size_close(want, got) || detail::size_close(want, got * q) ||
                               detail::size_close(want, got * q * q));
-        plausible = plausible && detail::size_plausible(want, got, q);
+        plausible =
+            plausible && (detail::size_plausible(want, got, q) || (two_probes && square_law && want > got * q * q));
       } else {
         with_all[i] = 0;
         continue;

@@ -197,33 +197,66 @@ TEST_CASE("size models: constant, linear, quadratic by the square law, the parab
 }
 
 namespace {
+/// Whether one of the forecast's warnings says `text`.
+bool warns(const gmp::ForecastResult& f, const std::string& text) {
+  for (const std::string& w : f.warnings) {
+    if (w.find(text) != std::string::npos) return true;
+  }
+  return false;
+}
+
+/// Appends an entry to device 0's trace of `out`.
+void push_entry(gmp::CompactSnapshot& out, A a, std::uint64_t addr, std::uint64_t size, gmp::Frames frames = {}) {
+  gmp::TraceEntry t;
+  t.action = a;
+  t.addr = addr;
+  t.size = size;
+  t.frames = std::move(frames);
+  out.device_traces[0].push_back(t);
+}
+
+/// A program of `steps` steps of `layers` layers: layer l's tensors of `live(l)` bytes kept to
+/// the step's end, then a workspace of `workspace(l)` bytes (0: none) taken and given back. With
+/// `lines`, each request of a step is made at its own line.
+template <class Live, class Workspace>
+gmp::CompactSnapshot layered_program(int steps, std::uint64_t layers, Live live_sizes, Workspace workspace,
+                                     bool lines = false) {
+  gmp::CompactSnapshot out;
+  out.device_traces.resize(1);
+  std::uint64_t addr = 0x1'0000'0000ull;
+  for (int step = 0; step < steps; ++step) {
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> live;
+    int line = 100;
+    auto frames = [&] {
+      return lines ? std::make_shared<const std::vector<gmp::Frame>>(
+                         std::vector<gmp::Frame>{{"train.py", line++, "layer"}})
+                   : gmp::Frames{};
+    };
+    for (std::uint64_t l = 0; l < layers; ++l) {
+      for (const std::uint64_t size : live_sizes(l)) {
+        live.emplace_back(addr += 1 << 24, size);
+        push_entry(out, A::alloc, addr, size, frames());
+      }
+      if (const std::uint64_t ws = workspace(l); ws != 0) {
+        push_entry(out, A::alloc, addr += 1 << 24, ws, frames());
+        push_entry(out, A::free_completed, addr, ws);
+      }
+    }
+    for (const auto& [a, size] : live) push_entry(out, A::free_completed, a, size);
+  }
+  return out;
+}
+}  // namespace
+
+namespace {
 /// A program run at parameter p: `layers` activations of 64 bytes times s kept live until the
 /// step's end, each followed by a workspace of 4 MiB + 256 bytes times s taken and given back; two
 /// steps. s = p^2 (an image side) or 4096 p (a batch).
 gmp::CompactSnapshot workspace_program(std::uint64_t p, int power, int layers = 20) {
-  gmp::CompactSnapshot out;
-  out.device_traces.resize(1);
-  auto push = [&](A a, std::uint64_t addr, std::uint64_t size) {
-    gmp::TraceEntry t;
-    t.action = a;
-    t.addr = addr;
-    t.size = size;
-    out.device_traces[0].push_back(t);
-  };
   const std::uint64_t scale = power == 2 ? p * p : 4096 * p;
-  std::uint64_t addr = 0x1'0000'0000ull;
-  for (int step = 0; step < 2; ++step) {
-    std::vector<std::pair<std::uint64_t, std::uint64_t>> live;
-    for (int l = 0; l < layers; ++l) {
-      live.emplace_back(addr += 1 << 20, 64 * scale);
-      push(A::alloc, live.back().first, live.back().second);
-      const std::uint64_t ws = 4 * MiB + 256 * scale;
-      push(A::alloc, addr += 1 << 20, ws);
-      push(A::free_completed, addr, ws);
-    }
-    for (const auto& [a, size] : live) push(A::free_completed, a, size);
-  }
-  return out;
+  return layered_program(
+      2, static_cast<std::uint64_t>(layers), [&](std::uint64_t) { return std::vector<std::uint64_t>{64 * scale}; },
+      [&](std::uint64_t) { return 4 * MiB + 256 * scale; });
 }
 }  // namespace
 
@@ -349,9 +382,7 @@ TEST_CASE("unmatched bytes that could move the peak: not confident, with both fi
   CHECK(f.unmatched_effect > 0.03);
   CHECK(f.peak_reserved_unmatched_grown > f.peak_reserved);
   CHECK(f.aligned_peak_bytes < 0.97);
-  bool warned = false;
-  for (const std::string& w : f.warnings) warned = warned || w.find("not a confident number") != std::string::npos;
-  CHECK(warned);
+  CHECK(warns(f, "not a confident number"));
   // The explanation names it first: only in the reference, kept at 2 GiB, 8 GiB if it grows with the size.
   REQUIRE(!f.uncertain.empty());
   const gmp::ForecastUncertain& u = f.uncertain.front();
@@ -471,9 +502,7 @@ TEST_CASE("irregular requests bound the forecast: their sizes kept at the refere
   // is a range and says so.
   CHECK(f.peak_reserved_irregular_kept < f.peak_reserved);
   CHECK_FALSE(f.confident);
-  bool warned = false;
-  for (const std::string& w : f.warnings) warned = warned || w.find("stop growing") != std::string::npos;
-  CHECK(warned);
+  CHECK(warns(f, "stop growing"));
 }
 
 TEST_CASE("the back-test compares stream structure: aligned requests at their recorded sizes") {
@@ -509,9 +538,7 @@ TEST_CASE("a reference whose own replay is off its recording: not confident") {
   const gmp::ForecastResult f = gmp::forecast_peak({{8, &a, "8"}, {16, &bumped, "16"}}, 32);
   CHECK(f.replay_error < -0.05);
   CHECK_FALSE(f.confident);
-  bool warned = false;
-  for (const std::string& w : f.warnings) warned = warned || w.find("own history replays") != std::string::npos;
-  CHECK(warned);
+  CHECK(warns(f, "own history replays"));
 }
 
 namespace {
@@ -519,34 +546,9 @@ namespace {
 /// of 4096 p bytes kept to the step's end and a workspace of 1 MiB + 256 KiB (l+1) p taken and
 /// given back, at most 50 MiB (l: the layer; each request made at its own line); two steps.
 gmp::CompactSnapshot capped_program(std::uint64_t p) {
-  gmp::CompactSnapshot out;
-  out.device_traces.resize(1);
-  std::vector<gmp::Frames> lines;
-  for (int k = 0; k < 40; ++k)
-    lines.push_back(
-        std::make_shared<const std::vector<gmp::Frame>>(std::vector<gmp::Frame>{{"train.py", 100 + k, "layer"}}));
-  std::size_t at = 0;
-  auto push = [&](A a, std::uint64_t addr, std::uint64_t size) {
-    gmp::TraceEntry t;
-    t.action = a;
-    t.addr = addr;
-    t.size = size;
-    if (a == A::alloc) t.frames = lines[at++ % lines.size()];
-    out.device_traces[0].push_back(t);
-  };
-  std::uint64_t addr = 0x1'0000'0000ull;
-  for (int step = 0; step < 2; ++step) {
-    std::vector<std::pair<std::uint64_t, std::uint64_t>> live;
-    for (std::uint64_t l = 0; l < 20; ++l) {
-      live.emplace_back(addr += 1 << 20, 4096 * p);
-      push(A::alloc, live.back().first, live.back().second);
-      const std::uint64_t ws = std::min<std::uint64_t>(50 * MiB, MiB + 256 * KiB * (l + 1) * p);
-      push(A::alloc, addr += 1 << 20, ws);
-      push(A::free_completed, addr, ws);
-    }
-    for (const auto& [a, size] : live) push(A::free_completed, a, size);
-  }
-  return out;
+  return layered_program(
+      2, 20, [&](std::uint64_t) { return std::vector<std::uint64_t>{4096 * p}; },
+      [&](std::uint64_t l) { return std::min<std::uint64_t>(50 * MiB, MiB + 256 * KiB * (l + 1) * p); }, true);
 }
 }  // namespace
 
@@ -569,9 +571,7 @@ TEST_CASE("a size limit both largest probes show stops the requests that grew le
   CHECK(g.peak_reserved > actual);
   CHECK(g.peak_reserved_possible_limit == actual);  // exactly: the limit is the program's
   CHECK_FALSE(g.confident);
-  bool named = false;
-  for (const std::string& w : g.warnings) named = named || w.find("every request stops at 50") != std::string::npos;
-  CHECK(named);
+  CHECK(warns(g, "every request stops at 50"));
 }
 
 TEST_CASE("a size limit: recorded ConvNeXt-T (bf16), batch 16+32 -> 64 within 3%, 8+16's range holds it") {
@@ -595,13 +595,7 @@ namespace {
 gmp::CompactSnapshot expert_program(std::uint64_t p, bool routed) {
   gmp::CompactSnapshot out;
   out.device_traces.resize(1);
-  auto push = [&](A a, std::uint64_t addr, std::uint64_t size) {
-    gmp::TraceEntry t;
-    t.action = a;
-    t.addr = addr;
-    t.size = size;
-    out.device_traces[0].push_back(t);
-  };
+  auto push = [&](A a, std::uint64_t addr, std::uint64_t size) { push_entry(out, a, addr, size); };
   std::uint64_t addr = 0x1'0000'0000ull, seed = 12345 + p;
   push(A::alloc, addr, 64 * MiB);  // the weights
   for (int step = 0; step < 3; ++step) {
@@ -633,9 +627,7 @@ TEST_CASE("sizes that follow the data: once in the run, forecast in proportion, 
   const gmp::ForecastResult f = gmp::forecast_peak({{8, &a, "8"}, {16, &b, "16"}}, 64);
   CHECK(f.data_dependent > 0);
   CHECK_FALSE(f.confident);
-  bool warned = false;
-  for (const std::string& w : f.warnings) warned = warned || w.find("follow the data") != std::string::npos;
-  CHECK(warned);
+  CHECK(warns(f, "follow the data"));
   // The same program with fixed shares: its workspace-like sizes (a fixed part and a line) repeat
   // every step, and nothing is data-dependent.
   const gmp::CompactSnapshot c = expert_program(8, false);
@@ -661,27 +653,12 @@ namespace {
 /// A program at image side p: 20 layers, each an input of 64 p^2 bytes and a valid convolution's
 /// output of 64 (p - 16)^2 bytes kept to the step's end; two steps.
 gmp::CompactSnapshot valid_conv_program(std::uint64_t p) {
-  gmp::CompactSnapshot out;
-  out.device_traces.resize(1);
-  auto push = [&](A a, std::uint64_t addr, std::uint64_t size) {
-    gmp::TraceEntry t;
-    t.action = a;
-    t.addr = addr;
-    t.size = size;
-    out.device_traces[0].push_back(t);
-  };
-  std::uint64_t addr = 0x1'0000'0000ull;
-  for (int step = 0; step < 2; ++step) {
-    std::vector<std::pair<std::uint64_t, std::uint64_t>> live;
-    for (int l = 0; l < 20; ++l) {
-      live.emplace_back(addr += 1 << 24, 64 * p * p);
-      push(A::alloc, live.back().first, live.back().second);
-      live.emplace_back(addr += 1 << 24, 64 * (p - 16) * (p - 16));
-      push(A::alloc, live.back().first, live.back().second);
-    }
-    for (const auto& [a, size] : live) push(A::free_completed, a, size);
-  }
-  return out;
+  return layered_program(
+      2, 20,
+      [&](std::uint64_t) {
+        return std::vector<std::uint64_t>{64 * p * p, 64 * (p - 16) * (p - 16)};
+      },
+      [](std::uint64_t) { return std::uint64_t{0}; });
 }
 }  // namespace
 

@@ -14,6 +14,12 @@
 //      or grew by more than q^2, q the ratio of the parameters -- a request paired by position with
 //      another, such as a cuDNN workspace chosen by size; a line through it extrapolates to
 //      nonsense).
+//      What the two largest probes show together (forecast_rules.hpp): a size limit both show
+//      (their largest request, reached by growing): requests that grew less than in proportion
+//      stop there; one only the larger shows is replayed as an end of the range (step 4). Sizes
+//      that follow the data (irregular pairs of sizes seen once in the run): in proportion, and the
+//      forecast is not `confident`. By an image side, with two probes, a size that grew by more
+//      than q^2 is a + c*p^2 with a < 0 ((p - c)^2 elements), not implausible.
 //   3. The target's request stream is the reference's, in the reference's order (so every
 //      request lives exactly as long, relative to the others, as it did there), each request at its
 //      modelled size; it is replayed through the PyTorch-exact allocator (snapshot_replay.hpp)

@@ -80,7 +80,8 @@ inline void print_forecast_text(const ForecastResult& f, const std::vector<Forec
               size_text(f.peak_reserved).c_str(),
               f.confident ? ""
                           : ("  NOT CONFIDENT: " + size_text(f.peak_reserved_low()) + " to " +
-                             size_text(f.peak_reserved_high()))
+                             size_text(f.peak_reserved_high()) +
+                             (f.data_dependent != 0 ? ", not bounding the data-dependent sizes" : ""))
                                 .c_str());
   std::printf("  back-test: the reference's stream at the smaller probes' sizes replays %+.1f%% off their own\n",
               f.backcast_error * 100);

@@ -585,7 +585,8 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
   if (res.data_dependent != 0) {
     res.warnings.push_back(
         "the forecast is not a confident number: " + std::to_string(res.data_dependent) +
-        " request(s) have sizes that follow the data, not the size (their growth between the two largest probes "
+        " request(s) have sizes that follow the data, not the batch size or sequence length (their growth between the "
+        "two largest probes "
         "follows no law and occurs once in the run, where a deterministic program repeats it every step: tokens "
         "routed to experts, masks, nonzero). They are forecast in proportion to the largest probe's sizes; a run at "
         "the target draws other sizes and may make requests no probe made (other kernels past other sizes), which "

@@ -150,27 +150,6 @@ inline std::string divergence_text(const RequestStream& ref, const StreamDiverge
   return s;
 }
 
-/// Whether the program's sizes grow with the square of the parameter: more of the reference's
-/// requests aligned in `other` grew exactly by q^2 than exactly by q (q: the parameters' ratio).
-/// An image side, not a batch or a sequence length (there attention scores grow by q^2, but most
-/// tensors by q).
-inline bool sizes_grow_with_square(const RequestStream& ref, const RequestStream& other, const StreamAlignment& al,
-                                   double q) {
-  std::size_t by_q = 0, by_square = 0;
-  for (std::size_t i = 0; i < ref.requests.size(); ++i) {
-    const std::int64_t j = al.other_of[i];
-    if (j == StreamAlignment::kUnmatched) continue;
-    const double want = static_cast<double>(ref.requests[i].size);
-    const double got = static_cast<double>(other.requests[static_cast<std::size_t>(j)].size);
-    if (size_close(want, got)) continue;
-    if (size_close(want, got * q))
-      ++by_q;
-    else if (size_close(want, got * q * q))
-      ++by_square;
-  }
-  return by_square > by_q;
-}
-
 /// "9 request(s) (no stack) of 73.5 MiB, 132 MiB at sizes 8, 16: 483 MiB at 64 by the fit, 132 MiB if
 /// they stop growing, 528 MiB if they grow on".
 inline std::string uncertain_text(const ForecastUncertain& g, const std::vector<ForecastProbe>& probes) {
@@ -582,16 +561,7 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
         detail::forecast_percent(res.unmatched_effect) + " apart, more than the " +
         detail::forecast_percent(options.error_goal) + " goal" + widest + "; a third probe (--run) narrows it");
   }
-  if (res.data_dependent != 0) {
-    res.warnings.push_back(
-        "the forecast is not a confident number: " + std::to_string(res.data_dependent) +
-        " request(s) have sizes that follow the data, not the batch size or sequence length (their growth between the "
-        "two largest probes "
-        "follows no law and occurs once in the run, where a deterministic program repeats it every step: tokens "
-        "routed to experts, masks, nonzero). They are forecast in proportion to the largest probe's sizes; a run at "
-        "the target draws other sizes and may make requests no probe made (other kernels past other sizes), which "
-        "the range does not bound: measure at the target, or keep a margin");
-  }
+  if (res.data_dependent != 0) res.warnings.push_back(detail::data_dependent_warning(res.data_dependent));
   if (std::fabs(res.backcast_error) > options.error_goal) {
     res.warnings.push_back(
         "the forecast is not a confident number: the largest probe's request stream, sized for a "

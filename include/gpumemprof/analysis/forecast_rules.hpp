@@ -1,5 +1,6 @@
-// Analysis layer: two facts the forecast (forecast.hpp) reads off its probes' aligned request
-// streams, beyond each request's own size model.
+// Analysis layer: what the forecast (forecast.hpp) reads off its two largest probes' aligned
+// request streams together, beyond each request's own size model: whether the program's sizes grow
+// with the square of the parameter (an image side), and the two facts below.
 //
 //   - A size limit the probes show. A library that caps a workspace (cuDNN, cuBLAS) makes
 //     requests that grow with the parameter until they reach the cap and then stay there. Two
@@ -29,6 +30,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -121,6 +123,37 @@ struct ForecastRuleState {
 };
 
 namespace detail {
+
+/// Whether the program's sizes grow with the square of the parameter: more of the reference's
+/// requests aligned in `other` grew exactly by q^2 than exactly by q (q: the parameters' ratio).
+/// An image side, not a batch or a sequence length (there attention scores grow by q^2, but most
+/// tensors by q).
+inline bool sizes_grow_with_square(const RequestStream& ref, const RequestStream& other, const StreamAlignment& al,
+                                   double q) {
+  std::size_t by_q = 0, by_square = 0;
+  for (std::size_t i = 0; i < ref.requests.size(); ++i) {
+    const std::int64_t j = al.other_of[i];
+    if (j == StreamAlignment::kUnmatched) continue;
+    const double want = static_cast<double>(ref.requests[i].size);
+    const double got = static_cast<double>(other.requests[static_cast<std::size_t>(j)].size);
+    if (size_close(want, got)) continue;
+    if (size_close(want, got * q))
+      ++by_q;
+    else if (size_close(want, got * q * q))
+      ++by_square;
+  }
+  return by_square > by_q;
+}
+
+/// The warning when `requests` sizes follow the data (see the file comment).
+inline std::string data_dependent_warning(std::size_t requests) {
+  return "the forecast is not a confident number: " + std::to_string(requests) +
+         " request(s) have sizes that follow the data, not the batch size or sequence length (their growth "
+         "between the two largest probes follows no law and occurs once in the run, where a deterministic program "
+         "repeats it every step: tokens routed to experts, masks, nonzero). They are forecast in proportion to the "
+         "largest probe's sizes; a run at the target draws other sizes and may make requests no probe made (other "
+         "kernels past other sizes), which the range does not bound: measure at the target, or keep a margin";
+}
 
 /// Applies the file comment's rules to `st`: `ref` is the largest probe (at `ref_parameter`),
 /// `near` the next one (q times smaller), `at` the target; `square_law` as forecast.hpp.

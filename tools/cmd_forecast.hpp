@@ -55,20 +55,34 @@ inline void print_forecast_text(const ForecastResult& f, const std::vector<Forec
               f.models[0], f.models[1], f.models[2], f.models[3]);
   std::printf("  irregular: %zu (no exact constant/linear/square law), of which %zu kept at the reference's size\n",
               f.irregular, f.implausible);
+  if (f.size_limit != 0) {
+    std::printf(
+        "  size limit: %s, the largest request of the two largest probes; %zu request(s) that grew less than\n"
+        "    in proportion stop there at the target\n",
+        size_text(f.size_limit).c_str(), f.capped);
+  }
+  if (f.possible_size_limit != 0) {
+    std::printf(
+        "  possible size limit: %s, the largest probe's largest request, reached by growing less than in\n"
+        "    proportion; not applied, the range stops %zu request(s) there\n",
+        size_text(f.possible_size_limit).c_str(), f.would_stop);
+  }
+  if (f.data_dependent != 0) {
+    std::printf(
+        "  data-dependent: %zu irregular request(s) whose sizes occur once in the run (forecast in proportion)\n",
+        f.data_dependent);
+  }
   std::printf("  peak_requested_bytes  %14llu  (%s)\n", static_cast<unsigned long long>(f.peak_requested),
               size_text(f.peak_requested).c_str());
   std::printf("  peak_allocated_bytes  %14llu  (%s)\n", static_cast<unsigned long long>(f.peak_allocated),
               size_text(f.peak_allocated).c_str());
-  std::printf(
-      "  peak_reserved_bytes   %14llu  (%s)%s\n", static_cast<unsigned long long>(f.peak_reserved),
-      size_text(f.peak_reserved).c_str(),
-      f.confident
-          ? ""
-          : ("  NOT CONFIDENT: " +
-             size_text(std::min({f.peak_reserved, f.peak_reserved_unmatched_grown, f.peak_reserved_irregular_kept})) +
-             " to " +
-             size_text(std::max({f.peak_reserved, f.peak_reserved_unmatched_grown, f.peak_reserved_irregular_kept})))
-                .c_str());
+  std::printf("  peak_reserved_bytes   %14llu  (%s)%s\n", static_cast<unsigned long long>(f.peak_reserved),
+              size_text(f.peak_reserved).c_str(),
+              f.confident ? ""
+                          : ("  NOT CONFIDENT: " + size_text(f.peak_reserved_low()) + " to " +
+                             size_text(f.peak_reserved_high()) +
+                             (f.data_dependent != 0 ? ", not bounding the data-dependent sizes" : ""))
+                                .c_str());
   std::printf("  back-test: the reference's stream at the smaller probes' sizes replays %+.1f%% off their own\n",
               f.backcast_error * 100);
   std::printf("  the reference's own history replays %+.1f%% off the peak reserved it recorded\n",
@@ -141,12 +155,16 @@ inline void print_forecast_json(const ForecastResult& f, const std::vector<Forec
   w.field("confident", f.confident);
   w.field("peak_reserved_bytes_if_unmatched_grow", f.peak_reserved_unmatched_grown);
   w.field("peak_reserved_bytes_if_irregular_kept", f.peak_reserved_irregular_kept);
-  w.field("peak_reserved_bytes_low",
-          std::min({f.peak_reserved, f.peak_reserved_unmatched_grown, f.peak_reserved_irregular_kept}));
-  w.field("peak_reserved_bytes_high",
-          std::max({f.peak_reserved, f.peak_reserved_unmatched_grown, f.peak_reserved_irregular_kept}));
+  w.field("peak_reserved_bytes_if_stopped_at_possible_limit", f.peak_reserved_possible_limit);
+  w.field("peak_reserved_bytes_low", f.peak_reserved_low());
+  w.field("peak_reserved_bytes_high", f.peak_reserved_high());
   w.field("irregular_requests", f.irregular);
   w.field("implausible_requests", f.implausible);
+  w.field("size_limit_bytes", f.size_limit);
+  w.field("size_limit_requests", f.capped);
+  w.field("possible_size_limit_bytes", f.possible_size_limit);
+  w.field("possible_size_limit_requests", f.would_stop);
+  w.field("data_dependent_requests", f.data_dependent);
   w.field("backcast_error", f.backcast_error);
   w.field("replay_error", f.replay_error);
   w.field("unmatched_effect", f.unmatched_effect);

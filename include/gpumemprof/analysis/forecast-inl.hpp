@@ -17,6 +17,7 @@
 
 #include "gpumemprof/allocator/format_size.hpp"
 #include "gpumemprof/analysis/forecast.hpp"
+#include "gpumemprof/analysis/forecast_rules.hpp"
 #include "gpumemprof/analysis/request_stream.hpp"
 #include "gpumemprof/analysis/size_model.hpp"
 #include "gpumemprof/analysis/snapshot_replay.hpp"
@@ -149,27 +150,6 @@ inline std::string divergence_text(const RequestStream& ref, const StreamDiverge
   return s;
 }
 
-/// Whether the program's sizes grow with the square of the parameter: more of the reference's
-/// requests aligned in `other` grew exactly by q^2 than exactly by q (q: the parameters' ratio).
-/// An image side, not a batch or a sequence length (there attention scores grow by q^2, but most
-/// tensors by q).
-inline bool sizes_grow_with_square(const RequestStream& ref, const RequestStream& other, const StreamAlignment& al,
-                                   double q) {
-  std::size_t by_q = 0, by_square = 0;
-  for (std::size_t i = 0; i < ref.requests.size(); ++i) {
-    const std::int64_t j = al.other_of[i];
-    if (j == StreamAlignment::kUnmatched) continue;
-    const double want = static_cast<double>(ref.requests[i].size);
-    const double got = static_cast<double>(other.requests[static_cast<std::size_t>(j)].size);
-    if (size_close(want, got)) continue;
-    if (size_close(want, got * q))
-      ++by_q;
-    else if (size_close(want, got * q * q))
-      ++by_square;
-  }
-  return by_square > by_q;
-}
-
 /// "9 request(s) (no stack) of 73.5 MiB, 132 MiB at sizes 8, 16: 483 MiB at 64 by the fit, 132 MiB if
 /// they stop growing, 528 MiB if they grow on".
 inline std::string uncertain_text(const ForecastUncertain& g, const std::vector<ForecastProbe>& probes) {
@@ -294,9 +274,14 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
   const bool square_law =
       detail::sizes_grow_with_square(ref, streams[order[order.size() - 2]], aligned[order[order.size() - 2]],
                                      refp.parameter / probes[order[order.size() - 2]].parameter);
+  // By an image side, a size of (p - c)^2 elements (a convolution without padding, a crop) grows by
+  // more than q^2: with two probes such a size is a + c*p^2 with a < 0, not implausible. (With
+  // three, the parabola through them is fitted; a third probe off the law made it worse.)
+  const bool two_probes = probes.size() == 2;
   std::vector<SizeFit> fits(n);
   std::vector<std::uint64_t> sizes(n), grown(n), kept(n);
   std::size_t irregular = 0, implausible = 0;
+  std::vector<std::uint8_t> irregular_at(n, 0);
   std::vector<std::uint8_t> with_all(n, 1);
   std::size_t aligned_all = 0, aligned_any = 0;
   for (std::size_t i = 0; i < n; ++i) {
@@ -316,7 +301,8 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
         const double got = static_cast<double>(size);
         regular = regular && (detail::size_close(want, got) || detail::size_close(want, got * q) ||
                               detail::size_close(want, got * q * q));
-        plausible = plausible && detail::size_plausible(want, got, q);
+        plausible =
+            plausible && (detail::size_plausible(want, got, q) || (two_probes && square_law && want > got * q * q));
       } else {
         with_all[i] = 0;
         continue;
@@ -335,7 +321,10 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
       ++implausible;
     }
     const bool verified = regular || (m == 3 && fits[i].model == SizeModel::linear && plausible);
-    if (m > 1 && !verified) ++irregular;
+    if (m > 1 && !verified) {
+      ++irregular;
+      irregular_at[i] = 1;
+    }
     aligned_all += with_all[i];
     aligned_any += m > 1 ? 1 : 0;
     ++res.models[static_cast<std::size_t>(fits[i].model)];
@@ -348,6 +337,19 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
     const bool known = m > 1 && verified;
     grown[i] = known ? sizes[i] : std::max(sizes[i], proportional);
     kept[i] = known ? sizes[i] : ref.requests[i].size;
+  }
+  // What the two largest probes show together (forecast_rules.hpp): a size limit, and sizes that
+  // follow the data.
+  {
+    const std::size_t near = order[order.size() - 2];
+    const ForecastRuleFacts facts = detail::apply_forecast_rules(
+        ref, streams[near], aligned[near], refp.parameter / probes[near].parameter, refp.parameter, at, square_law,
+        {fits, sizes, grown, kept, irregular_at, irregular});
+    res.size_limit = facts.size_limit;
+    res.capped = facts.capped;
+    res.possible_size_limit = facts.possible_size_limit;
+    res.would_stop = facts.would_stop;
+    res.data_dependent = facts.data_dependent;
   }
   res.aligned_requests = static_cast<double>(aligned_all) / static_cast<double>(n);
   res.aligned_requests_any = static_cast<double>(aligned_any) / static_cast<double>(n);
@@ -378,9 +380,17 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
     res.peak_reserved_irregular_kept =
         static_cast<std::uint64_t>(detail::forecast_replay_once(alt, ref.device, options.config, 0).peak_reserved);
   }
+  res.peak_reserved_possible_limit = res.peak_reserved;
+  if (res.would_stop != 0) {
+    std::vector<std::uint64_t> stopped(sizes);
+    for (std::uint64_t& s : stopped) s = std::min(s, res.possible_size_limit);
+    const CompactSnapshot alt = detail::forecast_target(ref_snap, ref.device, stopped);
+    res.peak_reserved_possible_limit =
+        static_cast<std::uint64_t>(detail::forecast_replay_once(alt, ref.device, options.config, 0).peak_reserved);
+  }
   const double peak = static_cast<double>(std::max<std::uint64_t>(res.peak_reserved, 1));
-  res.unmatched_effect = std::max(std::fabs(static_cast<double>(res.peak_reserved_unmatched_grown) - peak),
-                                  std::fabs(static_cast<double>(res.peak_reserved_irregular_kept) - peak)) /
+  res.unmatched_effect = std::max(std::fabs(static_cast<double>(res.peak_reserved_low()) - peak),
+                                  std::fabs(static_cast<double>(res.peak_reserved_high()) - peak)) /
                          peak;
   // The back-test: the reference's stream at each smaller probe's size, replayed, against the
   // replay of that probe's own stream. Where they differ, the probes' request streams differ in
@@ -419,7 +429,8 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
           static_cast<double>(s.recorded_peak_reserved);
     }
   }
-  res.confident = res.unmatched_effect <= options.error_goal && std::fabs(res.backcast_error) <= options.error_goal &&
+  res.confident = res.data_dependent == 0 && res.unmatched_effect <= options.error_goal &&
+                  std::fabs(res.backcast_error) <= options.error_goal &&
                   std::fabs(res.replay_error) <= options.error_goal;
 
   // What is live at the target's peak of requested bytes, and how it grew.
@@ -537,14 +548,20 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
         format_size(res.peak_reserved_unmatched_grown) + " if the " + std::to_string(unmatched) +
         " request(s) only the largest probe made and the " + std::to_string(irregular) +
         " irregular ones grow as the program's sizes do (in proportion to " + (square_law ? "the square of " : "") +
-        "the size), and " + format_size(res.peak_reserved_irregular_kept) +
-        " if the irregular ones stop growing (irregular: aligned, but their sizes follow no exact "
-        "constant/linear/square law; " +
+        "the size), and " + format_size(res.peak_reserved_irregular_kept) + " if the irregular ones stop growing" +
+        (res.would_stop == 0
+             ? std::string()
+             : ", and " + format_size(res.peak_reserved_possible_limit) + " if every request stops at " +
+                   format_size(res.possible_size_limit) +
+                   " (the largest probe's largest request, reached by growing less than in proportion: it may be "
+                   "a library's limit, as a workspace cap, that the smaller probe does not show)") +
+        " (irregular: aligned, but their sizes follow no exact constant/linear/square law; " +
         std::to_string(implausible) +
         " of them shrank or outgrew the square law and are kept at the largest probe's size): " +
         detail::forecast_percent(res.unmatched_effect) + " apart, more than the " +
         detail::forecast_percent(options.error_goal) + " goal" + widest + "; a third probe (--run) narrows it");
   }
+  if (res.data_dependent != 0) res.warnings.push_back(detail::data_dependent_warning(res.data_dependent));
   if (std::fabs(res.backcast_error) > options.error_goal) {
     res.warnings.push_back(
         "the forecast is not a confident number: the largest probe's request stream, sized for a "

@@ -14,6 +14,12 @@
 //      or grew by more than q^2, q the ratio of the parameters -- a request paired by position with
 //      another, such as a cuDNN workspace chosen by size; a line through it extrapolates to
 //      nonsense).
+//      What the two largest probes show together (forecast_rules.hpp): a size limit both show
+//      (their largest request, reached by growing): requests that grew less than in proportion
+//      stop there; one only the larger shows is replayed as an end of the range (step 4). Sizes
+//      that follow the data (irregular pairs of sizes seen once in the run): in proportion, and the
+//      forecast is not `confident`. By an image side, with two probes, a size that grew by more
+//      than q^2 is a + c*p^2 with a < 0 ((p - c)^2 elements), not implausible.
 //   3. The target's request stream is the reference's, in the reference's order (so every
 //      request lives exactly as long, relative to the others, as it did there), each request at its
 //      modelled size; it is replayed through the PyTorch-exact allocator (snapshot_replay.hpp)
@@ -38,6 +44,7 @@
 // The straight line through the two largest probes' recorded peaks reserved is given beside.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
@@ -138,10 +145,30 @@ struct ForecastResult {
   std::uint64_t peak_reserved_irregular_kept = 0;   ///< irregular requests at the reference's size
   std::size_t irregular = 0;                        ///< aligned requests whose sizes follow no 1 : q : q^2 law
   std::size_t implausible = 0;  ///< ... of which sizes shrank or outgrew the square law: kept at the reference's size
-  double unmatched_effect = 0;  ///< the larger distance of the two figures above from the forecast, / forecast
+  // What the two largest probes show together (forecast_rules.hpp).
+  /// A size limit both show (0: none): the requests that grew less than in proportion stop there.
+  std::uint64_t size_limit = 0;
+  std::size_t capped = 0;  ///< requests stopped at it
+  /// A limit only the largest probe shows (0: none): not applied, but the requests above it at the
+  /// target are replayed stopped there (`peak_reserved_possible_limit`; the forecast's when none).
+  std::uint64_t possible_size_limit = 0;
+  std::size_t would_stop = 0;
+  std::uint64_t peak_reserved_possible_limit = 0;
+  /// Irregular requests whose sizes follow the data, not the parameter (0: none found; not confident).
+  std::size_t data_dependent = 0;
+  double unmatched_effect = 0;  ///< the largest distance of the range's ends from the forecast, / forecast
   double backcast_error = 0;    ///< the back-test's largest relative error (see the file comment)
   double replay_error = 0;      ///< the reference's own replay against its recorded peak reserved (default config)
-  bool confident = true;        ///< unmatched_effect, |backcast_error| and |replay_error| <= error_goal
+  /// The range: the lowest and highest of the forecast and the replays above.
+  [[nodiscard]] std::uint64_t peak_reserved_low() const noexcept {
+    return std::min(
+        {peak_reserved, peak_reserved_unmatched_grown, peak_reserved_irregular_kept, peak_reserved_possible_limit});
+  }
+  [[nodiscard]] std::uint64_t peak_reserved_high() const noexcept {
+    return std::max(
+        {peak_reserved, peak_reserved_unmatched_grown, peak_reserved_irregular_kept, peak_reserved_possible_limit});
+  }
+  bool confident = true;  ///< unmatched_effect, |backcast_error| and |replay_error| <= error_goal
   // Alignment quality.
   std::size_t reference = 0;                 ///< index into probes of the reference
   std::size_t requests = 0;                  ///< the reference's (= the target's) requests

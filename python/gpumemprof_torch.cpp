@@ -102,21 +102,13 @@ void for_each_device_in_use(F&& f) {
     return true;
   }();
   (void)configured;
-  // An allocator made for this index already (by the program, or before a failed first use) was
-  // made for a device that exists; otherwise Device::cuda checks the index.
-  const bool in_range = device >= 0 && device < gmp::detail::max_cuda_devices;
-  gmp::DeviceAllocator* a =
-      in_range ? gmp::detail::default_allocator_slots().cuda[static_cast<std::size_t>(device)].allocator.load(
-                     std::memory_order_acquire)
-               : nullptr;
-  if (a == nullptr) a = &gmp::default_allocator(gmp::Device::cuda(device));
-  if (!in_range) return *a;  // not reached: Device::cuda refuses such an index
+  gmp::DeviceAllocator& a = gmp::default_allocator(gmp::Device::cuda(device));  // checks the index
   std::lock_guard lock(history_mutex);
   if (served[device].load(std::memory_order_relaxed) == nullptr) {
     if (history_wanted) gmp::record_memory_history(wanted_history, gmp::Device::cuda(device));
-    served[device].store(a, std::memory_order_release);
+    served[device].store(&a, std::memory_order_release);
   }
-  return *a;
+  return a;
 }
 
 gmp::DeviceAllocator& allocator_of(int device) {
@@ -213,15 +205,12 @@ void gpumemprof_record_stream_any_device(void* ptr, cudaStream_t stream) {
     std::array<gmp::DeviceAllocator*, gmp::detail::max_cuda_devices> candidates{};
     std::size_t n = 0;
     int current = -1;
-    if (cudaGetDevice(&current) != cudaSuccess) current = -1;
+    if (cudaGetDevice(&current) == cudaSuccess && current >= 0 && current < gmp::detail::max_cuda_devices &&
+        served[current].load(std::memory_order_acquire) != nullptr) {
+      candidates[n++] = &allocator_of(current);
+    }
     for_each_device_in_use([&](int d) {
-      if (d == current) {
-        std::move_backward(candidates.begin(), candidates.begin() + n, candidates.begin() + n + 1);
-        candidates[0] = &allocator_of(d);
-      } else {
-        candidates[n] = &allocator_of(d);
-      }
-      ++n;
+      if (d != current) candidates[n++] = &allocator_of(d);
     });
     (void)gpumemprof_torch::record_stream_in_owner(ptr, gmp::Stream(stream),
                                                    std::span<gmp::DeviceAllocator* const>(candidates.data(), n));

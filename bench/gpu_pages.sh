@@ -56,6 +56,10 @@ if [ $rc = 0 ]; then say "ok: test_gpu [expandable GPU*]: $(tail -2 "$OUT/test_g
 else say "FAILED: test_gpu [expandable GPU*] exit $rc: $(tail -3 "$OUT/test_gpu.txt" | tr -s '\n ' ' ')"; fi
 
 # 2. Replays on cuda:0 against sim:0, both expandable policies: equal but for the timings.
+# The simulated device gets the GPU's size (the compacting policy's budget reads the device's free
+# memory; PyTorch's policy does not depend on it).
+total_mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits -i 0 2>/dev/null | tr -dc 0-9)
+[ -n "$total_mib" ] && export GPUMEMPROF_SIM_CAPACITY="${total_mib}MiB"
 printf 'trace\tconfig\tdevice\tfigures\n' > "$OUT/replays.tsv"
 same=0; differ=0
 for t in tests/data/*.trace.gz; do

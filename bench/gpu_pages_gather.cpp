@@ -55,6 +55,19 @@ double time_gather(float* src, const std::uint32_t* index, float* out, int reps)
   GPUMEMPROF_CUDA_CHECK(cudaGetLastError());
   (void)cudaEventDestroy(a);
   (void)cudaEventDestroy(b);
+  // The gather read what fill_src wrote: src[i] = i & 0xFFFF (a wrong mapping would not).
+  std::vector<std::uint32_t> idx(4096);
+  std::vector<float> got(idx.size());
+  const std::size_t at = kIndices - idx.size();  // the last indices: the whole tensor was mapped
+  GPUMEMPROF_CUDA_CHECK(cudaMemcpy(idx.data(), index + at, idx.size() * sizeof(idx[0]), cudaMemcpyDeviceToHost));
+  GPUMEMPROF_CUDA_CHECK(cudaMemcpy(got.data(), out + at, got.size() * sizeof(got[0]), cudaMemcpyDeviceToHost));
+  for (std::size_t i = 0; i < idx.size(); ++i) {
+    if (got[i] != static_cast<float>(idx[i] & 0xFFFF)) {
+      std::printf("gpu_pages_gather: wrong value at index %zu: %g, want %u\n", at + i, static_cast<double>(got[i]),
+                  idx[i] & 0xFFFF);
+      std::exit(1);
+    }
+  }
   return median(ms);
 }
 }  // namespace
@@ -72,8 +85,8 @@ int main(int argc, char** argv) {
               kIndices >> 20, rounds, reps);
   std::uint32_t* index = nullptr;
   float* out = nullptr;
-  GPUMEMPROF_CUDA_CHECK(cudaMalloc(&index, kIndices * sizeof(std::uint32_t)));
-  GPUMEMPROF_CUDA_CHECK(cudaMalloc(&out, kIndices * sizeof(float)));
+  GPUMEMPROF_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&index), kIndices * sizeof(std::uint32_t)));
+  GPUMEMPROF_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&out), kIndices * sizeof(float)));
   fill_index_launch(index, kIndices, static_cast<std::uint32_t>(kSrc), nullptr);
   std::map<std::string, std::vector<double>> times;
   const std::vector<std::string> contenders = {"cudaMalloc", "expandable_segments:True",
@@ -84,7 +97,7 @@ int main(int argc, char** argv) {
       std::string layout;
       if (c == "cudaMalloc") {
         float* src = nullptr;
-        GPUMEMPROF_CUDA_CHECK(cudaMalloc(&src, kSrcBytes));
+        GPUMEMPROF_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&src), kSrcBytes));
         ms = time_gather(src, index, out, reps);
         GPUMEMPROF_CUDA_CHECK(cudaFree(src));
       } else {

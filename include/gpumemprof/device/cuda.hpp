@@ -381,7 +381,11 @@ class CudaBackend {
     CUmemAccessDesc access{};
     access.location = prop.location;
     access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    GPUMEMPROF_CU_CHECK(api.set_access(static_cast<CUdeviceptr>(r.base + offset), bytes, &access, 1));
+    if (const CUresult err = api.set_access(static_cast<CUdeviceptr>(r.base + offset), bytes, &access, 1);
+        err != CUDA_SUCCESS) {
+      unmap_locked(r, offset, bytes);  // a failed map leaves nothing mapped
+      GPUMEMPROF_CU_CHECK(err);
+    }
     return true;
   }
 

@@ -9,7 +9,8 @@
 #   2. replays of every tests/data trace with expandable_segments:True and
 #      compacting_expandable_segments:True on cuda:0 and on sim:0: every figure but the timings
 #      must match (the simulated device refuses an unmap of part of a physical allocation, as the
-#      driver does; cuda:0 checks the driver agrees);
+#      driver does; cuda:0 checks the driver agrees); replays.tsv also has each one's ns per pair
+#      (the compacting policy's page moves now release and create physical allocations);
 #   3. a random gather over a 2 GiB tensor (64 Mi indices) from cudaMalloc, from our allocator under
 #      expandable_segments:True (20 MiB physical allocations) and under the compacting policy
 #      (2 MiB): median ms per gather and the ratio to cudaMalloc, rounds interleaved.
@@ -60,7 +61,7 @@ else say "FAILED: test_gpu [expandable GPU*] exit $rc: $(tail -3 "$OUT/test_gpu.
 # memory; PyTorch's policy does not depend on it).
 total_mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits -i 0 2>/dev/null | tr -dc 0-9)
 [ -n "$total_mib" ] && export GPUMEMPROF_SIM_CAPACITY="${total_mib}MiB"
-printf 'trace\tconfig\tdevice\tfigures\n' > "$OUT/replays.tsv"
+printf 'trace\tconfig\tdevice\tns_per_pair\tfigures\n' > "$OUT/replays.tsv"
 same=0; differ=0
 for t in tests/data/*.trace.gz; do
   for conf in expandable_segments:True compacting_expandable_segments:True; do
@@ -73,9 +74,12 @@ try:
     print(" ".join("%s=%s" % (k, v) for k, v in sorted(d.items()) if k not in ("device", "trace") and "ns_per" not in k))
 except Exception as e:
     print("ERROR", e)' )
+      ns=$(printf '%s' "$j" | python3 -c 'import json,sys
+try: print(json.loads(sys.stdin.read()).get("ns_per_pair", "-"))
+except Exception: print("-")')
       [ "${f#ERROR}" != "$f" ] && f="ERROR: $(printf '%s' "$j" | tail -c 300)"
       figs+=("$f")
-      printf '%s\t%s\t%s\t%s\n' "$(basename "$t" .trace.gz)" "$conf" "$dev" "$f" >> "$OUT/replays.tsv"
+      printf '%s\t%s\t%s\t%s\t%s\n' "$(basename "$t" .trace.gz)" "$conf" "$dev" "$ns" "$f" >> "$OUT/replays.tsv"
     done
     if [ "${figs[0]}" = "${figs[1]}" ] && [ "${figs[0]#ERROR}" = "${figs[0]}" ]; then
       same=$((same + 1))

@@ -113,9 +113,9 @@ struct QuietSim : gmp::SimulatedBackend {
     Pause p;
     return SimulatedBackend::name();
   }
-  gmp::Reservation reserve(std::size_t n) {
+  gmp::Reservation reserve(std::size_t n, std::size_t page) {
     Pause p;
-    return SimulatedBackend::reserve(n);
+    return SimulatedBackend::reserve(n, page);
   }
   void release(gmp::Reservation r) {
     Pause p;

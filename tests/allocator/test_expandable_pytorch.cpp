@@ -5,6 +5,8 @@
 // every segment_map event (its reservation, offset and size), in order. The default policy's
 // figures in the same file: see test_replay_parity.cpp. Also the compacting policy's warm replays.
 #include <fstream>
+#include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -62,6 +64,27 @@ struct SegmentLog {
   }
 };
 
+// The physical allocations behind the mapped bytes: c10's, one per page of the pool (20 MiB large,
+// 2 MiB small); the compacting policy's, one per 2 MiB. The simulated device refuses to unmap
+// part of one (as the driver does), so a replay that got this far never tried.
+void check_physical_pages(SimAlloc& s, bool compacting) {
+  const auto st = s.stats();
+  const auto small = static_cast<std::size_t>(st.reserved_bytes[gmp::StatPool::small_pool].current);
+  const auto large = static_cast<std::size_t>(st.reserved_bytes[gmp::StatPool::large_pool].current);
+  std::map<std::size_t, std::size_t> want;
+  if (compacting) {
+    want[2 * MiB] = (small + large) / (2 * MiB);
+  } else {
+    want[2 * MiB] = small / (2 * MiB);
+    want[20 * MiB] = large / (20 * MiB);
+    CHECK(large % (20 * MiB) == 0);
+  }
+  std::erase_if(want, [](const auto& kv) { return kv.second == 0; });
+  CHECK(s.sim().physical_pages() == want);
+  const auto c = s.sim().counters();
+  CHECK(c.physical_created - c.physical_released == (want[2 * MiB] + want[20 * MiB]));
+}
+
 // The recording's procedure (bench/gpu_compare.cpp's): a cold replay on a fresh allocator, then
 // warm ones on the same allocator; after each, the blocks still live are freed and peaks reset.
 struct Replays {
@@ -87,6 +110,7 @@ Replays replay_all(const std::string& trace, const char* conf, int warm) {
                     r.stats.num_device_free - before.num_device_free};
     for (void* p : live) s.a.deallocate(p);
     s.a.validate();
+    check_physical_pages(s, std::string_view(conf).starts_with("compacting"));
     s.a.reset_peak_memory_stats();
     s.a.flush_events();
     if (i == 0) {
@@ -99,6 +123,9 @@ Replays replay_all(const std::string& trace, const char* conf, int warm) {
   }
   out.warm_events = log.events.size();
   s.a.remove_event_sink(0);
+  s.a.empty_cache();  // every page unmapped, whole physical allocations only
+  CHECK(s.sim().physical_pages().empty());
+  CHECK(s.sim().counters().physical_created == s.sim().counters().physical_released);
   return out;
 }
 
@@ -143,6 +170,77 @@ TEST_CASE("expandable_segments:True maps 20 MiB pages in the large pool, 2 MiB i
   CHECK(s.stats().reserved_bytes.all().current == 0);
   CHECK(s.stats().num_device_free == 2);  // one unmap per free block (large, then small)
   s.a.validate();
+}
+
+TEST_CASE("expandable_segments:True: one physical allocation per page, made and mapped with one call each") {
+  SimAlloc s("expandable_segments:True");
+  void* a = s.a.allocate(3 * MiB);
+  CHECK(s.sim().physical_pages() == std::map<std::size_t, std::size_t>{{20 * MiB, 1}});
+  void* b = s.a.allocate(50 * MiB);  // 53 MiB in all: two more pages, one map of 40 MiB
+  CHECK(s.sim().counters().map_calls == 2);
+  CHECK(s.sim().counters().physical_created == 3);
+  CHECK(s.sim().physical_pages() == std::map<std::size_t, std::size_t>{{20 * MiB, 3}});
+  void* c = s.a.allocate(1000);  // the small pool: its own reservation, a 2 MiB page
+  CHECK(s.sim().physical_pages() == std::map<std::size_t, std::size_t>{{2 * MiB, 1}, {20 * MiB, 3}});
+  s.a.deallocate(b);  // the free block [3 MiB, 60 MiB) holds two whole pages: [20, 60) MiB
+  s.a.empty_cache();  // one unmap of the two pages; the first page holds `a` and stays
+  CHECK(s.sim().counters().unmap_calls == 1);
+  CHECK(s.sim().counters().physical_released == 2);
+  CHECK(s.sim().physical_pages() == std::map<std::size_t, std::size_t>{{2 * MiB, 1}, {20 * MiB, 1}});
+  s.a.deallocate(a);
+  s.a.deallocate(c);
+  s.a.empty_cache();
+  CHECK(s.sim().physical_pages().empty());
+  CHECK(s.sim().counters().physical_released == 4);
+  s.a.validate();
+}
+
+TEST_CASE("compacting_expandable_segments:True maps and unmaps 2 MiB physical allocations") {
+  SimAlloc s("compacting_expandable_segments:True");
+  void* a = s.a.allocate(3 * MiB);
+  void* b = s.a.allocate(5 * MiB);
+  CHECK(s.sim().physical_pages() == std::map<std::size_t, std::size_t>{{2 * MiB, 4}});
+  s.a.deallocate(a);
+  s.a.empty_cache();  // [0, 3) MiB is free: one whole 2 MiB page goes; the page `b` shares stays
+  CHECK(s.sim().physical_pages() == std::map<std::size_t, std::size_t>{{2 * MiB, 3}});
+  s.a.deallocate(b);
+  s.a.empty_cache();
+  CHECK(s.sim().physical_pages().empty());
+  s.a.validate();
+}
+
+namespace {
+// A simulated device that reports, as the allocator that owns it is destroyed, what is still
+// mapped and reserved on it.
+struct Watched : gmp::SimulatedBackend {
+  struct Left {
+    std::size_t mapped = ~std::size_t{0}, reservations = ~std::size_t{0};
+  };
+  explicit Watched(std::shared_ptr<Left> l)
+      : gmp::SimulatedBackend(gmp::SimulatedOptions{80 * GiB, 0, 2 * MiB, false}), left(std::move(l)) {}
+  Watched(Watched&&) = default;
+  Watched& operator=(Watched&&) = delete;
+  ~Watched() {
+    if (left) *left = {mapped_bytes(), reservation_count()};
+  }
+  std::shared_ptr<Left> left;
+};
+}  // namespace
+
+TEST_CASE("a destroyed allocator unmaps every expandable page, though blocks end inside pages") {
+  for (const char* conf : {"expandable_segments:True", "compacting_expandable_segments:True"}) {
+    INFO(conf);
+    auto left = std::make_shared<Watched::Left>();
+    {
+      gmp::CachingAllocator<Watched> a{Watched(left), gmp::AllocatorConfig(conf)};
+      (void)a.allocate(3 * MiB);  // live: the allocator frees them with the device
+      (void)a.allocate(7 * MiB);
+      (void)a.allocate(1000);
+      CHECK(a.backend().mapped_bytes() > 0);
+    }
+    CHECK(left->mapped == 0);
+    CHECK(left->reservations == 0);
+  }
 }
 
 TEST_CASE("compacting_expandable_segments:True: warm replays map nothing once the workload settled") {

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -101,7 +102,7 @@ TEST_CASE("simulated events complete when the test says so, in stream order") {
 
 TEST_CASE("simulated virtual memory: reserve, map, unmap against the capacity") {
   gmp::SimulatedBackend sim(gmp::SimulatedOptions{.capacity = 8 * MiB});
-  const auto r = sim.reserve(24 * MiB);  // address space only: more than the capacity
+  const auto r = sim.reserve(24 * MiB, 2 * MiB);  // address space only: more than the capacity
   REQUIRE(r.size == 24 * MiB);
   CHECK(sim.map(r, 0, 6 * MiB));
   CHECK_FALSE(sim.map(r, 6 * MiB, 4 * MiB));  // would exceed 8 MiB
@@ -112,6 +113,43 @@ TEST_CASE("simulated virtual memory: reserve, map, unmap against the capacity") 
   sim.release(r);
 }
 
+TEST_CASE("simulated virtual memory: one physical allocation per page; no unmap of part of one") {
+  gmp::SimulatedBackend sim(gmp::SimulatedOptions{.capacity = GiB});
+  CHECK_THROWS_WITH(sim.reserve(GiB, 3 * MiB), Contains("not a multiple of the mapping granularity"));
+  const gmp::Reservation r = sim.reserve(90 * MiB, 20 * MiB);  // c10's large-pool page
+  REQUIRE(r.size == 100 * MiB);                                // whole pages
+  CHECK(r.page == 20 * MiB);
+  REQUIRE(sim.map(r, 0, 40 * MiB));
+  REQUIRE(sim.map(r, 60 * MiB, 20 * MiB));
+  CHECK(sim.counters().physical_created == 3);
+  CHECK(sim.physical_pages() == std::map<std::size_t, std::size_t>{{20 * MiB, 3}});
+  CHECK_THROWS_WITH(sim.map(r, 20 * MiB, 40 * MiB), Contains("already mapped"));
+  CHECK_THROWS_WITH(sim.map(r, 40 * MiB, 2 * MiB), Contains("not whole pages"));
+  // The driver's rule: cuMemUnmap of part of a range mapped from one handle fails.
+  CHECK_THROWS_WITH(sim.unmap(r, 0, 2 * MiB), Contains("part of a physical allocation"));
+  CHECK_THROWS_WITH(sim.unmap(r, 2 * MiB, 18 * MiB), Contains("start inside"));
+  CHECK_THROWS_WITH(sim.unmap(r, 0, 22 * MiB), Contains("end inside"));
+  CHECK_THROWS_WITH(sim.unmap(r, 20 * MiB, 60 * MiB), Contains("not mapped"));  // a hole in the range
+  CHECK(sim.mapped_bytes() == 60 * MiB);                                        // the refused unmaps changed nothing
+  CHECK_THROWS_WITH(sim.release(r), Contains("still mapped"));
+  sim.unmap(r, 0, 40 * MiB);  // two whole allocations at once
+  CHECK(sim.counters().physical_released == 2);
+  CHECK(sim.physical_pages() == std::map<std::size_t, std::size_t>{{20 * MiB, 1}});
+  sim.unmap(r, 60 * MiB, 20 * MiB);
+  CHECK(sim.physical_pages().empty());
+  sim.release(r);
+  // The allocation map lives with the reservation: a 2 MiB-page reservation unmaps page by page.
+  const gmp::Reservation small = sim.reserve(8 * MiB, 2 * MiB);
+  REQUIRE(sim.map(small, 0, 8 * MiB));
+  CHECK(sim.physical_pages() == std::map<std::size_t, std::size_t>{{2 * MiB, 4}});
+  sim.unmap(small, 2 * MiB, 2 * MiB);
+  sim.unmap(small, 0, 2 * MiB);
+  sim.unmap(small, 4 * MiB, 4 * MiB);
+  sim.release(small);
+  CHECK(sim.counters().physical_created == 7);
+  CHECK(sim.counters().physical_released == 7);
+}
+
 TEST_CASE("simulated reservations past the device's first address range get ranges of their own") {
   // The range taken at construction holds eight times the capacity (less where the process has
   // less address space, as under ThreadSanitizer); a CUDA driver's address space is far larger,
@@ -120,7 +158,7 @@ TEST_CASE("simulated reservations past the device's first address range get rang
   gmp::SimulatedBackend sim(gmp::SimulatedOptions{.capacity = 64 * MiB});
   std::vector<gmp::Reservation> held;
   for (int i = 0; i < 10; ++i) {
-    held.push_back(sim.reserve(72 * MiB));
+    held.push_back(sim.reserve(72 * MiB, 2 * MiB));
     REQUIRE(held.back().size == 72 * MiB);
   }
   for (std::size_t i = 1; i < held.size(); ++i) {
@@ -133,7 +171,7 @@ TEST_CASE("simulated reservations past the device's first address range get rang
   static_cast<unsigned char*>(reinterpret_cast<void*>(held.back().base))[64 * MiB - 1] = 1;  // host memory
   sim.unmap(held.back(), 0, 64 * MiB);
   for (const auto& r : held) sim.release(r);
-  CHECK(sim.reserve(72 * MiB).size == 72 * MiB);  // released ranges are reused
+  CHECK(sim.reserve(72 * MiB, 2 * MiB).size == 72 * MiB);  // released ranges are reused
 }
 
 TEST_CASE("host backend hands out real, aligned memory") {
@@ -160,7 +198,7 @@ TEST_CASE("AnyBackend wraps a backend chosen from a Device") {
   b.free(p);
   auto h = gmp::AnyBackend::for_device(gmp::Device::host());
   CHECK_FALSE(h.supports_virtual_memory());
-  CHECK_THROWS_AS(h.reserve(MiB), gmp::DeviceRuntimeError);
+  CHECK_THROWS_AS(h.reserve(MiB, 2 * MiB), gmp::DeviceRuntimeError);
 }
 
 TEST_CASE("GPUMEMPROF_SIM_CAPACITY sets the simulated capacity; bad values are explained") {
@@ -211,7 +249,7 @@ TEST_CASE("simulated memory is host memory committed lazily and given back when 
 
 TEST_CASE("mapped pages of a simulated reservation are host memory; unmapping gives them back") {
   gmp::SimulatedBackend sim(gmp::SimulatedOptions{.capacity = 16 * MiB});
-  const gmp::Reservation r = sim.reserve(8 * MiB);
+  const gmp::Reservation r = sim.reserve(8 * MiB, 2 * MiB);
   REQUIRE(r.base != 0);
   REQUIRE(sim.map(r, 2 * MiB, 4 * MiB));
   auto* p = reinterpret_cast<unsigned char*>(r.base + 2 * MiB);

@@ -5,8 +5,8 @@
 
 #include <vector>
 
-#include "catch.hpp"
 #include "../units.hpp"
+#include "catch.hpp"
 #include "gpu_kernels.hpp"
 #include "gpumemprof/allocator/caching_allocator.hpp"
 #include "gpumemprof/device/cuda.hpp"
@@ -147,4 +147,72 @@ TEST_CASE("expandable GPU: two streams, one reservation each; pages recycled acr
   CHECK(reserved(a) == 0);
   GPUMEMPROF_CUDA_CHECK(cudaStreamDestroy(s1));
   GPUMEMPROF_CUDA_CHECK(cudaStreamDestroy(s2));
+}
+
+namespace {
+// The physical allocation (driver handle) mapped at `p`, as the driver reports it.
+CUmemGenericAllocationHandle handle_at(const void* p) {
+  using Retain = CUresult (*)(CUmemGenericAllocationHandle*, void*);
+  static Retain retain = nullptr;
+  if (retain == nullptr) REQUIRE(gmp::detail::driver_entry(retain, "cuMemRetainAllocationHandle"));
+  CUmemGenericAllocationHandle h = 0;
+  REQUIRE(retain(&h, const_cast<void*>(p)) == CUDA_SUCCESS);
+  REQUIRE(gmp::detail::CudaVmmApi::get().release(h) == CUDA_SUCCESS);  // the retain's reference
+  return h;
+}
+}  // namespace
+
+TEST_CASE("expandable GPU: PyTorch's policy makes one physical allocation per 20 MiB page (2 MiB small)") {
+  REQUIRE(gmp::CudaBackend(0).supports_virtual_memory());
+  CudaAllocator a(gmp::CudaBackend(0), gmp::AllocatorConfig("expandable_segments:True"));
+  const Buffer p{a.allocate(3 * MiB), 3 * MiB, 21};
+  auto calls = a.backend().vmm_calls();
+  CHECK(calls.creates == 1);  // c10: one cuMemCreate and one cuMemMap per page
+  CHECK(calls.maps == 1);
+  const Buffer q{a.allocate(50 * MiB), 50 * MiB, 22};  // 53 MiB: two more pages, one map of 40 MiB
+  const Buffer s{a.allocate(1000), 1000, 23};          // the small pool's reservation: a 2 MiB page
+  calls = a.backend().vmm_calls();
+  CHECK(calls.creates == 4);
+  CHECK(calls.maps == 4);
+  CHECK(a.memory_stats().num_device_alloc == 3);  // PyTorch counts map() calls
+  // The driver's own view: every 2 MiB of a 20 MiB page is the same physical allocation.
+  const auto* base = static_cast<const char*>(p.p);
+  CHECK(handle_at(base) == handle_at(base + 18 * MiB));
+  CHECK(handle_at(base + 20 * MiB) == handle_at(base + 38 * MiB));
+  CHECK(handle_at(base) != handle_at(base + 20 * MiB));
+  CHECK(handle_at(base + 40 * MiB) != handle_at(base + 20 * MiB));
+  for (const Buffer& b : {p, q, s}) fill(b);
+  for (const Buffer& b : {p, q, s}) CHECK(bad(b) == 0);
+  a.deallocate(q.p);
+  a.empty_cache();  // [20, 60) MiB is free: two whole pages go in one unmap; p's page stays
+  calls = a.backend().vmm_calls();
+  CHECK(calls.unmaps == 2);
+  CHECK(calls.releases == 2);
+  CHECK(bad(p) == 0);
+  CHECK(bad(s) == 0);
+  a.deallocate(p.p);
+  a.deallocate(s.p);
+  a.empty_cache();
+  a.validate();
+  CHECK(reserved(a) == 0);
+  calls = a.backend().vmm_calls();
+  CHECK(calls.releases == calls.creates);
+}
+
+TEST_CASE("expandable GPU: the compacting policy's physical allocations are 2 MiB each") {
+  REQUIRE(page() == 2 * MiB);
+  CudaAllocator a(gmp::CudaBackend(0), gmp::AllocatorConfig("compacting_expandable_segments:True"));
+  const Buffer p{a.allocate(3 * MiB), 3 * MiB, 31};
+  const Buffer q{a.allocate(5 * MiB), 5 * MiB, 32};
+  CHECK(a.backend().vmm_calls().creates == 4);
+  const auto* base = static_cast<const char*>(p.p);
+  CHECK(handle_at(base) != handle_at(base + 2 * MiB));
+  a.deallocate(p.p);
+  a.empty_cache();  // the free first page alone
+  CHECK(a.backend().vmm_calls().releases == 1);
+  fill(q);
+  CHECK(bad(q) == 0);
+  a.deallocate(q.p);
+  a.empty_cache();
+  CHECK(reserved(a) == 0);
 }

@@ -62,14 +62,20 @@ CachingAllocator<Backend>::~CachingAllocator() {
       }
       if constexpr (VirtualMemoryBackend<Backend>) {
         backend_.synchronize_stream(s->stream);
-        for (const Block* b = s->head; b != nullptr; b = b->next()) {
-          if (b->mapped) backend_.unmap(s->reservation, b->addr - s->addr, b->size);
+        // Each run of mapped blocks at once: runs start and end on page boundaries (holes do),
+        // while a block may end inside a page, which the driver cannot unmap in part.
+        for (const Block* b = s->head; b != nullptr;) {
+          if (!b->mapped) {
+            b = b->next();
+            continue;
+          }
+          const std::uintptr_t from = b->addr;
+          while (b != nullptr && b->mapped) b = b->next();
+          const std::uintptr_t to = b != nullptr ? b->addr : s->addr + s->reservation.size;
+          backend_.unmap(s->reservation, from - s->addr, to - from);
         }
         backend_.release(s->reservation);
       }
-    }
-    if constexpr (VirtualMemoryBackend<Backend>) {
-      if (expandable_) backend_.release_spare_pages();
     }
   } catch (...) {  // NOLINT(bugprone-empty-catch): a destructor must not throw; the device reclaims at exit
   }

@@ -379,9 +379,6 @@ void CachingAllocator<Backend>::release_stream(Stream stream) {
       }
       s = next;
     }
-    if constexpr (VirtualMemoryBackend<Backend>) {
-      if (expandable_) backend_.release_spare_pages();
-    }
     for (Segment* s = segment_list_.head(); s != nullptr; s = s->list_next) {
       if (s->stream != stream) continue;
       rehome_segment(s, add_shard_exclusive(Stream{}, s->pool));

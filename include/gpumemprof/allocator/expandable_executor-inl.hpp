@@ -109,7 +109,6 @@ Block* ExpandableExecutor<Backend>::map_growth(ShardPool& pool, Stream stream, s
   Segment* seg = segs[place->segment];
   auto fail = [&]() GPUMEMPROF_REQUIRES(device_) -> Block* {  // a reservation made for nothing goes back at once
     if (!seg->head->is_split() && !seg->head->mapped) release_reservation(seg);
-    if constexpr (VirtualMemoryBackend<Backend>) backend_.release_spare_pages();
     return nullptr;
   };
   const PlannedSegment& where = layout.segments[place->segment];
@@ -130,8 +129,7 @@ Block* ExpandableExecutor<Backend>::map_growth(ShardPool& pool, Stream stream, s
       if (cur == nullptr) return fail();
     }
     if (cur == nullptr) cur = block_at(*seg, begin);  // PyTorch: a free block before a hole held it
-    if constexpr (VirtualMemoryBackend<Backend>) backend_.release_spare_pages();  // recycled pages were used
-    return cur;  // free, in its tree: hand_out takes it
+    return cur;                                       // free, in its tree: hand_out takes it
   } catch (...) {
     fail();
     throw;
@@ -195,7 +193,7 @@ Block* ExpandableExecutor<Backend>::new_reservation(ShardPool& pool, Stream stre
       segment_list_.recycle(s);
       throw;
     }
-    const Reservation r = backend_.reserve(bytes);
+    const Reservation r = backend_.reserve(bytes, page);  // one physical allocation per page, as c10
     if (r.size == 0) {
       block_records_.put(b);
       segment_list_.recycle(s);
@@ -293,7 +291,6 @@ void ExpandableExecutor<Backend>::release_all() {
     release_pool(large_);
     release_pool(small_);
   }
-  if constexpr (VirtualMemoryBackend<Backend>) backend_.release_spare_pages();
 }
 
 // PyTorch's release_blocks for expandable segments: every free mapped block of the pool, in the

@@ -76,12 +76,11 @@ class AnyBackend {
   /// Whether the wrapped backend offers virtual-memory mapping (expandable segments).
   [[nodiscard]] bool supports_virtual_memory() const { return impl_->supports_vm(); }
   [[nodiscard]] std::size_t granularity() const { return impl_->granularity(); }
-  [[nodiscard]] Reservation reserve(std::size_t n) { return impl_->reserve(n); }
+  [[nodiscard]] Reservation reserve(std::size_t n, std::size_t page) { return impl_->reserve(n, page); }
   void release(Reservation r) { impl_->release(r); }
   [[nodiscard]] bool map(Reservation r, std::size_t off, std::size_t n) { return impl_->map(r, off, n); }
   void unmap(Reservation r, std::size_t off, std::size_t n) { impl_->unmap(r, off, n); }
   void synchronize_stream(Stream s) { impl_->synchronize_stream(s); }
-  void release_spare_pages() { impl_->release_spare_pages(); }
   /// A new stream of the device: a CUDA stream on cuda:N; elsewhere (no queued work) a fresh
   /// stream number. Pass it to destroy_stream when done.
   [[nodiscard]] Stream create_stream() { return impl_->create_stream(); }
@@ -116,12 +115,11 @@ class AnyBackend {
     virtual CaptureMode exchange_capture_mode(CaptureMode) = 0;
     [[nodiscard]] virtual bool supports_vm() const = 0;
     [[nodiscard]] virtual std::size_t granularity() const = 0;
-    virtual Reservation reserve(std::size_t) = 0;
+    virtual Reservation reserve(std::size_t, std::size_t) = 0;
     virtual void release(Reservation) = 0;
     virtual bool map(Reservation, std::size_t, std::size_t) = 0;
     virtual void unmap(Reservation, std::size_t, std::size_t) = 0;
     virtual void synchronize_stream(Stream) = 0;
-    virtual void release_spare_pages() = 0;
     virtual Stream create_stream() = 0;
     virtual void destroy_stream(Stream) = 0;
   };
@@ -161,8 +159,8 @@ class AnyBackend {
       if constexpr (VirtualMemoryBackend<B>) return backend.granularity();
       return 0;
     }
-    Reservation reserve(std::size_t n) override {
-      if constexpr (VirtualMemoryBackend<B>) return backend.reserve(n);
+    Reservation reserve(std::size_t n, std::size_t page) override {
+      if constexpr (VirtualMemoryBackend<B>) return backend.reserve(n, page);
       unsupported();
     }
     void release(Reservation r) override {
@@ -186,9 +184,6 @@ class AnyBackend {
         backend.synchronize_stream(s);
       else
         unsupported();
-    }
-    void release_spare_pages() override {
-      if constexpr (VirtualMemoryBackend<B>) backend.release_spare_pages();
     }
     Stream create_stream() override {
       if constexpr (requires { backend.create_stream(); }) return backend.create_stream();

@@ -46,10 +46,13 @@ struct MemInfo {
   std::size_t total = 0;
 };
 
-/// One virtual-memory reservation for expandable segments.
+/// One virtual-memory reservation for expandable segments: `size` bytes of address space from
+/// `base`, backed by physical allocations of `page` bytes each (c10's segment size: 20 MiB in
+/// PyTorch's large pool, 2 MiB in its small pool) wherever it is mapped.
 struct Reservation {
   std::uintptr_t base = 0;
   std::size_t size = 0;
+  std::size_t page = 0;
 };
 
 /// What the allocator needs from a device. `malloc` returns nullptr when the device is out of
@@ -83,22 +86,21 @@ concept CaptureAwareBackend = DeviceBackend<B> && requires(B& b, Stream s, Captu
 };
 
 /// Backends that also offer virtual-memory mapping (for expandable segments): reserve address
-/// space, map/unmap physical pages of `granularity()` bytes inside it. Offsets and sizes are
-/// multiples of the granularity; a range is mapped page by page, so any page-aligned part of
-/// it can be unmapped later. Unmapping memory that queued work may still touch is the caller's
-/// to prevent: it synchronizes the stream that used the memory first (synchronize_stream).
+/// space whose physical allocations are `page` bytes each (a multiple of `granularity()`), and
+/// map/unmap whole pages inside it. A page is one physical allocation, created and mapped with one
+/// call each (cuMemCreate, cuMemMap) and released when unmapped, as c10's ExpandableSegment does;
+/// the driver cannot unmap part of one, so offsets and sizes of map and unmap are multiples of the
+/// reservation's page. Unmapping memory that queued work may still touch is the caller's to
+/// prevent: it synchronizes the stream that used the memory first (synchronize_stream).
 template <class B>
 concept VirtualMemoryBackend = DeviceBackend<B> &&
     requires(B& b, const B& cb, std::size_t n, Reservation r, std::size_t off, Stream s) {
-  { cb.granularity() } -> std::same_as<std::size_t>;
-  { b.reserve(n) } -> std::same_as<Reservation>;  // size 0 on failure
-  { b.release(r) } -> std::same_as<void>;         // every page unmapped first
-  { b.map(r, off, n) } -> std::same_as<bool>;     // false when out of memory (nothing mapped then)
-  { b.unmap(r, off, n) } -> std::same_as<void>;
+  { cb.granularity() } -> std::same_as<std::size_t>;  // the driver's minimum page
+  { b.reserve(n, n) } -> std::same_as<Reservation>;   // (bytes, page); size 0 on failure
+  { b.release(r) } -> std::same_as<void>;             // every page unmapped first
+  { b.map(r, off, n) } -> std::same_as<bool>;         // false when out of memory (nothing mapped then)
+  { b.unmap(r, off, n) } -> std::same_as<void>;       // releases the pages' physical memory
   { b.synchronize_stream(s) } -> std::same_as<void>;  // waits for the stream's queued work
-  // A backend may keep the physical pages of unmap() for the next map() (recycling without
-  // freeing and allocating); this gives any still kept back to the device.
-  { b.release_spare_pages() } -> std::same_as<void>;
 };
 
 GPUMEMPROF_NAMESPACE_END

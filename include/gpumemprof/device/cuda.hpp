@@ -8,9 +8,10 @@
 // cuMemMap, cuMemSetAccess, cuMemUnmap, cuMemRelease, cuMemAddressFree). Its entry points come
 // from the runtime (cudaGetDriverEntryPointByVersion), as PyTorch does, so nothing links
 // libcuda: the library builds where only the toolkit's stub exists and runs on any driver.
-// Each page (the driver's minimum granularity, 2 MiB) is its own physical allocation, so any
-// page-aligned part of a mapping can be unmapped later; unmapped pages are kept as spares for the
-// next map (the allocator recycles pages: unmap here, map there) until release_spare_pages().
+// As in c10's ExpandableSegment, each page of a reservation (its `page`: 20 MiB in PyTorch's large
+// pool, 2 MiB in its small pool and in the compacting policy's) is one physical allocation, made
+// with one cuMemCreate and mapped with one cuMemMap; unmapping a page releases it (cuMemUnmap,
+// cuMemRelease). Nothing is kept for later: the device gets the memory back at once.
 #pragma once
 
 #include <cstddef>
@@ -193,16 +194,12 @@ class CudaBackend {
         sizes_(std::move(other.sizes_)),
         page_(other.page_),
         pages_(std::move(other.pages_)),
-        spare_(std::move(other.spare_)) {}
+        vmm_calls_(other.vmm_calls_) {}
   CudaBackend& operator=(CudaBackend&&) = delete;
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
   ~CudaBackend() {
     for (auto* e : free_events_) (void)cudaEventDestroy(e);
-    for (auto h : spare_) {
-      (void)detail::CudaVmmApi::get().release(h);
-      detail::cuda_own_bytes(device_) -= page_;
-    }
   }
 
   [[nodiscard]] void* malloc(std::size_t bytes) {
@@ -318,17 +315,23 @@ class CudaBackend {
     return page_;
   }
 
-  [[nodiscard]] Reservation reserve(std::size_t bytes) {
+  /// Address space for `bytes` (rounded up to whole pages) whose physical allocations will be
+  /// `page` bytes each, a multiple of granularity(); size 0 when the driver has no room.
+  [[nodiscard]] Reservation reserve(std::size_t bytes, std::size_t page) {
     const std::size_t g = granularity();
     if (g == 0) return {};
+    if (page == 0 || page % g != 0) {
+      throw DeviceRuntimeError(name() + ": a page of " + std::to_string(page) +
+                               " bytes is not a multiple of the mapping granularity (" + std::to_string(g) + ")");
+    }
     CudaDeviceGuard guard(device_);
     GPUMEMPROF_CUDA_CHECK(cudaFree(nullptr));  // the primary context exists before driver calls
-    const std::size_t size = (bytes + g - 1) / g * g;
+    const std::size_t size = (bytes + page - 1) / page * page;
     CUdeviceptr base = 0;
     if (detail::CudaVmmApi::get().address_reserve(&base, size, g, 0, 0) != CUDA_SUCCESS) return {};
     std::lock_guard lock(mutex_);
-    pages_.emplace(static_cast<std::uintptr_t>(base), std::vector<CUmemGenericAllocationHandle>(size / g, 0));
-    return {static_cast<std::uintptr_t>(base), size};
+    pages_.emplace(static_cast<std::uintptr_t>(base), std::vector<CUmemGenericAllocationHandle>(size / page, 0));
+    return {static_cast<std::uintptr_t>(base), size, page};
   }
 
   void release(Reservation r) {
@@ -340,60 +343,73 @@ class CudaBackend {
     GPUMEMPROF_CU_CHECK(detail::CudaVmmApi::get().address_free(static_cast<CUdeviceptr>(r.base), r.size));
   }
 
-  /// Backs [offset, offset + bytes) of `r` with new physical pages, readable and writable by
-  /// this device. False (nothing mapped) when the device is out of memory.
+  /// Backs [offset, offset + bytes) of `r` with new physical pages of r.page bytes, readable and
+  /// writable by this device: one cuMemCreate and one cuMemMap per page, then one cuMemSetAccess
+  /// for the range. False (nothing mapped, nothing held) when the device is out of memory.
   [[nodiscard]] bool map(Reservation r, std::size_t offset, std::size_t bytes) {
     const auto& api = detail::CudaVmmApi::get();
-    const std::size_t g = granularity();
     CudaDeviceGuard guard(device_);
     const OwnDeviceCalls own;
     const CUmemAllocationProp prop = allocation_prop();
+    std::lock_guard lock(mutex_);
+    auto& handles = pages_of(r, offset, bytes);
+    const std::size_t first = offset / r.page;
+    const std::size_t count = bytes / r.page;
+    // Every page first, as c10 does: out of memory, the ones made go back and nothing is mapped.
+    for (std::size_t i = 0; i < count; ++i) {
+      CUmemGenericAllocationHandle h = 0;
+      const CUresult err = api.create(&h, r.page, &prop, 0);
+      if (err != CUDA_SUCCESS) {
+        for (std::size_t j = 0; j < i; ++j) drop_handle(handles[first + j], r.page);
+        if (err == CUDA_ERROR_OUT_OF_MEMORY) return false;
+        GPUMEMPROF_CU_CHECK(err);
+      }
+      ++vmm_calls_.creates;
+      detail::cuda_own_bytes(device_) += r.page;
+      handles[first + i] = h;
+    }
+    for (std::size_t i = 0; i < count; ++i) {
+      const auto at = static_cast<CUdeviceptr>(r.base + offset + i * r.page);
+      if (const CUresult err = api.map(at, r.page, 0, handles[first + i], 0); err != CUDA_SUCCESS) {
+        unmap_locked(r, offset, i * r.page);  // those mapped so far
+        for (std::size_t j = i; j < count; ++j) drop_handle(handles[first + j], r.page);
+        GPUMEMPROF_CU_CHECK(err);
+      }
+      ++vmm_calls_.maps;
+    }
+    // One access call for the whole range (it spans several physical allocations).
     CUmemAccessDesc access{};
     access.location = prop.location;
     access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    std::lock_guard lock(mutex_);
-    auto& handles = pages_.at(r.base);
-    for (std::size_t done = 0; done < bytes; done += g) {
-      const std::size_t page = (offset + done) / g;
-      const auto at = static_cast<CUdeviceptr>(r.base + offset + done);
-      CUmemGenericAllocationHandle h = 0;
-      if (!spare_.empty()) {  // a page unmapped elsewhere: no new physical allocation
-        h = spare_.back();
-        spare_.pop_back();
-      } else if (const CUresult err = api.create(&h, g, &prop, 0); err != CUDA_SUCCESS) {
-        if (err != CUDA_ERROR_OUT_OF_MEMORY) GPUMEMPROF_CU_CHECK(err);
-        unmap_locked(r, offset, done);  // all or nothing
-        return false;
-      } else {
-        detail::cuda_own_bytes(device_) += g;
-      }
-      if (const CUresult e = api.map(at, g, 0, h, 0); e != CUDA_SUCCESS) {
-        spare_.push_back(h);
-        GPUMEMPROF_CU_CHECK(e);
-      }
-      handles[page] = h;
+    if (const CUresult err = api.set_access(static_cast<CUdeviceptr>(r.base + offset), bytes, &access, 1);
+        err != CUDA_SUCCESS) {
+      unmap_locked(r, offset, bytes);  // a failed map leaves nothing mapped
+      GPUMEMPROF_CU_CHECK(err);
     }
-    // One access call for the whole range (it may span several physical allocations).
-    GPUMEMPROF_CU_CHECK(api.set_access(static_cast<CUdeviceptr>(r.base + offset), bytes, &access, 1));
     return true;
   }
 
-  void release_spare_pages() {
-    CudaDeviceGuard guard(device_);
-    const OwnDeviceCalls own;
-    std::lock_guard lock(mutex_);
-    while (!spare_.empty()) {
-      GPUMEMPROF_CU_CHECK(detail::CudaVmmApi::get().release(spare_.back()));
-      spare_.pop_back();
-      detail::cuda_own_bytes(device_) -= page_;
-    }
-  }
-
+  /// Unmaps the whole pages [offset, offset + bytes) of `r` and releases their physical memory
+  /// (one cuMemUnmap and one cuMemRelease per page).
   void unmap(Reservation r, std::size_t offset, std::size_t bytes) {
     CudaDeviceGuard guard(device_);
     const OwnDeviceCalls own;
     std::lock_guard lock(mutex_);
+    (void)pages_of(r, offset, bytes);
     unmap_locked(r, offset, bytes);
+  }
+
+  /// The driver calls of expandable segments so far (this backend's): physical allocations made
+  /// and released, cuMemMap and cuMemUnmap calls.
+  struct VmmCalls {
+    std::size_t creates = 0;
+    std::size_t releases = 0;
+    std::size_t maps = 0;
+    std::size_t unmaps = 0;
+  };
+  [[nodiscard]] VmmCalls vmm_calls() const {
+    std::lock_guard lock(mutex_);
+    return vmm_calls_;
   }
 
   void synchronize_stream(Stream stream) {
@@ -432,14 +448,34 @@ class CudaBackend {
     return prop;
   }
 
+  // The page handles of `r`, after checking that [offset, offset + bytes) is whole pages of it:
+  // the driver cannot map or unmap part of a physical allocation.
+  std::vector<CUmemGenericAllocationHandle>& pages_of(Reservation r, std::size_t offset, std::size_t bytes) {
+    auto it = pages_.find(r.base);
+    if (it == pages_.end() || r.page == 0 || offset % r.page != 0 || bytes % r.page != 0 ||
+        offset + bytes > it->second.size() * r.page) {
+      throw DeviceRuntimeError(name() + ": map/unmap of " + std::to_string(bytes) + " bytes at offset " +
+                               std::to_string(offset) + " is not whole pages of reservation " + std::to_string(r.base) +
+                               " (pages of " + std::to_string(r.page) + " bytes)");
+    }
+    return it->second;
+  }
+
+  void drop_handle(CUmemGenericAllocationHandle& h, std::size_t page) {
+    (void)detail::CudaVmmApi::get().release(h);
+    ++vmm_calls_.releases;
+    detail::cuda_own_bytes(device_) -= page;
+    h = 0;
+  }
+
   void unmap_locked(Reservation r, std::size_t offset, std::size_t bytes) {
     const auto& api = detail::CudaVmmApi::get();
     auto& handles = pages_.at(r.base);
-    for (std::size_t done = 0; done < bytes; done += page_) {
-      CUmemGenericAllocationHandle& h = handles[(offset + done) / page_];
-      GPUMEMPROF_CU_CHECK(api.unmap(static_cast<CUdeviceptr>(r.base + offset + done), page_));
-      spare_.push_back(h);
-      h = 0;
+    for (std::size_t done = 0; done < bytes; done += r.page) {
+      CUmemGenericAllocationHandle& h = handles[(offset + done) / r.page];
+      GPUMEMPROF_CU_CHECK(api.unmap(static_cast<CUdeviceptr>(r.base + offset + done), r.page));
+      ++vmm_calls_.unmaps;
+      drop_handle(h, r.page);
     }
   }
 
@@ -447,9 +483,9 @@ class CudaBackend {
   mutable std::mutex mutex_;
   std::vector<cudaEvent_t> free_events_;
   std::unordered_map<void*, std::size_t> sizes_;  // cudaMalloc'd segment -> bytes (for cuda_own_bytes)
-  mutable std::size_t page_ = 0;                                               // the mapping granularity, once asked
+  mutable std::size_t page_ = 0;                  // the mapping granularity, once asked
   std::map<std::uintptr_t, std::vector<CUmemGenericAllocationHandle>> pages_;  // reservation -> page handles
-  std::vector<CUmemGenericAllocationHandle> spare_;  // unmapped physical pages, for the next map
+  VmmCalls vmm_calls_;
 };
 
 static_assert(DeviceBackend<CudaBackend>);

@@ -32,6 +32,7 @@
 #include "gpumemprof/device/backend.hpp"
 #include "gpumemprof/device/driver_placement.hpp"
 #include "gpumemprof/device/external_memory.hpp"
+#include "gpumemprof/device/physical_pages.hpp"
 #include "gpumemprof/error.hpp"
 
 GPUMEMPROF_NAMESPACE_BEGIN
@@ -64,12 +65,14 @@ struct SimulatedCounters {
   std::size_t events_recorded = 0;
   std::size_t event_queries = 0;
   std::size_t event_synchronizations = 0;
-  std::size_t map_calls = 0;       ///< map() calls (each maps one or more pages)
-  std::size_t unmap_calls = 0;     ///< unmap() calls
-  std::size_t pages_mapped = 0;    ///< pages mapped by map(), in all
-  std::size_t pages_unmapped = 0;  ///< pages unmapped by unmap(), in all
-  std::size_t reservations = 0;    ///< reserve() calls that succeeded
-  std::size_t releases = 0;        ///< release() calls
+  std::size_t map_calls = 0;          ///< map() calls (each maps one or more pages)
+  std::size_t unmap_calls = 0;        ///< unmap() calls
+  std::size_t pages_mapped = 0;       ///< bytes mapped by map(), in units of the granularity
+  std::size_t pages_unmapped = 0;     ///< bytes unmapped by unmap(), in units of the granularity
+  std::size_t physical_created = 0;   ///< physical allocations made by map() (one per page of its reservation)
+  std::size_t physical_released = 0;  ///< physical allocations released by unmap()
+  std::size_t reservations = 0;       ///< reserve() calls that succeeded
+  std::size_t releases = 0;           ///< release() calls
   std::size_t stream_synchronizations = 0;
   std::size_t capture_violations = 0;  ///< calls that stream capture forbids (each failed, as on a GPU)
 };
@@ -166,62 +169,65 @@ class SimulatedBackend {
   // --- VirtualMemoryBackend --------------------------------------------------------------------
   [[nodiscard]] std::size_t granularity() const noexcept { return s_->opt.granularity; }
 
-  [[nodiscard]] Reservation reserve(std::size_t bytes) {
+  /// Address space for `bytes` (rounded up to whole pages) whose physical allocations will be
+  /// `page` bytes each (a multiple of the granularity).
+  [[nodiscard]] Reservation reserve(std::size_t bytes, std::size_t page) {
     std::lock_guard lock(s_->mutex);
     check_unsafe_call_locked("cuMemAddressReserve");
-    const std::size_t size = round_up(bytes, s_->opt.granularity);
+    s_->vm.check_page(page);
+    const std::size_t size = round_up(bytes, page);
     std::uintptr_t base = s_->va.take_lowest(size);
     // The driver's virtual address space is many times the device: a reservation that does not
     // fit the range taken at construction gets a range of its own.
     if (base == 0 && s_->add_address_space(size)) base = s_->va.take_lowest(size);
     if (base == 0) return {};
-    s_->reservations.emplace(base, std::vector<bool>(size / s_->opt.granularity, false));
+    const Reservation r{base, size, page};
+    s_->vm.reserve(r);
     ++s_->counters.reservations;
-    return {base, size};
+    return r;
   }
 
   void release(Reservation r) {
     std::lock_guard lock(s_->mutex);
-    auto it = s_->reservations.find(r.base);
-    if (it == s_->reservations.end() || it->second.size() * s_->opt.granularity != r.size) {
-      throw DeviceRuntimeError(name() + ": release of an unknown reservation at " + hex(r.base));
-    }
-    if (std::find(it->second.begin(), it->second.end(), true) != it->second.end()) {
-      throw DeviceRuntimeError(name() + ": release of reservation " + hex(r.base) + " with pages still mapped");
-    }
+    s_->vm.release(r);
     ++s_->counters.releases;
     s_->va.give(r.base, r.size);
-    s_->reservations.erase(it);
   }
 
+  /// Maps [offset, offset + bytes) of `r`: one physical allocation per page of r.page bytes.
   [[nodiscard]] bool map(Reservation r, std::size_t offset, std::size_t bytes) {
     std::lock_guard lock(s_->mutex);
     check_unsafe_call_locked("cuMemCreate/cuMemMap");
     ++s_->counters.map_calls;
-    auto pages = check_mapping(r, offset, bytes, false);
+    s_->vm.check_map(r, offset, bytes);
     if (bytes > s_->opt.capacity - std::min(s_->opt.capacity, used_locked())) {
       ++s_->counters.malloc_failures;
       return false;
     }
-    std::fill(pages.first, pages.second, true);
+    s_->vm.map(r, offset, bytes);
     s_->counters.pages_mapped += bytes / s_->opt.granularity;
+    s_->counters.physical_created += bytes / r.page;
     s_->mapped += bytes;
     return true;
   }
 
+  /// Unmaps and releases whole physical allocations; throws, as the driver fails, for part of one.
   void unmap(Reservation r, std::size_t offset, std::size_t bytes) {
     std::lock_guard lock(s_->mutex);
     check_unsafe_call_locked("cuMemUnmap");
     ++s_->counters.unmap_calls;
-    auto pages = check_mapping(r, offset, bytes, true);
-    std::fill(pages.first, pages.second, false);
+    s_->vm.unmap(r, offset, bytes);
     s_->discard(r.base + offset, bytes);
     s_->counters.pages_unmapped += bytes / s_->opt.granularity;
+    s_->counters.physical_released += bytes / r.page;
     s_->mapped -= bytes;
   }
 
-  /// Unmapped pages are given back at once here: nothing is kept.
-  void release_spare_pages() noexcept {}
+  /// The physical allocations mapped now: bytes each -> how many.
+  [[nodiscard]] std::map<std::size_t, std::size_t> physical_pages() const {
+    std::lock_guard lock(s_->mutex);
+    return s_->vm.live();
+  }
 
   /// Waiting for a stream means its work so far is done: its events complete.
   void synchronize_stream(Stream stream) {
@@ -415,7 +421,7 @@ class SimulatedBackend {
   /// Live reservations.
   [[nodiscard]] std::size_t reservation_count() const {
     std::lock_guard lock(s_->mutex);
-    return s_->reservations.size();
+    return s_->vm.reservations();
   }
   /// Bytes currently handed out by malloc and map (not counting external usage).
   [[nodiscard]] std::size_t used_bytes() const {
@@ -561,7 +567,7 @@ class SimulatedBackend {
     std::size_t next_placement = 0;                             // opt.placement's next entry
     std::uintptr_t placement_low = 0;                           // its lowest address (page aligned)
     std::map<std::uintptr_t, std::size_t> live;                 // malloc'd address -> charged bytes
-    std::map<std::uintptr_t, std::vector<bool>> reservations;   // base -> mapped state per page
+    detail::PhysicalPages vm{"sim:" + std::to_string(opt.index), opt.granularity};  // reservations, mappings
     std::size_t used = 0;
     std::size_t mapped = 0;
     std::size_t external = 0;
@@ -592,11 +598,7 @@ class SimulatedBackend {
   }
 
   static std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
-  static std::string hex(std::uintptr_t v) {
-    char buf[2 + 16 + 1];
-    std::snprintf(buf, sizeof buf, "0x%zx", static_cast<std::size_t>(v));
-    return buf;
-  }
+  static std::string hex(std::uintptr_t v) { return detail::PhysicalPages::hex(v); }
   [[nodiscard]] std::size_t used_locked() const {
     return s_->used + s_->mapped + s_->external + s_->external_charged + s_->opt.context_bytes;
   }
@@ -645,25 +647,6 @@ class SimulatedBackend {
   }
 
   // The pages of a map/unmap; each must be in state `mapped` (no double map, no unmapping a hole).
-  std::pair<std::vector<bool>::iterator, std::vector<bool>::iterator> check_mapping(const Reservation& r,
-                                                                                    std::size_t offset,
-                                                                                    std::size_t bytes, bool mapped) {
-    const std::size_t g = s_->opt.granularity;
-    auto it = s_->reservations.find(r.base);
-    if (it == s_->reservations.end() || bytes == 0 || offset + bytes > it->second.size() * g || offset % g != 0 ||
-        bytes % g != 0) {
-      throw DeviceRuntimeError(name() + ": bad map/unmap of " + std::to_string(bytes) + " bytes at offset " +
-                               std::to_string(offset) + " of reservation " + hex(r.base));
-    }
-    const auto first = it->second.begin() + static_cast<std::ptrdiff_t>(offset / g);
-    const auto last = first + static_cast<std::ptrdiff_t>(bytes / g);
-    if (std::find(first, last, !mapped) != last) {
-      throw DeviceRuntimeError(name() + (mapped ? ": unmap of pages not mapped" : ": map of pages already mapped") +
-                               " at offset " + std::to_string(offset) + " of reservation " + hex(r.base));
-    }
-    return {first, last};
-  }
-
   std::unique_ptr<State> s_;
 };
 

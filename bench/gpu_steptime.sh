@@ -2,15 +2,15 @@
 # Issue 30's step-time table on one GPU (torch 2.11; about 200 s of GPU time): BERT-like with variable
 # sequence lengths, ConvNeXt-like, GPT-2-like training and a Llama-like generator with a growing KV
 # cache (bench/gpu_steptime.py), native PyTorch vs gpumemprof's bridge, default policy and
-# expandable_segments:True, 3 interleaved runs; each run is a fresh process per (allocator, policy)
+# expandable_segments:True, ROUNDS (default 3) interleaved runs; each run is a fresh process per (allocator, policy)
 # running the four models in sequence.
 # $OUT: summary.log (one line per model and run, elapsed time), steptime.log (everything printed),
 # steptime.md (the table for bench/RESULTS.md), build.log.
-# usage: [OUT=DIR] bench/gpu_steptime.sh [BUILD_DIR]   (without BUILD_DIR: builds build-gpu-graphs here)
+# usage: [OUT=DIR] [ROUNDS=N] bench/gpu_steptime.sh [BUILD_DIR]   (without BUILD_DIR: builds build-gpu-graphs here)
 . "$(dirname "$0")/gpu_torch_setup.sh" "$@"
 P="$SRC/bench/gpu_steptime.py"
 G0=$(date +%s)
-for i in 1 2 3; do
+for i in $(seq 1 "${ROUNDS:-3}"); do
   for conf in "" "expandable_segments:True"; do
     for a in native gpumemprof; do
       run_logged "run $i $a ${conf:-default}" "$OUT/steptime.log" \

@@ -59,7 +59,10 @@ class ExpandableState {
   /// sets highs; kSettledSlack once it has allocated kSettleAfter times its high since the last
   /// one (it repeats: growth maps fresh pages, so its layout settles and warm replays map
   /// nothing; the device's free memory and the memory fraction still bound it).
-  [[nodiscard]] double slack(const Stat& live) const noexcept;
+  [[nodiscard]] double slack(const Stat& live) const noexcept { return settled(live) ? kSettledSlack : kSlack; }
+  /// Whether the workload repeats: it has allocated kSettleAfter times live_high() since the
+  /// high last rose.
+  [[nodiscard]] bool settled(const Stat& live) const noexcept;
 
   /// The planner's view of every expandable segment of the list that starts at `first` (linked
   /// by list_next), afresh; no heap memory once warm.

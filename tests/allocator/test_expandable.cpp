@@ -179,6 +179,31 @@ TEST_CASE("expandable: a small request that would move a page takes a free block
   CHECK(e.reserved() == 0);
 }
 
+TEST_CASE("expandable: once the workload repeats, a small request takes a free large block before mapping") {
+  Expandable e;
+  using C = Expandable::Calls;
+  void* w = e.a.allocate(6 * MiB);  // three pages of the large pool; 6 MiB live at most
+  e.origin = addr(w);
+  e.a.deallocate(w);
+  // The workload repeats: 25 x 6 MiB allocated since its high, more than kSettleAfter (24) times
+  // it. Growth would now map fresh pages, and a small page mapped here would stay mapped beyond
+  // the large pool's layout; the request takes the front of w's free block instead.
+  for (int i = 0; i < 25; ++i) e.a.deallocate(e.step(6 * MiB, 0, C{1, 3, 0, 0, 0}, 6));
+  void* s = e.step(1000, 0, C{1, 3, 0, 0, 0}, 6);
+  CHECK(e.sim().reservation_count() == 1);
+  CHECK(e.stats().reserved_bytes[gmp::StatPool::small_pool].current == 0);
+  // With no free large block left (the rest of w's is taken), it maps a page of its own.
+  void* big = e.a.allocate(6 * MiB - 1024);
+  void* u = e.a.allocate(1000);
+  e.check();
+  CHECK(e.calls() == C{2, 4, 0, 0, 0});
+  CHECK(e.stats().reserved_bytes[gmp::StatPool::small_pool].current == 2 * iMiB);
+  for (void* x : {s, big, u}) e.a.deallocate(x);
+  e.a.empty_cache();
+  e.check();
+  CHECK(e.reserved() == 0);
+}
+
 TEST_CASE("expandable: OOM when the device is full; the allocator stays consistent and recovers") {
   Expandable e(8 * MiB);
   void* a = e.a.allocate(6 * MiB);

@@ -11,8 +11,10 @@
 // at free time complete. With expandable_segments:True each (pool, stream) reserves one address
 // range and maps pages (20 MiB large, 2 MiB small) as it fills, as PyTorch does; reserved bytes
 // are mapped bytes. compacting_expandable_segments:True (gpumemprof-only) maps 2 MiB pages and
-// moves free pages where they are needed (expandable_planner.hpp says how pages are chosen;
-// the executor, expandable_executor.hpp, carries the plans out).
+// moves free pages where they are needed, until the workload repeats: then growth maps fresh
+// pages and small requests take free large blocks first (expandable_planner.hpp says how pages
+// are chosen, expandable_state.hpp when they stop moving; the executor, expandable_executor.hpp,
+// carries the plans out).
 //
 // Private pools (private_pools.hpp, caching_allocator_pools-inl.hpp): a CUDA graph's or a
 // MemPool's segments, used only by allocations routed to them (begin/end_allocate_to_pool). Their

@@ -75,8 +75,14 @@ Block* ExpandableExecutor<Backend>::grow_compacting(ShardPool& pool, Stream stre
   // instead: the pools have reservations of their own, so the page would be unmapped there and
   // mapped here, and moved back once the large pool wants it again (gpt2_generate's small and
   // large requests take turns as its sequences grow: 49 pages moved per replay, none with this).
-  if (pool.small && pages_to_recycle(size, state_.page()) != 0) {
-    if (Block* b = take_spill(stream, size); b != nullptr) return b;
+  // Once the workload repeats (settled: growth maps fresh pages), a small request takes a free
+  // large block before it maps one: a repeating workload's large pool already holds its
+  // high-water layout, so a page mapped for the small pool would be mapped for good beyond it.
+  if (pool.small) {
+    const bool would_move = pages_to_recycle(size, state_.page()) != 0;  // notes the request first
+    if (would_move || state_.settled(stats_.allocated_bytes[StatPool::all])) {
+      if (Block* b = take_spill(stream, size); b != nullptr) return b;
+    }
   }
   const ExpandableLayout& layout = refresh_layout();
   const auto place = find_growth_place(layout, stream, pool.small, size);

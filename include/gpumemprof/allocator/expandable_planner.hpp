@@ -22,6 +22,7 @@
 // - Which pages: whole pages of free mapped blocks, the largest runs first (fewest unmap calls),
 //   the top pages of each (a block's front stays put); the block the growth itself ends in gives
 //   its pages above the growth last, as the next growth there would want them back.
+// - When pages stop moving (the workload repeats) is the caller's: expandable_state.hpp.
 #pragma once
 
 #include <algorithm>

@@ -25,11 +25,9 @@ GPUMEMPROF_FUNC void ExpandableState::note_request(const Stat& live, std::size_t
   live_high_ = high;
 }
 
-GPUMEMPROF_FUNC double ExpandableState::slack(const Stat& live) const noexcept {
+GPUMEMPROF_FUNC bool ExpandableState::settled(const Stat& live) const noexcept {
   const auto total = static_cast<std::size_t>(live.allocated);
-  return total - allocated_at_high_ > static_cast<std::size_t>(kSettleAfter * static_cast<double>(live_high_))
-             ? kSettledSlack
-             : kSlack;
+  return total - allocated_at_high_ > static_cast<std::size_t>(kSettleAfter * static_cast<double>(live_high_));
 }
 
 GPUMEMPROF_FUNC ExpandableLayout& ExpandableState::refresh(Segment* first) {

@@ -35,7 +35,10 @@ class ExpandableState {
   static constexpr double kSlack = 0.025;
   // Once the workload has allocated kSettleAfter times live_high() since it last rose, pages no
   // longer move for the slack (kSettledSlack): growth maps fresh pages, within the device's and
-  // the fraction's limits.
+  // the fraction's limits, and a small request takes a free large block before it maps a page.
+  // Where the cold step's pages hold the repeated step, nothing is mapped once warm; where best
+  // fit over unmoving pages needs more than the slack (two streams peaking apart, tensors that
+  // alternate homes), reserved grows to what it needs: docs/expandable-segments.md.
   static constexpr double kSettleAfter = 24;
   static constexpr double kSettledSlack = 1e6;
 
@@ -59,7 +62,10 @@ class ExpandableState {
   /// sets highs; kSettledSlack once it has allocated kSettleAfter times its high since the last
   /// one (it repeats: growth maps fresh pages, so its layout settles and warm replays map
   /// nothing; the device's free memory and the memory fraction still bound it).
-  [[nodiscard]] double slack(const Stat& live) const noexcept;
+  [[nodiscard]] double slack(const Stat& live) const noexcept { return settled(live) ? kSettledSlack : kSlack; }
+  /// Whether the workload repeats: it has allocated kSettleAfter times live_high() since the
+  /// high last rose.
+  [[nodiscard]] bool settled(const Stat& live) const noexcept;
 
   /// The planner's view of every expandable segment of the list that starts at `first` (linked
   /// by list_next), afresh; no heap memory once warm.

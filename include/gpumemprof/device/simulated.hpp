@@ -306,37 +306,14 @@ class SimulatedBackend {
     std::lock_guard lock(s_->mutex);
     s_->external = bytes;
   }
-  // --- Memory outside the allocator ---------------------------------------------------------------
+  // --- Memory outside the allocator (bodies: simulated_external-inl.hpp) ------------------------
   /// Stands for a library's own cudaMalloc of `bytes` on this device, by `owner` ("libnccl.so")
   /// from `site`: the device charges whole granules against its capacity and the device's ledger
   /// records the allocation. nullptr when the device has no room.
   /// With stacks on (track_external_memory({.stacks = true})), the ledger keeps the caller's stack.
-  [[nodiscard]] GPUMEMPROF_NOINLINE void* external_malloc(std::size_t bytes, std::string_view owner,
-                                                          std::string_view site = {}) {
-    std::vector<std::uintptr_t> stack = detail::capture_external_stack();
-    std::lock_guard lock(s_->mutex);
-    const std::size_t charged = round_up(std::max<std::size_t>(bytes, 1), s_->opt.granularity);
-    const std::uintptr_t addr =
-        charged > s_->opt.capacity - std::min(s_->opt.capacity, used_locked()) ? 0 : s_->va.take_lowest(charged);
-    if (addr == 0) return nullptr;
-    s_->external_live.emplace(addr, charged);
-    s_->external_charged += charged;
-    s_->ledger.record_alloc(addr, bytes, owner, site, std::move(stack));
-    return reinterpret_cast<void*>(addr);
-  }
+  [[nodiscard]] void* external_malloc(std::size_t bytes, std::string_view owner, std::string_view site = {});
   /// The free of an external_malloc.
-  void external_free(void* ptr) {
-    std::lock_guard lock(s_->mutex);
-    const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
-    auto it = s_->external_live.find(addr);
-    if (it == s_->external_live.end()) {
-      throw DeviceRuntimeError(name() + ": external free of " + hex(addr) + ", which external_malloc did not return");
-    }
-    s_->external_charged -= it->second;
-    s_->va.give(addr, it->second);
-    s_->external_live.erase(it);
-    s_->ledger.record_free(addr);
-  }
+  void external_free(void* ptr);
   // --- A memory pool of the program's own (cudaMemPoolCreate), outside the allocator -------------
   /// Granule in which a pool reserves device memory (a CUDA pool reserved 224 MiB for one 200 MiB
   /// allocation on an H200: whole 32 MiB steps).
@@ -346,68 +323,18 @@ class SimulatedBackend {
   /// external_pool_trim gives back what it holds unused (cudaMemPoolTrimTo) and destroying it
   /// gives back everything. The ledger lists the pool's reserved bytes under its owner -- as the
   /// CUDA capture lists a real pool's (ExternalLedger::record_pool) -- and nothing once it is gone.
-  [[nodiscard]] GPUMEMPROF_NOINLINE std::uint64_t external_pool_create(std::string_view owner,
-                                                                       std::string_view site = {}) {
-    std::vector<std::uintptr_t> stack = detail::capture_external_stack();
-    std::lock_guard lock(s_->mutex);
-    const std::uint64_t id = ExternalLedger::pool_id(++s_->pools_created);
-    SimPool& p = s_->pools[id];
-    p.owner = owner;
-    p.site = site;
-    p.stack = std::move(stack);
-    return id;
-  }
+  [[nodiscard]] std::uint64_t external_pool_create(std::string_view owner, std::string_view site = {});
   /// cudaMallocFromPoolAsync: `bytes` from `pool`; nullptr when the device has no room to grow it.
-  [[nodiscard]] void* external_pool_malloc(std::uint64_t pool, std::size_t bytes) {
-    std::lock_guard lock(s_->mutex);
-    SimPool& p = pool_locked(pool, "allocate from");
-    const std::size_t need = round_up(p.live + std::max<std::size_t>(bytes, 1), pool_granule);
-    if (need > p.reserved) {
-      const std::size_t grow = need - p.reserved;
-      if (grow > s_->opt.capacity - std::min(s_->opt.capacity, used_locked())) return nullptr;
-      set_pool_reserved_locked(pool, p, need);
-    }
-    // Never dereferenced: a name for the block, in a range of its own per pool.
-    const std::uintptr_t addr = ((pool & 0xffffU) << 40) + p.next_offset;
-    p.next_offset += round_up(std::max<std::size_t>(bytes, 1), 512);
-    p.allocations[addr] = bytes;
-    p.live += bytes;
-    return reinterpret_cast<void*>(addr);
-  }
+  [[nodiscard]] void* external_pool_malloc(std::uint64_t pool, std::size_t bytes);
   /// cudaFreeAsync of an external_pool_malloc: the pool keeps its reservation.
-  void external_pool_free(std::uint64_t pool, void* ptr) {
-    std::lock_guard lock(s_->mutex);
-    SimPool& p = pool_locked(pool, "free into");
-    auto it = p.allocations.find(reinterpret_cast<std::uintptr_t>(ptr));
-    if (it == p.allocations.end())
-      throw DeviceRuntimeError(name() + ": pool free of a pointer the pool did not return");
-    p.live -= it->second;
-    p.allocations.erase(it);
-  }
+  void external_pool_free(std::uint64_t pool, void* ptr);
   /// cudaMemPoolTrimTo(pool, keep): gives back reserved memory its live allocations do not need,
   /// keeping at least `keep` bytes reserved.
-  void external_pool_trim(std::uint64_t pool, std::size_t keep) {
-    std::lock_guard lock(s_->mutex);
-    SimPool& p = pool_locked(pool, "trim");
-    const std::size_t floor =
-        std::max(round_up(p.live, pool_granule), round_up(std::min(keep, p.reserved), pool_granule));
-    if (floor < p.reserved) set_pool_reserved_locked(pool, p, floor);
-  }
+  void external_pool_trim(std::uint64_t pool, std::size_t keep);
   /// cudaMemPoolDestroy: the pool's memory goes back to the device, its line leaves the ledger.
-  void external_pool_destroy(std::uint64_t pool) {
-    std::lock_guard lock(s_->mutex);
-    SimPool& p = pool_locked(pool, "destroy");
-    set_pool_reserved_locked(pool, p, 0);
-    s_->ledger.forget_pool(pool);
-    s_->pools.erase(pool);
-  }
+  void external_pool_destroy(std::uint64_t pool);
   /// The device's ledger: external allocations by owner, and the context.
-  [[nodiscard]] ExternalMemory external_memory() const {
-    ExternalMemory m = s_->ledger.view();
-    m.context = s_->opt.context_bytes;
-    m.tracking = true;  // every external_malloc is seen
-    return m;
-  }
+  [[nodiscard]] ExternalMemory external_memory() const;
 
   [[nodiscard]] SimulatedCounters counters() const {
     std::lock_guard lock(s_->mutex);
@@ -585,17 +512,8 @@ class SimulatedBackend {
     std::uint64_t pools_created = 0;
   };
 
-  SimPool& pool_locked(std::uint64_t pool, const char* what) {
-    auto it = s_->pools.find(pool);
-    if (it == s_->pools.end())
-      throw DeviceRuntimeError(name() + ": cannot " + what + " pool " + hex(pool) + ": no such pool");
-    return it->second;
-  }
-  void set_pool_reserved_locked(std::uint64_t id, SimPool& p, std::size_t reserved) {
-    s_->external_charged = s_->external_charged - p.reserved + reserved;
-    p.reserved = reserved;
-    s_->ledger.record_pool(id, reserved, p.owner, p.site, p.stack);
-  }
+  SimPool& pool_locked(std::uint64_t pool, const char* what);  // the pool, or throws
+  void set_pool_reserved_locked(std::uint64_t id, SimPool& p, std::size_t reserved);
 
   static std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
   static std::string hex(std::uintptr_t v) { return detail::PhysicalPages::hex(v); }
@@ -646,10 +564,15 @@ class SimulatedBackend {
     }
   }
 
-  // The pages of a map/unmap; each must be in state `mapped` (no double map, no unmapping a hole).
   std::unique_ptr<State> s_;
 };
 
 static_assert(VirtualMemoryBackend<SimulatedBackend>);
 
 GPUMEMPROF_NAMESPACE_END
+
+// The bodies of the memory outside the allocator: in the compiled library under
+// GPUMEMPROF_COMPILED_LIB (lib/device.cpp).
+#ifndef GPUMEMPROF_COMPILED_LIB
+#include "gpumemprof/device/simulated_external-inl.hpp"
+#endif

@@ -132,10 +132,9 @@ inline bool sizes_grow_with_square(const RequestStream& ref, const RequestStream
                                    double q) {
   std::size_t by_q = 0, by_square = 0;
   for (std::size_t i = 0; i < ref.requests.size(); ++i) {
-    const std::int64_t j = al.other_of[i];
-    if (j == StreamAlignment::kUnmatched) continue;
+    if (al.other_of[i] == StreamAlignment::kUnmatched) continue;
     const double want = static_cast<double>(ref.requests[i].size);
-    const double got = static_cast<double>(other.requests[static_cast<std::size_t>(j)].size);
+    const double got = static_cast<double>(aligned_size(other, al, i));
     if (size_close(want, got)) continue;
     if (size_close(want, got * q))
       ++by_q;

@@ -339,7 +339,7 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
     // the reference's size.
     const bool known = m > 1 && verified;
     grown[i] = known ? sizes[i] : std::max(sizes[i], proportional);
-    kept[i] = known ? sizes[i] : ref.requests[i].size;
+    kept[i] = known ? sizes[i] : std::min(sizes[i], ref.requests[i].size);
   }
   // What the two largest probes show together (forecast_rules.hpp): a size limit, and sizes that
   // follow the data.

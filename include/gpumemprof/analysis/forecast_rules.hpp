@@ -170,7 +170,10 @@ inline ForecastRuleFacts apply_forecast_rules(const RequestStream& ref, const Re
   f.possible_size_limit = f.size_limit != 0 ? 0 : possible_size_limit(ref, near, al, law);
   for (std::size_t i = 0; i < n && f.possible_size_limit != 0; ++i) f.would_stop += st.sizes[i] > f.possible_size_limit;
   for (std::size_t i = 0; i < n && f.size_limit != 0; ++i) {
-    if (st.sizes[i] <= f.size_limit || !grew_less_than(want(i), got(i), law)) continue;
+    const auto limit = static_cast<double>(f.size_limit);
+    const bool held = want(i) == limit && got(i) == limit;  // at the limit in both probes
+    const bool below_law = grew_less_than(want(i), got(i), law) || st.irregular_at[i] != 0;
+    if (st.sizes[i] == f.size_limit || (st.sizes[i] < f.size_limit && !held) || !(held || below_law)) continue;
     st.sizes[i] = st.grown[i] = st.kept[i] = f.size_limit;
     st.fits[i] = SizeFit{SizeModel::constant, static_cast<double>(f.size_limit), 0, 0};
     ++f.capped;

@@ -550,7 +550,12 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
         detail::forecast_percent(res.unmatched_effect) + " apart, more than the " +
         detail::forecast_percent(options.error_goal) + " goal" + widest + "; a third probe (--run) narrows it");
   }
-  if (res.data_dependent != 0) res.warnings.push_back(detail::data_dependent_warning(res.data_dependent));
+  if (res.data_dependent != 0) {
+    res.range_excludes =
+        "requests only a run at the target makes, and data-dependent sizes larger than the largest probe's largest "
+        "draw at their site, in proportion";
+    res.warnings.push_back(detail::data_dependent_warning(res.data_dependent));
+  }
   if (std::fabs(res.backcast_error) > options.error_goal) {
     res.warnings.push_back(
         "the forecast is not a confident number: the largest probe's request stream, sized for a "

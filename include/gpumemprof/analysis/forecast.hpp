@@ -168,6 +168,9 @@ struct ForecastResult {
     return std::max(
         {peak_reserved, peak_reserved_unmatched_grown, peak_reserved_irregular_kept, peak_reserved_possible_limit});
   }
+  /// What the range does not bound, in words ("" when nothing the probes show is left out): with
+  /// data-dependent sizes, requests only a run at the target makes and draws larger than any probe's.
+  std::string range_excludes;
   bool confident = true;  ///< unmatched_effect, |backcast_error| and |replay_error| <= error_goal
   // Alignment quality.
   std::size_t reference = 0;                 ///< index into probes of the reference

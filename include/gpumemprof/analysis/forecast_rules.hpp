@@ -150,8 +150,10 @@ inline std::string data_dependent_warning(std::size_t requests) {
          " request(s) have sizes that follow the data, not the batch size or sequence length (their growth "
          "between the two largest probes follows no law and occurs once in the run, where a deterministic program "
          "repeats it every step: tokens routed to experts, masks, nonzero). They are forecast in proportion to the "
-         "largest probe's sizes; a run at the target draws other sizes and may make requests no probe made (other "
-         "kernels past other sizes), which the range does not bound: measure at the target, or keep a margin";
+         "largest probe's sizes; the range's high end takes each as large as the largest its site drew there, in "
+         "proportion. A run at the target draws other sizes and may make requests no probe made (other kernels past "
+         "other sizes): the range does not bound those, nor draws larger than any probe's; measure at the target, or "
+         "keep a margin";
 }
 
 /// Applies the file comment's rules to `st`: `ref` is the largest probe (at `ref_parameter`),
@@ -170,10 +172,14 @@ inline ForecastRuleFacts apply_forecast_rules(const RequestStream& ref, const Re
   f.possible_size_limit = f.size_limit != 0 ? 0 : possible_size_limit(ref, near, al, law);
   for (std::size_t i = 0; i < n && f.possible_size_limit != 0; ++i) f.would_stop += st.sizes[i] > f.possible_size_limit;
   for (std::size_t i = 0; i < n && f.size_limit != 0; ++i) {
-    const auto limit = static_cast<double>(f.size_limit);
-    const bool held = want(i) == limit && got(i) == limit;  // at the limit in both probes
-    const bool below_law = grew_less_than(want(i), got(i), law) || st.irregular_at[i] != 0;
-    if (st.sizes[i] == f.size_limit || (st.sizes[i] < f.size_limit && !held) || !(held || below_law)) continue;
+    // At the limit in the reference, reached by growing less than in proportion (or held there
+    // since the smaller probe): stays there, whatever a fit through a third probe says. Above it
+    // at the target, having grown less than in proportion or by no exact law (a workspace, not a
+    // tensor of the program's): stops there.
+    const bool below_law = grew_less_than(want(i), got(i), law);
+    const bool reached = ref.requests[i].size == f.size_limit && (below_law || got(i) == want(i));
+    const bool stops = st.sizes[i] > f.size_limit && (below_law || st.irregular_at[i] != 0);
+    if (st.sizes[i] == f.size_limit || !(reached || stops)) continue;
     st.sizes[i] = st.grown[i] = st.kept[i] = f.size_limit;
     st.fits[i] = SizeFit{SizeModel::constant, static_cast<double>(f.size_limit), 0, 0};
     ++f.capped;
@@ -184,18 +190,25 @@ inline ForecastRuleFacts apply_forecast_rules(const RequestStream& ref, const Re
   const auto one_offs = static_cast<std::size_t>(std::count(once.begin(), once.end(), std::uint8_t{1}));
   if (one_offs * 10 <= st.irregular) return f;
   f.data_dependent = one_offs;
-  // In proportion to the largest probe's size; the range's high end grows them by the largest
-  // ratio beyond the program's law that the draws showed.
+  // In proportion to the largest probe's size. The range's high end takes each as large as the
+  // largest draw its site (stream, site and category) made in the largest probe, in proportion,
+  // and grows it by the largest ratio beyond the program's law that the draws showed between the
+  // probes: another draw may be any of them.
   double spread = 1;
+  std::map<std::uint64_t, double> largest_draw;  // per key()
   for (std::size_t i = 0; i < n; ++i) {
-    if (once[i] != 0) spread = std::max(spread, want(i) / (got(i) * law));
+    if (once[i] == 0) continue;
+    spread = std::max(spread, want(i) / (got(i) * law));
+    double& top = largest_draw[ref.requests[i].key()];
+    top = std::max(top, want(i));
   }
   for (std::size_t i = 0; i < n; ++i) {
     if (once[i] == 0) continue;
     st.fits[i] = square_law ? SizeFit{SizeModel::quadratic, 0, 0, want(i) / (ref_parameter * ref_parameter)}
                             : SizeFit{SizeModel::linear, 0, want(i) / ref_parameter, 0};
     st.sizes[i] = st.fits[i].at(at);
-    st.grown[i] = std::max(st.sizes[i], static_cast<std::uint64_t>(std::llround(want(i) * growth * spread)));
+    const double high = std::max(want(i) * spread, largest_draw[ref.requests[i].key()]) * growth;
+    st.grown[i] = std::max(st.sizes[i], static_cast<std::uint64_t>(std::llround(high)));
   }
   return f;
 }

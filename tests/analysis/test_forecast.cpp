@@ -656,10 +656,15 @@ TEST_CASE("sizes that follow the data: once in the run, forecast in proportion, 
 }
 
 TEST_CASE("sizes that follow the data: the range's high end takes each draw as large as its site's largest") {
-  const gmp::CompactSnapshot a = expert_program(8, true);
-  const gmp::CompactSnapshot b = expert_program(16, true);
+  // Recorded moe_dyn (tokens routed to 8 experts by argmax), batch 8+16 -> 64: in proportion each
+  // draw keeps the share the largest probe drew for it (-5.2%); the range's high end, every draw as
+  // large as the largest the probe drew, in proportion, holds the actual (1.60 GiB before, 1.61 actual).
+  const gmp::CompactSnapshot& a = recorded("moe_dyn_8.pickle.gz");
+  const gmp::CompactSnapshot& b = recorded("moe_dyn_16.pickle.gz");
+  const auto actual = recorded_peak(recorded("moe_dyn_64.pickle.gz"));
   const gmp::ForecastResult f = gmp::forecast_peak({{8, &a, "8"}, {16, &b, "16"}}, 64);
-  const auto actual = static_cast<std::uint64_t>(truth(expert_program(64, true)).peak_reserved);
+  CHECK(f.data_dependent > 0);
+  CHECK(f.peak_reserved < actual);
   CHECK(f.peak_reserved_low() <= actual);
   CHECK(f.peak_reserved_high() >= actual);
   CHECK_FALSE(f.range_excludes.empty());  // what a run at the target may add, said

@@ -8,21 +8,25 @@
 //     larger one at least two requests reached L by growing from a smaller size (so L is where
 //     growth stopped, not a buffer that never grew). Requests that grew less than in proportion
 //     (less than the program's law: q, or q^2 by an image side) between those two probes are then
-//     stopped at L at the target. Requests that grew in proportion are not: they are the program's
-//     tensors (activations grow past any workspace cap), and a cap no probe shows is not assumed
-//     (capping every request that grew less than in proportion breaks the CNNs whose workspaces
-//     are a fixed part and a line). When only the larger probe shows such a limit (its largest
-//     request, reached by growing less than in proportion), it is not applied, but the range
-//     replays every request stopped there: the forecast is then not confident.
+//     stopped at L at the target, as are irregular requests (no exact law: workspaces) forecast
+//     above it; requests at L in the larger probe that reached it so, or were at L in both, stay
+//     at L (a parabola through a third, smaller probe would bend them down). Requests that grew
+//     exactly in proportion are not: they are the program's tensors (activations grow past any
+//     workspace cap), and a cap no probe shows is not assumed (capping every request that grew
+//     less than in proportion breaks the CNNs whose workspaces are a fixed part and a line). When
+//     only the larger probe shows such a limit (its largest request, reached by growing less than
+//     in proportion), it is not applied, but the range replays every request stopped there: the
+//     forecast is then not confident.
 //   - Data-dependent sizes. A deterministic program repeats its requests in every step, so a
 //     request whose size followed no exact law between two probes (a workspace chosen by size, a
 //     fixed part and a line) has the same pair of sizes once per step. Sizes that follow the data
 //     (tokens routed to experts, boolean masks, nonzero) are drawn anew in every step: such a pair
 //     occurs once in the whole run. When more than one in ten of the irregular requests are such
 //     one-offs, the sizes depend on the data: each one is forecast in proportion to its size at
-//     the largest probe (a line through two draws amplifies their noise), and a run at the target
-//     can draw other sizes and take other paths (requests no probe made), so the forecast is not
-//     confident.
+//     the largest probe (a line through two draws amplifies their noise); the range's high end
+//     takes each as large as the largest draw its site made there (another draw may be any of
+//     them), in proportion. A run at the target can draw larger sizes and take other paths
+//     (requests no probe made), which no range bounds, so the forecast is not confident.
 #pragma once
 
 #include <algorithm>

@@ -5,7 +5,7 @@
 2x+4x, and prints a markdown table: the actual peak reserved, the forecasts, their errors and
 ranges (marked "warned" where the forecast is not confident; "!" where the range misses the
 actual), the 4x size forecast from 1x and 2x as a held-out check, the straight line's error, the
-alignment, and how often a miss over 3% was warned.
+alignment, how often a miss over 3% was warned, and how often the range held the actual.
 
 usage: forecast_accuracy.py GPUMEMPROF_BINARY DATA_DIR   (DATA_DIR/<workload>/<size>.pickle|json)"""
 import json
@@ -39,6 +39,7 @@ def main():
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     confusion = {}  # (miss, warned) -> count, over the four forecasts of each workload
     misses = {}  # warned forecasts: range holds the actual -> count
+    ranges = {}  # every forecast: range holds the actual -> count
     for w in sorted(os.listdir(data)):
         folder = os.path.join(data, w)
         sizes = sorted(int(f[:-5]) for f in os.listdir(folder) if f.endswith(".json") and f[:-5].isdigit())
@@ -64,6 +65,7 @@ def main():
             mark = "" if r["confident"] else " (warned)"
             held = r["peak_reserved_bytes_low"] <= actual[at] <= r["peak_reserved_bytes_high"]
             misses[held] = misses.get(held, 0) + (1 if mark else 0)
+            ranges[held] = ranges.get(held, 0) + 1
             if columns == 1:
                 cells += [err(r["peak_reserved_bytes"], actual[at]) + mark + ("" if held or not mark else " !")]
             else:
@@ -81,7 +83,8 @@ def main():
     print("Warnings (32 forecasts: 8 workloads x 1x+2x -> 8x, 1x+2x+4x -> 8x, 2x+4x -> 8x, 1x+2x -> 4x): "
           f"miss > 3% warned {confusion.get((True, True), 0)}, miss not warned {confusion.get((True, False), 0)}, "
           f"within 3% warned {confusion.get((False, True), 0)}, within 3% not warned {confusion.get((False, False), 0)}; "
-          f"warned ranges holding the actual {misses.get(True, 0)}, missing it {misses.get(False, 0)} (\"!\")")
+          f"warned ranges holding the actual {misses.get(True, 0)}, missing it {misses.get(False, 0)} (\"!\"); "
+          f"all ranges holding it {ranges.get(True, 0)}, missing it {ranges.get(False, 0)}")
 
 
 if __name__ == "__main__":

@@ -81,7 +81,7 @@ inline void print_forecast_text(const ForecastResult& f, const std::vector<Forec
               f.confident ? ""
                           : ("  NOT CONFIDENT: " + size_text(f.peak_reserved_low()) + " to " +
                              size_text(f.peak_reserved_high()) +
-                             (f.data_dependent != 0 ? ", not bounding the data-dependent sizes" : ""))
+                             (f.range_excludes.empty() ? "" : "; the range does not bound " + f.range_excludes))
                                 .c_str());
   std::printf("  back-test: the reference's stream at the smaller probes' sizes replays %+.1f%% off their own\n",
               f.backcast_error * 100);
@@ -158,6 +158,8 @@ inline void print_forecast_json(const ForecastResult& f, const std::vector<Forec
   w.field("peak_reserved_bytes_if_stopped_at_possible_limit", f.peak_reserved_possible_limit);
   w.field("peak_reserved_bytes_low", f.peak_reserved_low());
   w.field("peak_reserved_bytes_high", f.peak_reserved_high());
+  w.field("range_bounds_all", f.range_excludes.empty());
+  w.field("range_excludes", f.range_excludes);
   w.field("irregular_requests", f.irregular);
   w.field("implausible_requests", f.implausible);
   w.field("size_limit_bytes", f.size_limit);

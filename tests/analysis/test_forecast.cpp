@@ -574,6 +574,18 @@ TEST_CASE("a size limit both largest probes show stops the requests that grew le
   CHECK(warns(g, "every request stops at 50"));
 }
 
+TEST_CASE("a size limit with three probes: requests that reached it stay there, whatever the parabola says") {
+  // Batch 8, 16, 32: layers 12-19 are 50 MiB at 16 and 32 but smaller at 8, layers 6-11 reach 50
+  // MiB only at 32; the parabola through their three sizes falls to a byte at 128. They stay at the limit.
+  const gmp::CompactSnapshot a = capped_program(8);
+  const gmp::CompactSnapshot b = capped_program(16);
+  const gmp::CompactSnapshot c = capped_program(32);
+  const gmp::ForecastResult f = gmp::forecast_peak({{8, &a, "8"}, {16, &b, "16"}, {32, &c, "32"}}, 128);
+  CHECK(f.size_limit == 50 * MiB);
+  check_exact(f, capped_program(128), 1e-12);
+  CHECK(f.peak_reserved_low() <= f.peak_reserved);
+}
+
 TEST_CASE("a size limit: recorded ConvNeXt-T (bf16), batch 16+32 -> 64 within 3%, 8+16's range holds it") {
   const gmp::CompactSnapshot& a = recorded("convnext_t_8.pickle.gz");
   const gmp::CompactSnapshot& b = recorded("convnext_t_16.pickle.gz");
@@ -586,6 +598,12 @@ TEST_CASE("a size limit: recorded ConvNeXt-T (bf16), batch 16+32 -> 64 within 3%
   CHECK(g.possible_size_limit == 132 * MiB);
   CHECK_FALSE(g.confident);  // +15.5%: the smaller probe does not show the limit
   CHECK(static_cast<double>(g.peak_reserved_low()) <= actual);
+  // With 8 as well: the 9 workspaces at 132 MiB at 16 and 32 stay there (the parabola through
+  // 73.5, 132, 132 MiB put them at a byte), and the range's low end replays each uncertain request
+  // at the lower of its forecast and the reference's size (it stopped at the forecast, above the actual).
+  const gmp::ForecastResult h = gmp::forecast_peak({{8, &a, "8"}, {16, &b, "16"}, {32, &c, "32"}}, 64);
+  CHECK(std::fabs(static_cast<double>(h.peak_reserved) - actual) / actual <= 0.005);  // +0.8% before
+  CHECK(h.peak_reserved_low() < h.peak_reserved);
 }
 
 namespace {
@@ -635,6 +653,24 @@ TEST_CASE("sizes that follow the data: once in the run, forecast in proportion, 
   const gmp::ForecastResult g = gmp::forecast_peak({{8, &c, "8"}, {16, &d, "16"}}, 64);
   CHECK(g.data_dependent == 0);
   CHECK(g.irregular > 0);
+}
+
+TEST_CASE("sizes that follow the data: the range's high end takes each draw as large as its site's largest") {
+  // Recorded moe_dyn (tokens routed to 8 experts by argmax), batch 8+16 -> 64: in proportion each
+  // draw keeps the share the largest probe drew for it (-5.2%); the range's high end, every draw as
+  // large as the largest the probe drew, in proportion, holds the actual (1.60 GiB before, 1.61 actual).
+  const gmp::CompactSnapshot& a = recorded("moe_dyn_8.pickle.gz");
+  const gmp::CompactSnapshot& b = recorded("moe_dyn_16.pickle.gz");
+  const auto actual = recorded_peak(recorded("moe_dyn_64.pickle.gz"));
+  const gmp::ForecastResult f = gmp::forecast_peak({{8, &a, "8"}, {16, &b, "16"}}, 64);
+  CHECK(f.data_dependent > 0);
+  CHECK(f.peak_reserved < actual);
+  CHECK(f.peak_reserved_low() <= actual);
+  CHECK(f.peak_reserved_high() >= actual);
+  CHECK_FALSE(f.range_excludes.empty());  // what a run at the target may add, said
+  const gmp::ForecastResult g = gmp::forecast_peak(
+      {{8, &recorded("resnet50_8.pickle.gz"), "8"}, {16, &recorded("resnet50_16.pickle.gz"), "16"}}, 64);
+  CHECK(g.range_excludes.empty());
 }
 
 TEST_CASE(

@@ -152,6 +152,12 @@ for w, reserved, allocated in (("resnet50", 7029653504, 5854787584), ("moe_dyn",
         for s in sizes:
             args += ["--run", f"{s}={os.path.join(DATA, f'{w}_{s}.pickle.gz')}"]
         f = json.loads(run(*args).stdout.strip().splitlines()[-1])
+        # Sizes that follow the data (moe_dyn): the range cannot bound what a run at the target adds; said.
+        check(f["range_bounds_all"] == (w != "moe_dyn") and bool(f["range_excludes"]) == (w == "moe_dyn"),
+              f"{w} from {sizes}: range_bounds_all {f['range_bounds_all']}, range_excludes {f['range_excludes']!r}")
+        if w == "moe_dyn" and len(sizes) == 2:
+            text = run(*[x for x in args if x != "--json"]).stdout
+            check("the range does not bound requests only a run at the target makes" in text, text)
         if len(sizes) == 3:
             err = f["peak_reserved_bytes"] / reserved - 1
             check(abs(err) <= 0.03, f"{w} from {sizes}: peak reserved {err:+.1%} off PyTorch's")

@@ -270,6 +270,11 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
     }
   }
 
+  // Request i's size at probe k: the reference's own, or the aligned request's (0: none aligned).
+  auto size_at_probe = [&](std::size_t k, std::size_t i) {
+    return k == ri ? ref.requests[i].size : detail::aligned_size(streams[k], aligned[k], i);
+  };
+
   // Size models and the target's sizes.
   const bool square_law =
       detail::sizes_grow_with_square(ref, streams[order[order.size() - 2]], aligned[order[order.size() - 2]],
@@ -292,20 +297,18 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
     bool plausible = true;  // ... or between the two: no size shrank or outgrew the square law
     const double want = static_cast<double>(ref.requests[i].size);
     for (const std::size_t k : order) {
-      std::uint64_t size = 0;
-      if (k == ri) {
-        size = ref.requests[i].size;
-      } else if (const std::int64_t j = aligned[k].other_of[i]; j != StreamAlignment::kUnmatched) {
-        size = streams[k].requests[static_cast<std::size_t>(j)].size;
+      if (k != ri && aligned[k].other_of[i] == StreamAlignment::kUnmatched) {
+        with_all[i] = 0;
+        continue;
+      }
+      const std::uint64_t size = size_at_probe(k, i);
+      if (k != ri) {
         const double q = refp.parameter / probes[k].parameter;
         const double got = static_cast<double>(size);
         regular = regular && (detail::size_close(want, got) || detail::size_close(want, got * q) ||
                               detail::size_close(want, got * q * q));
         plausible =
             plausible && (detail::size_plausible(want, got, q) || (two_probes && square_law && want > got * q * q));
-      } else {
-        with_all[i] = 0;
-        continue;
       }
       ps[m] = probes[k].parameter;
       ss[m++] = size;
@@ -336,7 +339,7 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
     // the reference's size.
     const bool known = m > 1 && verified;
     grown[i] = known ? sizes[i] : std::max(sizes[i], proportional);
-    kept[i] = known ? sizes[i] : ref.requests[i].size;
+    kept[i] = known ? sizes[i] : std::min(sizes[i], ref.requests[i].size);
   }
   // What the two largest probes show together (forecast_rules.hpp): a size limit, and sizes that
   // follow the data.
@@ -400,9 +403,8 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
     if (k == ri) continue;
     std::vector<std::uint64_t> back(n);
     for (std::size_t i = 0; i < n; ++i) {
-      const std::int64_t j = aligned[k].other_of[i];
-      back[i] = j != StreamAlignment::kUnmatched ? streams[k].requests[static_cast<std::size_t>(j)].size
-                                                 : fits[i].at(probes[k].parameter);
+      back[i] =
+          aligned[k].other_of[i] != StreamAlignment::kUnmatched ? size_at_probe(k, i) : fits[i].at(probes[k].parameter);
     }
     const CompactSnapshot alt = detail::forecast_target(ref_snap, ref.device, back);
     const double got =
@@ -472,32 +474,19 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
       fr.reference_event = r.alloc_event;
       if (r.site != 0) fr.site = ref.site_labels.at(r.site);
       if (r.category != 0) fr.category = ref.category_names.at(r.category);
-      for (std::size_t k = 0; k < probes.size(); ++k) {
-        std::uint64_t s = 0;
-        if (k == ri) {
-          s = r.size;
-        } else if (const std::int64_t j = aligned[k].other_of[i]; j != StreamAlignment::kUnmatched) {
-          s = streams[k].requests[static_cast<std::size_t>(j)].size;
-        }
-        fr.size_at_probes.push_back(s);
-      }
+      for (std::size_t k = 0; k < probes.size(); ++k) fr.size_at_probes.push_back(size_at_probe(k, i));
       res.largest.push_back(std::move(fr));
     }
   }
 
   // The requests the probes do not determine, alike ones together, widest range first.
   {
-    auto probe_size = [&](std::size_t k, std::size_t i) -> std::uint64_t {
-      if (k == ri) return ref.requests[i].size;
-      const std::int64_t j = aligned[k].other_of[i];
-      return j == StreamAlignment::kUnmatched ? 0 : streams[k].requests[static_cast<std::size_t>(j)].size;
-    };
     std::map<std::vector<std::uint64_t>, ForecastUncertain> groups;
     for (std::size_t i = 0; i < n; ++i) {
       if (grown[i] == sizes[i] && kept[i] == sizes[i]) continue;
       const ProbeRequest& r = ref.requests[i];
       std::vector<std::uint64_t> key{r.site, r.category, r.stream};
-      for (std::size_t k = 0; k < probes.size(); ++k) key.push_back(probe_size(k, i));
+      for (std::size_t k = 0; k < probes.size(); ++k) key.push_back(size_at_probe(k, i));
       ForecastUncertain& g = groups[key];
       if (g.requests++ != 0) continue;
       g.size_at_probes.assign(key.begin() + 3, key.end());
@@ -561,7 +550,12 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
         detail::forecast_percent(res.unmatched_effect) + " apart, more than the " +
         detail::forecast_percent(options.error_goal) + " goal" + widest + "; a third probe (--run) narrows it");
   }
-  if (res.data_dependent != 0) res.warnings.push_back(detail::data_dependent_warning(res.data_dependent));
+  if (res.data_dependent != 0) {
+    res.range_excludes =
+        "requests only a run at the target makes, and data-dependent sizes larger than the largest probe's largest "
+        "draw at their site, in proportion";
+    res.warnings.push_back(detail::data_dependent_warning(res.data_dependent));
+  }
   if (std::fabs(res.backcast_error) > options.error_goal) {
     res.warnings.push_back(
         "the forecast is not a confident number: the largest probe's request stream, sized for a "

@@ -15,11 +15,13 @@
 //      another, such as a cuDNN workspace chosen by size; a line through it extrapolates to
 //      nonsense).
 //      What the two largest probes show together (forecast_rules.hpp): a size limit both show
-//      (their largest request, reached by growing): requests that grew less than in proportion
-//      stop there; one only the larger shows is replayed as an end of the range (step 4). Sizes
-//      that follow the data (irregular pairs of sizes seen once in the run): in proportion, and the
-//      forecast is not `confident`. By an image side, with two probes, a size that grew by more
-//      than q^2 is a + c*p^2 with a < 0 ((p - c)^2 elements), not implausible.
+//      (their largest request, reached by growing): requests that grew less than in proportion,
+//      or irregular ones, stop there, and those that reached it stay; one only the larger shows is
+//      replayed as an end of the range (step 4). Sizes that follow the data (irregular pairs of
+//      sizes seen once in the run): in proportion, the range's high end at their site's largest
+//      draw, and the forecast is not `confident` (`range_excludes` says what no range bounds).
+//      By an image side, with two probes, a size that grew by more than q^2 is a + c*p^2 with
+//      a < 0 ((p - c)^2 elements), not implausible.
 //   3. The target's request stream is the reference's, in the reference's order (so every
 //      request lives exactly as long, relative to the others, as it did there), each request at its
 //      modelled size; it is replayed through the PyTorch-exact allocator (snapshot_replay.hpp)
@@ -28,7 +30,8 @@
 //      *irregular* ones -- aligned, but their sizes are not the reference's over 1, q or q^2, and
 //      no third probe puts them on a line (workspaces, sizes that stop growing at a cap,
 //      data-dependent shapes) -- are replayed grown as the program's sizes grow (by q, or q^2 by
-//      an image side), and again stopped at the reference's size. When either peak reserved
+//      an image side), and again each at the lower of its forecast and the reference's size (so
+//      each end moves every request one way). When either peak reserved
 //      differs from the forecast by more than `error_goal` (3%), the forecast is not `confident`:
 //      a warning gives the range and names the widest group of such requests (`uncertain`).
 //   5. A back-test: the reference's stream at each smaller probe's recorded sizes, replayed,
@@ -168,6 +171,9 @@ struct ForecastResult {
     return std::max(
         {peak_reserved, peak_reserved_unmatched_grown, peak_reserved_irregular_kept, peak_reserved_possible_limit});
   }
+  /// What the range does not bound, in words ("" when nothing the probes show is left out): with
+  /// data-dependent sizes, requests only a run at the target makes and draws larger than any probe's.
+  std::string range_excludes;
   bool confident = true;  ///< unmatched_effect, |backcast_error| and |replay_error| <= error_goal
   // Alignment quality.
   std::size_t reference = 0;                 ///< index into probes of the reference

@@ -8,21 +8,25 @@
 //     larger one at least two requests reached L by growing from a smaller size (so L is where
 //     growth stopped, not a buffer that never grew). Requests that grew less than in proportion
 //     (less than the program's law: q, or q^2 by an image side) between those two probes are then
-//     stopped at L at the target. Requests that grew in proportion are not: they are the program's
-//     tensors (activations grow past any workspace cap), and a cap no probe shows is not assumed
-//     (capping every request that grew less than in proportion breaks the CNNs whose workspaces
-//     are a fixed part and a line). When only the larger probe shows such a limit (its largest
-//     request, reached by growing less than in proportion), it is not applied, but the range
-//     replays every request stopped there: the forecast is then not confident.
+//     stopped at L at the target, as are irregular requests (no exact law: workspaces) forecast
+//     above it; requests at L in the larger probe that reached it so, or were at L in both, stay
+//     at L (a parabola through a third, smaller probe would bend them down). Requests that grew
+//     exactly in proportion are not: they are the program's tensors (activations grow past any
+//     workspace cap), and a cap no probe shows is not assumed (capping every request that grew
+//     less than in proportion breaks the CNNs whose workspaces are a fixed part and a line). When
+//     only the larger probe shows such a limit (its largest request, reached by growing less than
+//     in proportion), it is not applied, but the range replays every request stopped there: the
+//     forecast is then not confident.
 //   - Data-dependent sizes. A deterministic program repeats its requests in every step, so a
 //     request whose size followed no exact law between two probes (a workspace chosen by size, a
 //     fixed part and a line) has the same pair of sizes once per step. Sizes that follow the data
 //     (tokens routed to experts, boolean masks, nonzero) are drawn anew in every step: such a pair
 //     occurs once in the whole run. When more than one in ten of the irregular requests are such
 //     one-offs, the sizes depend on the data: each one is forecast in proportion to its size at
-//     the largest probe (a line through two draws amplifies their noise), and a run at the target
-//     can draw other sizes and take other paths (requests no probe made), so the forecast is not
-//     confident.
+//     the largest probe (a line through two draws amplifies their noise); the range's high end
+//     takes each as large as the largest draw its site made there (another draw may be any of
+//     them), in proportion. A run at the target can draw larger sizes and take other paths
+//     (requests no probe made), which no range bounds, so the forecast is not confident.
 #pragma once
 
 #include <algorithm>
@@ -132,10 +136,9 @@ inline bool sizes_grow_with_square(const RequestStream& ref, const RequestStream
                                    double q) {
   std::size_t by_q = 0, by_square = 0;
   for (std::size_t i = 0; i < ref.requests.size(); ++i) {
-    const std::int64_t j = al.other_of[i];
-    if (j == StreamAlignment::kUnmatched) continue;
+    if (al.other_of[i] == StreamAlignment::kUnmatched) continue;
     const double want = static_cast<double>(ref.requests[i].size);
-    const double got = static_cast<double>(other.requests[static_cast<std::size_t>(j)].size);
+    const double got = static_cast<double>(aligned_size(other, al, i));
     if (size_close(want, got)) continue;
     if (size_close(want, got * q))
       ++by_q;
@@ -151,8 +154,10 @@ inline std::string data_dependent_warning(std::size_t requests) {
          " request(s) have sizes that follow the data, not the batch size or sequence length (their growth "
          "between the two largest probes follows no law and occurs once in the run, where a deterministic program "
          "repeats it every step: tokens routed to experts, masks, nonzero). They are forecast in proportion to the "
-         "largest probe's sizes; a run at the target draws other sizes and may make requests no probe made (other "
-         "kernels past other sizes), which the range does not bound: measure at the target, or keep a margin";
+         "largest probe's sizes; the range's high end takes each as large as the largest its site drew there, in "
+         "proportion. A run at the target draws other sizes and may make requests no probe made (other kernels past "
+         "other sizes): the range does not bound those, nor draws larger than any probe's; measure at the target, or "
+         "keep a margin";
 }
 
 /// Applies the file comment's rules to `st`: `ref` is the largest probe (at `ref_parameter`),
@@ -171,7 +176,14 @@ inline ForecastRuleFacts apply_forecast_rules(const RequestStream& ref, const Re
   f.possible_size_limit = f.size_limit != 0 ? 0 : possible_size_limit(ref, near, al, law);
   for (std::size_t i = 0; i < n && f.possible_size_limit != 0; ++i) f.would_stop += st.sizes[i] > f.possible_size_limit;
   for (std::size_t i = 0; i < n && f.size_limit != 0; ++i) {
-    if (st.sizes[i] <= f.size_limit || !grew_less_than(want(i), got(i), law)) continue;
+    // At the limit in the reference, reached by growing less than in proportion (or held there
+    // since the smaller probe): stays there, whatever a fit through a third probe says. Above it
+    // at the target, having grown less than in proportion or by no exact law (a workspace, not a
+    // tensor of the program's): stops there.
+    const bool below_law = grew_less_than(want(i), got(i), law);
+    const bool reached = ref.requests[i].size == f.size_limit && (below_law || got(i) == want(i));
+    const bool stops = st.sizes[i] > f.size_limit && (below_law || st.irregular_at[i] != 0);
+    if (st.sizes[i] == f.size_limit || !(reached || stops)) continue;
     st.sizes[i] = st.grown[i] = st.kept[i] = f.size_limit;
     st.fits[i] = SizeFit{SizeModel::constant, static_cast<double>(f.size_limit), 0, 0};
     ++f.capped;
@@ -182,18 +194,25 @@ inline ForecastRuleFacts apply_forecast_rules(const RequestStream& ref, const Re
   const auto one_offs = static_cast<std::size_t>(std::count(once.begin(), once.end(), std::uint8_t{1}));
   if (one_offs * 10 <= st.irregular) return f;
   f.data_dependent = one_offs;
-  // In proportion to the largest probe's size; the range's high end grows them by the largest
-  // ratio beyond the program's law that the draws showed.
+  // In proportion to the largest probe's size. The range's high end takes each as large as the
+  // largest draw its site (stream, site and category) made in the largest probe, in proportion,
+  // and grows it by the largest ratio beyond the program's law that the draws showed between the
+  // probes: another draw may be any of them.
   double spread = 1;
+  std::map<std::uint64_t, double> largest_draw;  // per key()
   for (std::size_t i = 0; i < n; ++i) {
-    if (once[i] != 0) spread = std::max(spread, want(i) / (got(i) * law));
+    if (once[i] == 0) continue;
+    spread = std::max(spread, want(i) / (got(i) * law));
+    double& top = largest_draw[ref.requests[i].key()];
+    top = std::max(top, want(i));
   }
   for (std::size_t i = 0; i < n; ++i) {
     if (once[i] == 0) continue;
     st.fits[i] = square_law ? SizeFit{SizeModel::quadratic, 0, 0, want(i) / (ref_parameter * ref_parameter)}
                             : SizeFit{SizeModel::linear, 0, want(i) / ref_parameter, 0};
     st.sizes[i] = st.fits[i].at(at);
-    st.grown[i] = std::max(st.sizes[i], static_cast<std::uint64_t>(std::llround(want(i) * growth * spread)));
+    const double high = std::max(want(i) * spread, largest_draw[ref.requests[i].key()]) * growth;
+    st.grown[i] = std::max(st.sizes[i], static_cast<std::uint64_t>(std::llround(high)));
   }
   return f;
 }

@@ -70,7 +70,6 @@ class PhysicalPages {
   void map(const Reservation& r, std::size_t offset, std::size_t bytes) {
     Range& range = ranges_.at(r.base);
     for (std::size_t at = offset; at < offset + bytes; at += range.page) range.pages.emplace(at, range.page);
-    created_ += bytes / range.page;
     live_[range.page] += bytes / range.page;
   }
 
@@ -97,7 +96,6 @@ class PhysicalPages {
            std::to_string(std::prev(it)->first) + " (" + std::to_string(std::prev(it)->second) + " bytes)");
     }
     for (auto p = first; p != it; ++p) {
-      ++released_;
       if (--live_[p->second] == 0) live_.erase(p->second);
     }
     range.pages.erase(first, it);
@@ -105,9 +103,6 @@ class PhysicalPages {
 
   /// Live reservations.
   [[nodiscard]] std::size_t reservations() const noexcept { return ranges_.size(); }
-  /// Physical allocations made and released so far.
-  [[nodiscard]] std::size_t created() const noexcept { return created_; }
-  [[nodiscard]] std::size_t released() const noexcept { return released_; }
   /// Live physical allocations: bytes each -> how many.
   [[nodiscard]] const std::map<std::size_t, std::size_t>& live() const noexcept { return live_; }
 
@@ -142,8 +137,6 @@ class PhysicalPages {
   std::size_t granularity_;
   std::map<std::uintptr_t, Range> ranges_;
   std::map<std::size_t, std::size_t> live_;
-  std::size_t created_ = 0;
-  std::size_t released_ = 0;
 };
 
 }  // namespace detail

@@ -255,21 +255,12 @@ def bert(alloc, conf=""):
 
 def pairs(alloc):
     """Host time of one CUDA tensor's allocation and free from Python (torch.empty + del), through
-    PyTorch's whole path: the bridge's extra (pluggable allocator, C ABI) shows against native."""
+    PyTorch's whole path: the bridge's extra (pluggable allocator, C ABI) shows against native.
+    bench/gpu_pairprobe.py measures it (and splits it further)."""
     torch = use_allocator(alloc)
-    sizes = [512, 4096, 65536, 1 << 20, 3 << 20, 12 << 20]
-    keep = [torch.empty(s, dtype=torch.uint8, device="cuda") for s in sizes]  # segments exist
-    del keep
-    for label, batch in (("one_by_one", 1), ("batch_of_64", 64)):
-        best = float("inf")
-        for _run in range(5):
-            n = 0
-            t = time.perf_counter()
-            for _ in range(400):
-                live = [torch.empty(sizes[(n + k) % len(sizes)], dtype=torch.uint8, device="cuda") for k in range(batch)]
-                n += batch
-                del live
-            best = min(best, (time.perf_counter() - t) / n * 1e9)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import gpu_pairprobe
+    for label, best in gpu_pairprobe.tensor_pairs(torch):
         result(bench="tensor_alloc_free_ns", alloc=alloc, mode=label, median_ms=round(best / 1e6, 6), ns=round(best, 1))
 
 

@@ -36,6 +36,23 @@ def best_ns(fn, per_round, rounds=5):
     return best
 
 
+def tensor_pairs(torch):
+    """ns per torch.empty + del of SIZES in turn, one by one and 64 live at a time, best of 5
+    rounds of 400: [(label, ns)]. bench/gpu_bridge.py's `pairs` reports the same."""
+    keep = [torch.empty(s, dtype=torch.uint8, device="cuda") for s in SIZES]  # segments exist
+    del keep
+    out = []
+    for label, batch in (("one_by_one", 1), ("batch_of_64", 64)):
+        def tensors(batch=batch):
+            n = 0
+            for _ in range(400):
+                live = [torch.empty(SIZES[(n + k) % 6], dtype=torch.uint8, device="cuda") for k in range(batch)]
+                n += batch
+                del live
+        out.append((label, best_ns(tensors, 400 * batch)))
+    return out
+
+
 def run(mode, probe_lib):
     import torch
     probe = ctypes.CDLL(probe_lib)
@@ -55,17 +72,8 @@ def run(mode, probe_lib):
                                                                  "gpumemprof_free")
             torch.cuda.memory.change_current_allocator(allocator)
         entry = (lib.gpumemprof_malloc, lib.gpumemprof_free)
-    keep = [torch.empty(s, dtype=torch.uint8, device="cuda") for s in SIZES]  # segments exist
-    del keep
-
-    for label, batch in (("one_by_one", 1), ("batch_of_64", 64)):
-        def tensors(batch=batch):
-            n = 0
-            for _ in range(400):
-                live = [torch.empty(SIZES[(n + k) % 6], dtype=torch.uint8, device="cuda") for k in range(batch)]
-                n += batch
-                del live
-        result(mode=mode, bench="tensor " + label, ns=round(best_ns(tensors, 400 * batch), 1))
+    for label, ns in tensor_pairs(torch):
+        result(mode=mode, bench="tensor " + label, ns=round(ns, 1))
 
     def raw():
         for i in range(3000):

@@ -94,11 +94,22 @@ def run(mode, probe_lib):
 
 def table(log):
     cells = {}
-    with open(log) as fh:
-        for line in fh:
-            if line.startswith("RESULT "):
+    try:
+        fh = open(log, errors="replace")  # a binary or cut-off log: its lines are skipped below
+    except OSError as e:
+        sys.exit("gpu_pairprobe.py: cannot read the log %s: %s" % (log, e.strerror))
+    with fh:
+        for number, line in enumerate(fh, 1):
+            if not line.startswith("RESULT "):
+                continue
+            try:
                 r = json.loads(line[7:])
-                cells.setdefault(r["bench"], {}).setdefault(r["mode"], []).append(r["ns"])
+                bench, mode, ns = r["bench"], r["mode"], float(r["ns"])
+            except (ValueError, KeyError, TypeError):
+                print("gpu_pairprobe.py: %s:%d: not a RESULT line of this script (a run cut off?); skipped"
+                      % (log, number), file=sys.stderr)
+                continue
+            cells.setdefault(bench, {}).setdefault(mode, []).append(ns)
     print("| ns per allocate + free | " + " | ".join(MODES) + " |")
     print("|---|" + "---:|" * len(MODES))
     for bench, by_mode in cells.items():

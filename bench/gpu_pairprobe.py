@@ -110,6 +110,8 @@ def table(log):
                       % (log, number), file=sys.stderr)
                 continue
             cells.setdefault(bench, {}).setdefault(mode, []).append(ns)
+    if not cells:
+        sys.exit("gpu_pairprobe.py: the log %s holds no RESULT line of this script (run it with `run` first)" % log)
     print("| ns per allocate + free | " + " | ".join(MODES) + " |")
     print("|---|" + "---:|" * len(MODES))
     for bench, by_mode in cells.items():

@@ -21,9 +21,10 @@
 if [ "${STEPPROBE_DRY:-0}" = 1 ]; then
   exec python3 "$(dirname "$0")/gpu_stepprobe.py" dry
 fi
+# shellcheck disable=SC2034  # read by gpu_torch_setup.sh
+ROUNDS_DEFAULT=2
 . "$(dirname "$0")/gpu_torch_setup.sh" "$@"
 P="$SRC/bench/gpu_stepprobe.py"
-ROUNDS=${ROUNDS:-2}
 
 # The entry points' CPU cost on this host's CPU (simulated devices; DeviceCheck on the real GPU).
 if { meson configure "$B" -Dbenchmarks=true && timeout 120 ninja -C "$B" bench/bench_bridge; } >> "$OUT/build.log" 2>&1; then

@@ -7,10 +7,12 @@
 # $OUT: summary.log (one line per model and run, elapsed time), steptime.log (everything printed),
 # steptime.md (the table for bench/RESULTS.md), build.log.
 # usage: [OUT=DIR] [ROUNDS=N] bench/gpu_steptime.sh [BUILD_DIR]   (without BUILD_DIR: builds build-gpu-graphs here)
+# shellcheck disable=SC2034  # read by gpu_torch_setup.sh
+ROUNDS_DEFAULT=3
 . "$(dirname "$0")/gpu_torch_setup.sh" "$@"
 P="$SRC/bench/gpu_steptime.py"
 G0=$(date +%s)
-for i in $(seq 1 "${ROUNDS:-3}"); do
+for i in $(seq 1 "$ROUNDS"); do
   for conf in "" "expandable_segments:True"; do
     for a in native gpumemprof; do
       run_logged "run $i $a ${conf:-default}" "$OUT/steptime.log" \

@@ -12,6 +12,18 @@ OUT=${OUT:-$PWD/${GPU_SCRIPT//_/-}-out}
 mkdir -p "$OUT"
 T0=$(date +%s)
 say() { echo "$GPU_SCRIPT: $*" | tee -a "$OUT/summary.log"; }
+# ROUNDS, for the scripts that set ROUNDS_DEFAULT before sourcing this: interleaved rounds, a
+# whole number from 1 (checked before the build).
+if [ -n "${ROUNDS_DEFAULT:-}" ]; then
+  ROUNDS=${ROUNDS:-$ROUNDS_DEFAULT}
+  case $ROUNDS in
+    '' | *[!0-9]*) ROUNDS=0 ;;
+  esac
+  if [ "$((10#$ROUNDS))" -lt 1 ]; then
+    echo "$GPU_SCRIPT: ROUNDS must be a whole number of rounds, 1 or more (default $ROUNDS_DEFAULT)" >&2
+    exit 2
+  fi
+fi
 B=${1:-$SRC/build-gpu-graphs}
 { [ -d "$B" ] || meson setup "$B" "$SRC" -Dbenchmarks=false -Dexamples=false -Dtools=false; } > "$OUT/build.log" 2>&1
 B=$(cd "$B" && pwd)

@@ -51,7 +51,9 @@ def memory_api():
     import torch
     from torch.cuda import max_memory_reserved as early_max_reserved  # imported as scripts do
     import gpumemprof_torch as gt
-    say(gt.installed(), "the launcher installed gpumemprof's allocator")
+    d = int(os.environ.get("LOCAL_RANK", "0"))  # under torchrun: this rank's GPU, set as DDP scripts do
+    torch.cuda.set_device(d)
+    say(gt.installed(), "the launcher installed gpumemprof's allocator (cuda:%d)" % d)
     say(sorted(gt.memory_api.patched()) != [], "torch._C bindings answered by gpumemprof: %s" % gt.memory_api.patched())
     torch.cuda.memory._record_memory_history(max_entries=100000)  # PyTorch's defaults: stacks="all"
     x = torch.randn(1024, 1024, device="cuda")     # 4 MiB
@@ -64,7 +66,7 @@ def memory_api():
                       ("memory_reserved", "reserved_bytes.all.current"),
                       ("max_memory_reserved", "reserved_bytes.all.peak")):
         for label, fn in (("torch.cuda", getattr(torch.cuda, name)), ("torch.cuda.memory", getattr(torch.cuda.memory, name))):
-            for dev in (None, 0, "cuda:0", "cuda", torch.device("cuda", 0)):
+            for dev in (None, d, "cuda:%d" % d, "cuda", torch.device("cuda", d)):
                 got = fn(dev)
                 say(got == ours[key], "%s.%s(%r) = %d, gpumemprof %s = %d" % (label, name, dev, got, key, ours[key]))
     say(early_max_reserved() == ours["reserved_bytes.all.peak"], "a name imported before install answers from gpumemprof")
@@ -83,17 +85,17 @@ def memory_api():
     s = torch.cuda.memory_stats()
     say(s["allocated_bytes.all.peak"] == s["allocated_bytes.all.current"] == torch.cuda.memory_allocated(),
         "reset_peak_memory_stats(): peak = current (%d)" % s["allocated_bytes.all.peak"])
-    torch.cuda.reset_accumulated_memory_stats(0)
-    s = torch.cuda.memory_stats(0)
+    torch.cuda.reset_accumulated_memory_stats(d)
+    s = torch.cuda.memory_stats(d)
     say(s["allocated_bytes.all.allocated"] == 0 and s["allocation.all.freed"] == 0 and s["num_device_alloc"] == 0,
-        "reset_accumulated_memory_stats(0): allocated/freed counts 0")
+        "reset_accumulated_memory_stats(%d): allocated/freed counts 0" % d)
     before = torch.cuda.memory_reserved()
     torch.cuda.empty_cache()
     say(torch.cuda.memory_reserved() <= before, "empty_cache(): reserved %d -> %d" % (before, torch.cuda.memory_reserved()))
     torch.cuda.set_per_process_memory_fraction(0.5)
     say(torch.cuda.get_per_process_memory_fraction() == 0.5, "set/get_per_process_memory_fraction")
     try:
-        torch.empty(int(torch.cuda.get_device_properties(0).total_memory * 0.6), dtype=torch.uint8, device="cuda")
+        torch.empty(int(torch.cuda.get_device_properties(d).total_memory * 0.6), dtype=torch.uint8, device="cuda")
         say(False, "an allocation beyond the 0.5 fraction succeeded")
     except RuntimeError as e:  # gpumemprof's OOM reaches Python as a RuntimeError
         say("out of memory" in str(e), "the 0.5 fraction caps allocations: %s" % str(e).splitlines()[0][:160])

@@ -396,8 +396,8 @@ TEST_CASE("unmatched bytes that could move the peak: not confident, with both fi
   for (const std::string& w : f.warnings) {
     named = named || w.find(
                          "the widest: 1 request(s) (no stack) of 2.00 GiB at size(s) 16 (only in the largest "
-                         "probe): 2.00 GiB each at the target by the fit, 2.00 GiB if they stop growing, 8.00 "
-                         "GiB if they grow on") != std::string::npos;
+                         "probe): 2.00 GiB each at the target (kept: no other probe made them), 2.00 GiB if they "
+                         "stop growing, 8.00 GiB if they grow on") != std::string::npos;
   }
   CHECK(named);
 }
@@ -489,6 +489,35 @@ TEST_CASE("sizes no polynomial gives are kept, not extrapolated: ResNet-50 batch
   const double at32 = static_cast<double>(recorded_peak(recorded("resnet50_32.pickle.gz")));
   const gmp::ForecastResult g = gmp::forecast_peak({{8, &a, "8"}, {16, &b, "16"}}, 32);
   CHECK(std::fabs(static_cast<double>(g.peak_reserved) - at32) / at32 <= 0.03);
+}
+
+TEST_CASE("requests kept because no size law gives their sizes are named so, not as fitted") {
+  // ResNet-50 batch 8+16: cuDNN workspaces paired by position shrink or outgrow the square law and
+  // keep the batch-16 size. The explanation says they were kept, and why; fitted ones are "by the fit".
+  const gmp::CompactSnapshot& a = recorded("resnet50_8.pickle.gz");
+  const gmp::CompactSnapshot& b = recorded("resnet50_16.pickle.gz");
+  gmp::ForecastOptions opt;
+  opt.explain = 100000;
+  const std::vector<gmp::ForecastProbe> probes{{8, &a, "8"}, {16, &b, "16"}};
+  const gmp::ForecastResult f = gmp::forecast_peak(probes, 64, opt);
+  REQUIRE(f.implausible > 0);
+  std::size_t kept = 0, fitted = 0;
+  for (const gmp::ForecastUncertain& u : f.uncertain) {
+    const std::string text = gmp::detail::uncertain_text(u, probes);
+    if (u.implausible) {
+      kept += u.requests;
+      CHECK_FALSE(u.unmatched);
+      CHECK(u.size_at_target == u.size_at_probes[1]);  // the batch-16 size
+      const bool off_law = u.size_at_probes[1] < u.size_at_probes[0] || u.size_at_probes[1] > 4 * u.size_at_probes[0];
+      CHECK(off_law);
+      CHECK(text.find("(kept: their sizes shrank or outgrew the square law") != std::string::npos);
+    } else if (!u.unmatched) {
+      fitted += u.requests;
+      CHECK(text.find("by the fit") != std::string::npos);
+    }
+  }
+  CHECK(kept == f.implausible);
+  CHECK(fitted > 0);
 }
 
 TEST_CASE("irregular requests bound the forecast: their sizes kept at the reference's, replayed") {

@@ -162,9 +162,14 @@ inline std::string uncertain_text(const ForecastUncertain& g, const std::vector<
     sizes += (sizes.empty() ? "" : ", ") + format_size(g.size_at_probes[k]);
     at += (at.empty() ? "" : ", ") + forecast_number(probes[k].parameter);
   }
+  // Only fitted sizes are "by the fit": the others are the largest probe's, kept.
+  const char* basis = g.unmatched     ? " each at the target (kept: no other probe made them), "
+                      : g.implausible ? " each at the target (kept: their sizes shrank or outgrew the square law, "
+                                        "which no size law gives), "
+                                      : " each at the target by the fit, ";
   s += " of " + sizes + " at size(s) " + at + (g.unmatched ? " (only in the largest probe)" : "") + ": " +
-       format_size(g.size_at_target) + " each at the target by the fit, " + format_size(g.size_if_kept) +
-       " if they stop growing, " + format_size(g.size_if_grown) + " if they grow on";
+       format_size(g.size_at_target) + basis + format_size(g.size_if_kept) + " if they stop growing, " +
+       format_size(g.size_if_grown) + " if they grow on";
   return s;
 }
 
@@ -286,7 +291,7 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
   std::vector<SizeFit> fits(n);
   std::vector<std::uint64_t> sizes(n), grown(n), kept(n);
   std::size_t irregular = 0, implausible = 0;
-  std::vector<std::uint8_t> irregular_at(n, 0);
+  std::vector<std::uint8_t> irregular_at(n, 0), implausible_at(n, 0);
   std::vector<std::uint8_t> with_all(n, 1);
   std::size_t aligned_all = 0, aligned_any = 0;
   for (std::size_t i = 0; i < n; ++i) {
@@ -322,6 +327,7 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
     if (m > 1 && !plausible) {
       fits[i] = SizeFit{SizeModel::constant, want, 0, 0};
       ++implausible;
+      implausible_at[i] = 1;
     }
     const bool verified = regular || (m == 3 && fits[i].model == SizeModel::linear && plausible);
     if (m > 1 && !verified) {
@@ -494,6 +500,8 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
       g.size_if_grown = grown[i];
       g.size_if_kept = kept[i];
       g.unmatched = fits[i].model == SizeModel::unmatched;
+      // Still kept (the rules refit sizes that follow the data, and stop some at a limit).
+      g.implausible = implausible_at[i] != 0 && fits[i].model == SizeModel::constant && sizes[i] == r.size;
       if (r.site != 0) g.site = ref.site_labels.at(r.site);
       if (r.category != 0) g.category = ref.category_names.at(r.category);
       g.reference_event = r.alloc_event;

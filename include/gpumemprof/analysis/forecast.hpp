@@ -129,6 +129,9 @@ struct ForecastUncertain {
   std::uint64_t size_if_grown = 0;            ///< grown as the program's sizes grow (by q or q^2)
   std::uint64_t size_if_kept = 0;             ///< stopped at the reference's size
   bool unmatched = false;                     ///< only the reference made it
+  /// Aligned, but their sizes shrank or outgrew the square law (no size law gives them): kept at
+  /// the reference's size, not fitted.
+  bool implausible = false;
   std::string site;
   std::string category;
   std::size_t reference_event = 0;  ///< the first one's alloc entry in the reference's trace

@@ -286,7 +286,7 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
                                      refp.parameter / probes[order[order.size() - 2]].parameter);
   // By an image side, a size of (p - c)^2 elements (a convolution without padding, a crop) grows by
   // more than q^2: with two probes such a size is a + c*p^2 with a < 0, not implausible. (With
-  // three, the parabola through them is fitted; a third probe off the law made it worse.)
+  // three, the two nearest the target give a + c*p^2: see below.)
   const bool two_probes = probes.size() == 2;
   std::vector<SizeFit> fits(n);
   std::vector<std::uint64_t> sizes(n), grown(n), kept(n);
@@ -298,8 +298,9 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
     double ps[3];
     std::uint64_t ss[3];
     std::size_t m = 0;
-    bool regular = true;    // every aligned size is the reference's over 1, q or q^2
-    bool plausible = true;  // ... or between the two: no size shrank or outgrew the square law
+    bool regular = true;         // every aligned size is the reference's over 1, q or q^2
+    bool plausible = true;       // ... or between the two: no size shrank or outgrew the square law
+    bool plausible_near = true;  // ... against the probe nearest the reference (by an image side, outgrowing it too)
     const double want = static_cast<double>(ref.requests[i].size);
     for (const std::size_t k : order) {
       if (k != ri && aligned[k].other_of[i] == StreamAlignment::kUnmatched) {
@@ -314,11 +315,23 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
                               detail::size_close(want, got * q * q));
         plausible =
             plausible && (detail::size_plausible(want, got, q) || (two_probes && square_law && want > got * q * q));
+        if (k == order[order.size() - 2])
+          plausible_near = detail::size_plausible(want, got, q) || (square_law && want > got * q * q);
       }
       ps[m] = probes[k].parameter;
       ss[m++] = size;
     }
     fits[i] = fit_size(ps, ss, m, square_law);
+    // By an image side, with three probes: a size the three do not put on a line is the program's
+    // law, a + c*p^2, through the two probes nearest the target, and only their sizes must be
+    // plausible. A library picks its algorithm (and a workspace's fixed part) by size: the smallest
+    // probe is where the choice most often differs, and a parabola through it bends the fit, or
+    // makes the size look implausible and kept.
+    if (square_law && m == 3 && plausible_near && fits[i].model != SizeModel::constant &&
+        !(fits[i].model == SizeModel::linear && plausible)) {
+      fits[i] = fit_size(ps + 1, ss + 1, 2, true);
+      plausible = true;
+    }
     if (m == 1) fits[i].model = SizeModel::unmatched;
     // Sizes no polynomial with non-negative terms gives (a request paired by position whose size
     // is another's: a workspace chosen by size) are not extrapolated: the request keeps its size at

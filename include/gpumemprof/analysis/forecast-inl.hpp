@@ -42,6 +42,14 @@ inline std::string forecast_percent(double fraction) {
   return buf;
 }
 
+/// Whether three sizes at parameters p[0] < p[1] < p[2] grow as k*(p - c)^2: their square roots
+/// rise on a line (the third within size_close of the line through the first two's).
+inline bool square_of_line(const double* p, const std::uint64_t* s) noexcept {
+  const double r0 = std::sqrt(static_cast<double>(s[0])), r1 = std::sqrt(static_cast<double>(s[1]));
+  const double r2 = r1 + (r1 - r0) * (p[2] - p[1]) / (p[1] - p[0]);
+  return r1 > r0 && size_close(static_cast<double>(s[2]), r2 * r2);
+}
+
 /// The reference's trace with each request at `sizes[k]` (its frees too); oom entries dropped
 /// (the replay would retry them), everything else as recorded.
 inline CompactSnapshot forecast_target(const CompactSnapshot& ref, int device,
@@ -322,15 +330,20 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
       ss[m++] = size;
     }
     fits[i] = fit_size(ps, ss, m, square_law);
-    // By an image side, with three probes: a size the three do not put on a line is the program's
-    // law, a + c*p^2, through the two probes nearest the target, and only their sizes must be
-    // plausible. A library picks its algorithm (and a workspace's fixed part) by size: the smallest
-    // probe is where the choice most often differs, and a parabola through it bends the fit, or
-    // makes the size look implausible and kept.
-    if (square_law && m == 3 && plausible_near && fits[i].model != SizeModel::constant &&
+    // By an image side, with three probes, a size the three do not put on a line: on a growing
+    // square k*(p - c)^2 (a valid convolution, a crop), the parabola through them is exact, and
+    // plausible though it outgrew q^2. Otherwise it is the program's law, a + c*p^2, through the
+    // two probes nearest the target, and only their sizes must be plausible: a library picks its
+    // algorithm (and a workspace's fixed part) by size, the smallest probe is where the choice most
+    // often differs, and a parabola through it bends the fit, or makes the size look implausible.
+    if (square_law && m == 3 && fits[i].model != SizeModel::constant &&
         !(fits[i].model == SizeModel::linear && plausible)) {
-      fits[i] = fit_size(ps + 1, ss + 1, 2, true);
-      plausible = true;
+      if (detail::square_of_line(ps, ss)) {
+        plausible = true;
+      } else if (plausible_near) {
+        fits[i] = fit_size(ps + 1, ss + 1, 2, true);
+        plausible = true;
+      }
     }
     if (m == 1) fits[i].model = SizeModel::unmatched;
     // Sizes no polynomial with non-negative terms gives (a request paired by position whose size

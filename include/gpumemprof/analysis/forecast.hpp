@@ -22,9 +22,10 @@
 //      draw, and the forecast is not `confident` (`range_excludes` says what no range bounds).
 //      By an image side, with two probes, a size that grew by more than q^2 is a + c*p^2 with
 //      a < 0 ((p - c)^2 elements), not implausible. With three, a size the three do not put on a
-//      line is a + c*p^2 through the two probes nearest the target (not the parabola through all
-//      three), and is implausible only if those two make it so: a library picks its algorithm, and
-//      a workspace's fixed part, by size, and the smallest probe is where that choice differs most.
+//      line is the parabola through them where they grow as k*(p - c)^2 (exact), else a + c*p^2
+//      through the two probes nearest the target, implausible only if those two make it so: a
+//      library picks its algorithm, and a workspace's fixed part, by size, and the smallest probe
+//      is where that choice differs most.
 //   3. The target's request stream is the reference's, in the reference's order (so every
 //      request lives exactly as long, relative to the others, as it did there), each request at its
 //      modelled size; it is replayed through the PyTorch-exact allocator (snapshot_replay.hpp)

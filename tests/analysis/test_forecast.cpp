@@ -750,23 +750,20 @@ gmp::CompactSnapshot algorithm_by_size_program(std::uint64_t p) {
 }  // namespace
 
 TEST_CASE("by an image side, three probes: a + c*p^2 through the two nearest, not the parabola through all") {
+  // A program run at sides 64, 128 and 256 forecast at 512: no size kept, the peaks as its own run's.
+  auto check_three = [](gmp::CompactSnapshot (*program)(std::uint64_t)) {
+    const gmp::CompactSnapshot a = program(64), b = program(128), c = program(256);
+    const gmp::ForecastResult f = gmp::forecast_peak({{64, &a, "64"}, {128, &b, "128"}, {256, &c, "256"}}, 512);
+    CHECK(f.implausible == 0);
+    check_exact(f, program(512), 1e-12);
+  };
   // The workspace is 64 KiB, 2.25 MiB, 3 MiB at sides 64, 128, 256: 48x from 64 to 256, more than
   // the square law (16x), so it was kept at 3 MiB; the two nearest give 2 MiB + 16 p^2: 6 MiB at 512.
-  const gmp::CompactSnapshot a = algorithm_by_size_program(64);
-  const gmp::CompactSnapshot b = algorithm_by_size_program(128);
-  const gmp::CompactSnapshot c = algorithm_by_size_program(256);
-  const gmp::ForecastResult f = gmp::forecast_peak({{64, &a, "64"}, {128, &b, "128"}, {256, &c, "256"}}, 512);
-  CHECK(f.implausible == 0);
-  check_exact(f, algorithm_by_size_program(512), 1e-12);
+  check_three(algorithm_by_size_program);
   // A valid convolution's 64 (p - 16)^2 outgrows the square law too (25x from 64 to 256), but on a
   // square of a line: the parabola through three is exact there (kept at 256's size: a quarter of 512's;
   // the two nearest's a + c*p^2: 3.3% short).
-  const gmp::CompactSnapshot v64 = valid_conv_program(64);
-  const gmp::CompactSnapshot v128 = valid_conv_program(128);
-  const gmp::CompactSnapshot v256 = valid_conv_program(256);
-  const gmp::ForecastResult v = gmp::forecast_peak({{64, &v64, "64"}, {128, &v128, "128"}, {256, &v256, "256"}}, 512);
-  CHECK(v.implausible == 0);
-  check_exact(v, valid_conv_program(512), 1e-12);
+  check_three(valid_conv_program);
   // Recorded: ResNet-18 by image side, 64+128+256 -> 512. cuDNN's workspaces at side 64 lack the fixed
   // part they have from 128 on (1.07, 5.90, 17.90 MiB: 65.90 at 512), and a parabola through the
   // three bends others (7.55, 17.79, 53.79 MiB: 187.8 at 512; a + c*p^2 through the two nearest:

@@ -115,8 +115,11 @@ inline void print_forecast_text(const ForecastResult& f, const std::vector<Forec
         sizes += (sizes.empty() ? "" : " : ") + (b == 0 ? "-" : size_text(b));
       std::printf("    %6zu req  %s -> %s at the target (%s if kept, %s if grown)%s%s%s\n", u.requests, sizes.c_str(),
                   size_text(u.size_at_target).c_str(), size_text(u.size_if_kept).c_str(),
-                  size_text(u.size_if_grown).c_str(), u.unmatched ? "  unmatched" : "", u.site.empty() ? "" : "  ",
-                  u.site.c_str());
+                  size_text(u.size_if_grown).c_str(),
+                  u.unmatched     ? "  unmatched"
+                  : u.implausible ? "  kept: no size law"
+                                  : "",
+                  u.site.empty() ? "" : "  ", u.site.c_str());
     }
   }
   if (f.capacity != 0) {
@@ -232,6 +235,7 @@ inline void print_forecast_json(const ForecastResult& f, const std::vector<Forec
     w.field("size_if_kept", u.size_if_kept);
     w.field("size_if_grown", u.size_if_grown);
     w.field("unmatched", u.unmatched);
+    w.field("implausible", u.implausible);
     w.field("site", u.site);
     w.field("category", u.category);
     w.field("reference_entry", u.reference_event);

@@ -158,6 +158,14 @@ for w, reserved, allocated in (("resnet50", 7029653504, 5854787584), ("moe_dyn",
         if w == "moe_dyn" and len(sizes) == 2:
             text = run(*[x for x in args if x != "--json"]).stdout
             check("the range does not bound requests only a run at the target makes" in text, text)
+        # ResNet-50 from 8+16: cuDNN workspaces paired by position, off every size law, are kept at the
+        # batch-16 size; the explanation marks them so, not as fitted.
+        if w == "resnet50" and len(sizes) == 2:
+            kept = [g for g in f["uncertain"] if g["implausible"]]
+            check(kept and all(not g["unmatched"] and g["size_at_target"] == g["size_at_probes"][1] for g in kept),
+                  f"{w} from {sizes}: uncertain {f['uncertain']}")
+            text = run(*[x for x in args if x != "--json"]).stdout
+            check("kept: no size law" in text, text)
         if len(sizes) == 3:
             err = f["peak_reserved_bytes"] / reserved - 1
             check(abs(err) <= 0.03, f"{w} from {sizes}: peak reserved {err:+.1%} off PyTorch's")

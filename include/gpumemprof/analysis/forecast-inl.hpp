@@ -42,6 +42,14 @@ inline std::string forecast_percent(double fraction) {
   return buf;
 }
 
+/// Whether three sizes at parameters p[0] < p[1] < p[2] grow as k*(p - c)^2: their square roots
+/// rise on a line (the third within size_close of the line through the first two's).
+inline bool square_of_line(const double* p, const std::uint64_t* s) noexcept {
+  const double r0 = std::sqrt(static_cast<double>(s[0])), r1 = std::sqrt(static_cast<double>(s[1]));
+  const double r2 = r1 + (r1 - r0) * (p[2] - p[1]) / (p[1] - p[0]);
+  return r1 > r0 && size_close(static_cast<double>(s[2]), r2 * r2);
+}
+
 /// The reference's trace with each request at `sizes[k]` (its frees too); oom entries dropped
 /// (the replay would retry them), everything else as recorded.
 inline CompactSnapshot forecast_target(const CompactSnapshot& ref, int device,
@@ -162,9 +170,14 @@ inline std::string uncertain_text(const ForecastUncertain& g, const std::vector<
     sizes += (sizes.empty() ? "" : ", ") + format_size(g.size_at_probes[k]);
     at += (at.empty() ? "" : ", ") + forecast_number(probes[k].parameter);
   }
+  // Only fitted sizes are "by the fit": the others are the largest probe's, kept.
+  const char* basis = g.unmatched     ? " each at the target (kept: no other probe made them), "
+                      : g.implausible ? " each at the target (kept: their sizes shrank or outgrew the square law, "
+                                        "which no size law gives), "
+                                      : " each at the target by the fit, ";
   s += " of " + sizes + " at size(s) " + at + (g.unmatched ? " (only in the largest probe)" : "") + ": " +
-       format_size(g.size_at_target) + " each at the target by the fit, " + format_size(g.size_if_kept) +
-       " if they stop growing, " + format_size(g.size_if_grown) + " if they grow on";
+       format_size(g.size_at_target) + basis + format_size(g.size_if_kept) + " if they stop growing, " +
+       format_size(g.size_if_grown) + " if they grow on";
   return s;
 }
 
@@ -281,20 +294,21 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
                                      refp.parameter / probes[order[order.size() - 2]].parameter);
   // By an image side, a size of (p - c)^2 elements (a convolution without padding, a crop) grows by
   // more than q^2: with two probes such a size is a + c*p^2 with a < 0, not implausible. (With
-  // three, the parabola through them is fitted; a third probe off the law made it worse.)
+  // three, the two nearest the target give a + c*p^2: see below.)
   const bool two_probes = probes.size() == 2;
   std::vector<SizeFit> fits(n);
   std::vector<std::uint64_t> sizes(n), grown(n), kept(n);
   std::size_t irregular = 0, implausible = 0;
-  std::vector<std::uint8_t> irregular_at(n, 0);
+  std::vector<std::uint8_t> irregular_at(n, 0), implausible_at(n, 0);
   std::vector<std::uint8_t> with_all(n, 1);
   std::size_t aligned_all = 0, aligned_any = 0;
   for (std::size_t i = 0; i < n; ++i) {
     double ps[3];
     std::uint64_t ss[3];
     std::size_t m = 0;
-    bool regular = true;    // every aligned size is the reference's over 1, q or q^2
-    bool plausible = true;  // ... or between the two: no size shrank or outgrew the square law
+    bool regular = true;         // every aligned size is the reference's over 1, q or q^2
+    bool plausible = true;       // ... or between the two: no size shrank or outgrew the square law
+    bool plausible_near = true;  // ... against the probe nearest the reference (by an image side, outgrowing it too)
     const double want = static_cast<double>(ref.requests[i].size);
     for (const std::size_t k : order) {
       if (k != ri && aligned[k].other_of[i] == StreamAlignment::kUnmatched) {
@@ -309,11 +323,28 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
                               detail::size_close(want, got * q * q));
         plausible =
             plausible && (detail::size_plausible(want, got, q) || (two_probes && square_law && want > got * q * q));
+        if (k == order[order.size() - 2])
+          plausible_near = detail::size_plausible(want, got, q) || (square_law && want > got * q * q);
       }
       ps[m] = probes[k].parameter;
       ss[m++] = size;
     }
     fits[i] = fit_size(ps, ss, m, square_law);
+    // By an image side, with three probes, a size the three do not put on a line: on a growing
+    // square k*(p - c)^2 (a valid convolution, a crop), the parabola through them is exact, and
+    // plausible though it outgrew q^2. Otherwise it is the program's law, a + c*p^2, through the
+    // two probes nearest the target, and only their sizes must be plausible: a library picks its
+    // algorithm (and a workspace's fixed part) by size, the smallest probe is where the choice most
+    // often differs, and a parabola through it bends the fit, or makes the size look implausible.
+    if (square_law && m == 3 && fits[i].model != SizeModel::constant &&
+        !(fits[i].model == SizeModel::linear && plausible)) {
+      if (detail::square_of_line(ps, ss)) {
+        plausible = true;
+      } else if (plausible_near) {
+        fits[i] = fit_size(ps + 1, ss + 1, 2, true);
+        plausible = true;
+      }
+    }
     if (m == 1) fits[i].model = SizeModel::unmatched;
     // Sizes no polynomial with non-negative terms gives (a request paired by position whose size
     // is another's: a workspace chosen by size) are not extrapolated: the request keeps its size at
@@ -322,6 +353,7 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
     if (m > 1 && !plausible) {
       fits[i] = SizeFit{SizeModel::constant, want, 0, 0};
       ++implausible;
+      implausible_at[i] = 1;
     }
     const bool verified = regular || (m == 3 && fits[i].model == SizeModel::linear && plausible);
     if (m > 1 && !verified) {
@@ -494,6 +526,8 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
       g.size_if_grown = grown[i];
       g.size_if_kept = kept[i];
       g.unmatched = fits[i].model == SizeModel::unmatched;
+      // Still kept (the rules refit sizes that follow the data, and stop some at a limit).
+      g.implausible = implausible_at[i] != 0 && fits[i].model == SizeModel::constant && sizes[i] == r.size;
       if (r.site != 0) g.site = ref.site_labels.at(r.site);
       if (r.category != 0) g.category = ref.category_names.at(r.category);
       g.reference_event = r.alloc_event;

@@ -21,7 +21,11 @@
 //      sizes seen once in the run): in proportion, the range's high end at their site's largest
 //      draw, and the forecast is not `confident` (`range_excludes` says what no range bounds).
 //      By an image side, with two probes, a size that grew by more than q^2 is a + c*p^2 with
-//      a < 0 ((p - c)^2 elements), not implausible.
+//      a < 0 ((p - c)^2 elements), not implausible. With three, a size the three do not put on a
+//      line is the parabola through them where they grow as k*(p - c)^2 (exact), else a + c*p^2
+//      through the two probes nearest the target, implausible only if those two make it so: a
+//      library picks its algorithm, and a workspace's fixed part, by size, and the smallest probe
+//      is where that choice differs most.
 //   3. The target's request stream is the reference's, in the reference's order (so every
 //      request lives exactly as long, relative to the others, as it did there), each request at its
 //      modelled size; it is replayed through the PyTorch-exact allocator (snapshot_replay.hpp)
@@ -129,6 +133,9 @@ struct ForecastUncertain {
   std::uint64_t size_if_grown = 0;            ///< grown as the program's sizes grow (by q or q^2)
   std::uint64_t size_if_kept = 0;             ///< stopped at the reference's size
   bool unmatched = false;                     ///< only the reference made it
+  /// Aligned, but their sizes shrank or outgrew the square law (no size law gives them): kept at
+  /// the reference's size, not fitted.
+  bool implausible = false;
   std::string site;
   std::string category;
   std::size_t reference_event = 0;  ///< the first one's alloc entry in the reference's trace

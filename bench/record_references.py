@@ -288,6 +288,14 @@ def w_resnet18_res(size):  # image side length: activations grow with its square
     _vision("resnet18", size, autocast=True, adamw=True, res=size, batch=16)
 
 
+def w_resnet50_res(size):  # image side length, ResNet-50 in fp32 with SGD (as resnet50's batch runs)
+    _vision("resnet50", size, autocast=False, adamw=False, res=size, batch=8)
+
+
+def w_convnext_t_res(size):  # image side length, ConvNeXt-T with bf16 autocast and AdamW
+    _vision("convnext_tiny", size, autocast=True, adamw=True, res=size, batch=8)
+
+
 def w_gpt2_eager(size):  # sequence length; eager attention keeps batch x heads x seq^2 scores
     from transformers import GPT2Config, GPT2LMHeadModel
 

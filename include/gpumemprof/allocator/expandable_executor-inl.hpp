@@ -77,7 +77,8 @@ Block* ExpandableExecutor<Backend>::grow_compacting(ShardPool& pool, Stream stre
   // large pool wants it: gpt2_generate's small and large requests take turns as its sequences
   // grow, 49 pages moved per replay before). It asks the device nothing before the spill: the
   // device's free memory (pages_to_recycle) is a driver call, microseconds on cuda:0, which made
-  // such a pair 2-3 times slower there.
+  // such a pair 2-3 times slower there. The hot path takes the same block before coming here
+  // (CachingAllocator::spills_small); this is for the requests that reach the slow path anyway.
   if (pool.small) {
     if (Block* b = take_spill(stream, size); b != nullptr) return b;
   }

@@ -34,7 +34,6 @@
 #include <ctime>
 #include <map>
 #include <memory>
-#include <random>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -43,6 +42,7 @@
 #include "gpumemprof/allocator/caching_allocator.hpp"
 #include "gpumemprof/allocator/default_allocator.hpp"
 #include "gpumemprof/device/cuda.hpp"
+#include "random_trace.hpp"
 #include "replay.hpp"
 #include "trace.hpp"
 
@@ -354,32 +354,6 @@ void run_trace(A& a, const NamedTrace& nt, int repeat, Results& res) {
   res.put("s:" + nt.name + " peak reserved MiB", a.name, fmt("%.0f", peak));
 }
 
-gmp::tools::Trace random_log_uniform(std::size_t allocs, unsigned seed, int streams) {
-  // Sizes log-uniform in [1 B, 64 MiB); up to 512 live blocks; frees in random order. With
-  // streams > 1 each allocation goes to stream 1..streams at random.
-  std::mt19937_64 rng(seed);
-  std::string text;
-  std::vector<std::uint32_t> live;
-  std::uint32_t next = 0;
-  while (next < allocs) {
-    if (live.size() < 512 && (live.empty() || rng() % 2 == 0)) {
-      const double lg = std::uniform_real_distribution<double>(0.0, 26.0)(rng);
-      const auto bytes = static_cast<std::uint64_t>(std::exp2(lg));
-      const std::uint64_t stream = streams > 1 ? 1 + rng() % static_cast<std::uint64_t>(streams) : 0;
-      text += "a " + std::to_string(next) + " " + std::to_string(std::max<std::uint64_t>(bytes, 1)) + " " +
-              std::to_string(stream) + "\n";
-      live.push_back(next++);
-    } else {
-      const std::size_t k = rng() % live.size();
-      text += "f " + std::to_string(live[k]) + "\n";
-      live[k] = live.back();
-      live.pop_back();
-    }
-  }
-  for (auto id : live) text += "f " + std::to_string(id) + "\n";
-  return gmp::tools::parse_trace(text, streams > 1 ? "random_two_streams" : "random_log_uniform");
-}
-
 NamedTrace named(gmp::tools::Trace t) {
   NamedTrace nt;
   nt.name = t.path.substr(t.path.find_last_of('/') + 1);
@@ -531,8 +505,8 @@ int main(int argc, char** argv) {
   std::printf("device: %s; warm replays: best of %d\n", prop.name, repeat);
   GPUMEMPROF_CUDA_CHECK(cudaFree(nullptr));  // create the context before timing anything
   std::vector<NamedTrace> traces;
-  traces.push_back(named(random_log_uniform(100000, 1, 1)));
-  traces.push_back(named(random_log_uniform(100000, 1, 2)));
+  traces.push_back(named(gmp::tools::random_log_uniform(100000, 1, 1)));
+  traces.push_back(named(gmp::tools::random_log_uniform(100000, 1, 2)));
   for (const auto& p : paths) traces.push_back(named(gmp::tools::load_trace(p)));
   Results res;
   if (c10_only) plan.gmp = plan.async = plan.malloc = false;

@@ -24,10 +24,15 @@ void* CachingAllocator<Backend>::allocate(std::size_t bytes, Stream stream) {
     detail::LockGuard lock(shard.mutex);
     if (GPUMEMPROF_LIKELY(pending_events_.load(std::memory_order_relaxed) == 0)) {
       block = find_free_block(shard.trees[pool.small], pool, size);
+      Pool* from = &pool;
+      if (GPUMEMPROF_UNLIKELY(block == nullptr) && spills_small(pool)) {
+        block = shard.trees[0].lower_bound(size);  // the slow path's choice (take_spill), without it
+        from = &large_;
+      }
       if (GPUMEMPROF_LIKELY(block != nullptr)) {  // throws (block still free) or hands it out
         ledger_.reserve(shard);
         detail::StatRecord r;
-        block = hand_out(shard, pool, block, size, bytes, r);
+        block = hand_out(shard, *from, block, size, bytes, r);
         journal_length = ledger_.record(shard, r);
       }
     }

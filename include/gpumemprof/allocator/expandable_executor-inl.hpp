@@ -71,22 +71,16 @@ Block* ExpandableExecutor<Backend>::grow(ShardPool& pool, Stream stream, std::si
 
 template <DeviceBackend Backend>
 Block* ExpandableExecutor<Backend>::grow_compacting(ShardPool& pool, Stream stream, std::size_t size) {
-  // A small request that would move a page (its one page) takes a free block of the large pool
-  // instead: the pools have reservations of their own, so the page would be unmapped there and
-  // mapped here, and moved back once the large pool wants it again (gpt2_generate's small and
-  // large requests take turns as its sequences grow: 49 pages moved per replay, none with this).
-  // Once the workload repeats (settled: growth maps fresh pages), a small request takes a free
-  // large block before it maps one: a repeating workload's large pool already holds its
-  // high-water layout, so a page mapped for the small pool would be mapped for good beyond it.
-  // Settled, this path runs for every small request the small pool cannot serve, so it asks the
-  // device nothing before the spill (pages_to_recycle reads the device's free memory: a driver
-  // call, microseconds on cuda:0, which made such a pair 2-3 times slower there).
+  // A small request the small pool cannot serve takes a free block of the large pool before it
+  // maps a page: the pools have reservations of their own, so a page mapped for the small pool
+  // would be one more beyond the large pool's layout (or one moved from there, and back once the
+  // large pool wants it: gpt2_generate's small and large requests take turns as its sequences
+  // grow, 49 pages moved per replay before). It asks the device nothing before the spill: the
+  // device's free memory (pages_to_recycle) is a driver call, microseconds on cuda:0, which made
+  // such a pair 2-3 times slower there. The hot path takes the same block before coming here
+  // (CachingAllocator::spills_small); this is for the requests that reach the slow path anyway.
   if (pool.small) {
-    const Stat& live = stats_.allocated_bytes[StatPool::all];
-    state_.note_request(live, size);  // pages_to_recycle notes it again: the same request, no change
-    if (state_.settled(live) || pages_to_recycle(size, state_.page()) != 0) {
-      if (Block* b = take_spill(stream, size); b != nullptr) return b;
-    }
+    if (Block* b = take_spill(stream, size); b != nullptr) return b;
   }
   const ExpandableLayout& layout = refresh_layout();
   const auto place = find_growth_place(layout, stream, pool.small, size);
@@ -165,7 +159,7 @@ std::size_t ExpandableExecutor<Backend>::pages_to_recycle(std::size_t size, std:
   GrowthBudget g{.reserved = total_reserved_,
                  .need = need,
                  .live_high = state_.live_high(),
-                 .slack = state_.slack(live),
+                 .slack = state_.slack(live, need),
                  .allowed_max = allowed_max_,
                  .page = state_.page()};
   if constexpr (VirtualMemoryBackend<Backend>) g.device_free = backend_.mem_get_info().free;

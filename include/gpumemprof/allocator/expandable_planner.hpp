@@ -22,7 +22,8 @@
 // - Which pages: whole pages of free mapped blocks, the largest runs first (fewest unmap calls),
 //   the top pages of each (a block's front stays put); the block the growth itself ends in gives
 //   its pages above the growth last, as the next growth there would want them back.
-// - When pages stop moving (the workload repeats) is the caller's: expandable_state.hpp.
+// - Which growths may move pages (one-page ones), and when they stop (the workload repeats), is the
+//   caller's: expandable_state.hpp.
 #pragma once
 
 #include <algorithm>

@@ -29,17 +29,20 @@ namespace detail {
 
 class ExpandableState {
  public:
-  // Expandable growth maps fresh pages, not recycled ones, while reserved stays within this
-  // fraction above the most bytes ever live (live_high()): see expandable_planner.hpp. The goal
-  // is <= 1.03x peak requested and <= PyTorch's expandable figure (1.0255x on resnet50_train).
+  // Growth of at most one page maps fresh pages while reserved stays within this fraction above
+  // the most bytes ever live (live_high()); beyond it, a free page elsewhere moves (unmapped
+  // there, mapped here): see expandable_planner.hpp. The goal is <= 1.03x peak requested and <=
+  // PyTorch's expandable figure (1.0255x on resnet50_train).
   static constexpr double kSlack = 0.025;
-  // Once the workload has allocated kSettleAfter times live_high() since it last rose, pages no
-  // longer move for the slack (kSettledSlack): growth maps fresh pages, within the device's and
-  // the fraction's limits, and a small request takes a free large block before it maps a page.
-  // Where the cold step's pages hold the repeated step, nothing is mapped once warm; where best
-  // fit over unmoving pages needs more than the slack (two streams peaking apart, tensors that
-  // alternate homes), reserved grows to what it needs: docs/expandable-segments.md.
+  // Once the workload has allocated kSettleAfter times live_high() since it last rose, no page
+  // moves for the slack (kSettledSlack), one-page growth included; a new high starts over.
   static constexpr double kSettleAfter = 24;
+  // Growth of more than one page, and growth once settled, maps fresh pages, within the device's
+  // free memory and the memory fraction only (beyond them, pages still move). Moving several pages
+  // for one growth re-lays out the large tensors: the repeated step then finds other runs free
+  // than the step before, and pages keep moving (or reserved creeps up) in every repetition.
+  // Mapped where best fit over unmoving pages puts them, the layout the first steps leave serves
+  // the repeated ones: docs/expandable-segments.md.
   static constexpr double kSettledSlack = 1e6;
 
   ExpandableState() = default;
@@ -58,11 +61,12 @@ class ExpandableState {
   void note_request(const Stat& live, std::size_t size) noexcept;
   /// The most bytes ever live, as of the latest note_request().
   [[nodiscard]] std::size_t live_high() const noexcept { return live_high_; }
-  /// The fraction above live_high() that fresh pages may reach: kSlack while the workload still
-  /// sets highs; kSettledSlack once it has allocated kSettleAfter times its high since the last
-  /// one (it repeats: growth maps fresh pages, so its layout settles and warm replays map
-  /// nothing; the device's free memory and the memory fraction still bound it).
-  [[nodiscard]] double slack(const Stat& live) const noexcept { return settled(live) ? kSettledSlack : kSlack; }
+  /// The fraction above live_high() that fresh pages may reach for a growth that maps `need`
+  /// bytes: kSlack for at most one page while the workload still sets highs; kSettledSlack for
+  /// more, or once it has allocated kSettleAfter times its high since the last one (it repeats).
+  [[nodiscard]] double slack(const Stat& live, std::size_t need) const noexcept {
+    return need <= page_ && !settled(live) ? kSlack : kSettledSlack;
+  }
   /// Whether the workload repeats: it has allocated kSettleAfter times live_high() since the
   /// high last rose.
   [[nodiscard]] bool settled(const Stat& live) const noexcept;

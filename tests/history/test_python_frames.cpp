@@ -221,6 +221,40 @@ TEST_CASE("user frames: torch, c10, libtorch, the bridge and the Python runtime 
                          {"/home/me/model.py", 42, "forward"},
                          {"/home/me/train.py", 9, "<module>"}});
   CHECK(gmp::user_frame_label(stack) == "forward at /home/me/model.py:42");
+  CHECK(gmp::package_frame(stack) == nullptr);
+  // A model library (an installed package) allocates on behalf of the user's line: the label names
+  // the user's line, then the library's.
+  const Frame gelu{"/opt/venv/lib/python3.12/site-packages/transformers/activations.py", 66, "forward"};
+  const Frame call{"/opt/venv/lib/python3.12/site-packages/torch/nn/modules/module.py", 1750, "_call_impl"};
+  const Frame step{"/home/me/train.py", 57, "step"};
+  const gmp::Frames hf = std::make_shared<const std::vector<Frame>>(
+      std::vector<Frame>{call,
+                         gelu,
+                         call,
+                         {"/usr/lib/python3/dist-packages/transformers/models/gpt2/modeling_gpt2.py", 300, "forward"},
+                         call,
+                         step,
+                         {"/home/me/train.py", 80, "<module>"},
+                         {"<frozen runpy>", 88, "_run_code"}});
+  CHECK(*gmp::user_frame(hf) == step);
+  CHECK(*gmp::package_frame(hf) == gelu);
+  CHECK(gmp::user_frame_label(hf) ==
+        "step at /home/me/train.py:57 (in forward at "
+        "/opt/venv/lib/python3.12/site-packages/transformers/activations.py:66)");
+  // Only a library's frames: its line, alone.
+  const gmp::Frames lib_only =
+      std::make_shared<const std::vector<Frame>>(std::vector<Frame>{call, gelu, {"<frozen runpy>", 88, "_run_code"}});
+  CHECK(*gmp::user_frame(lib_only) == gelu);
+  CHECK(gmp::user_frame_label(lib_only) ==
+        "forward at /opt/venv/lib/python3.12/site-packages/transformers/activations.py:66");
+  // A library that calls the user's code back (a trainer): the user's line, alone.
+  const gmp::Frames callback = std::make_shared<const std::vector<Frame>>(
+      std::vector<Frame>{call,
+                         {"/home/me/model.py", 42, "training_step"},
+                         {"/opt/venv/lib/python3.12/site-packages/lightning/trainer.py", 900, "fit"},
+                         step});
+  CHECK(gmp::package_frame(callback) == nullptr);
+  CHECK(gmp::user_frame_label(callback) == "training_step at /home/me/model.py:42");
 }
 
 TEST_CASE("Python frames reach the snapshot in PyTorch's frame format (filename, line, name)") {

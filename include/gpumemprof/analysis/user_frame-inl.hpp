@@ -73,6 +73,13 @@ inline bool is_python_runtime_frame(const Frame& f) {
   return p.find("/lib/python") != std::string::npos && p.find("-packages/") == std::string::npos;
 }
 
+/// An installed package other than PyTorch (site-packages or dist-packages): a model library such
+/// as transformers or torchvision, which a user runs but does not edit.
+inline bool is_package_frame(const Frame& f) {
+  const std::string& p = f.filename;
+  return p.find("site-packages/") != std::string::npos || p.find("dist-packages/") != std::string::npos;
+}
+
 }  // namespace detail
 
 GPUMEMPROF_FUNC bool is_internal_frame(const Frame& f) {
@@ -83,19 +90,30 @@ GPUMEMPROF_FUNC bool is_internal_frame(const Frame& f) {
          p.starts_with("/lib/");
 }
 
+GPUMEMPROF_FUNC const Frame* package_frame(const Frames& frames) {
+  if (!frames) return nullptr;
+  for (const Frame& f : *frames) {
+    if (!is_internal_frame(f)) return detail::is_package_frame(f) ? &f : nullptr;
+  }
+  return nullptr;
+}
+
 GPUMEMPROF_FUNC const Frame* user_frame(const Frames& frames) {
   if (!frames || frames->empty()) return nullptr;
   const Frame* outside = nullptr;
   for (const Frame& f : *frames) {
-    if (!is_internal_frame(f)) return &f;
+    if (!is_internal_frame(f) && !detail::is_package_frame(f)) return &f;
     if (outside == nullptr && !is_gpumemprof_frame(f)) outside = &f;
   }
-  return outside != nullptr ? outside : &frames->front();
+  const Frame* package = package_frame(frames);
+  return package != nullptr ? package : outside != nullptr ? outside : &frames->front();
 }
 
 GPUMEMPROF_FUNC std::string user_frame_label(const Frames& frames) {
   const Frame* f = user_frame(frames);
-  return f == nullptr ? std::string("(no stack recorded)") : frame_label(*f);
+  if (f == nullptr) return "(no stack recorded)";
+  const Frame* package = package_frame(frames);
+  return package == nullptr || package == f ? frame_label(*f) : frame_label(*f) + " (in " + frame_label(*package) + ")";
 }
 
 GPUMEMPROF_NAMESPACE_END

@@ -1,11 +1,14 @@
 // Analysis layer: the user's frame of a stack -- the one line a report names for an allocation.
-// One rule for every report: the innermost frame that is not internal, where internal means
-// gpumemprof itself (with the PyTorch bridge's library and package), PyTorch's own Python modules,
-// libraries and C++ namespaces (torch, c10, libtorch), the Python interpreter and its standard
-// library, the C++ runtime and system headers and libraries, Boost, and frames with no file ("??").
-// C++ and Python frames (python_frames.hpp) follow the same rule, so a bridge's top site reads
-// like "forward at model.py:42". When every frame is internal: the innermost
-// frame outside gpumemprof, else the innermost frame.
+// One rule for every report: the innermost frame that is neither internal nor in an installed
+// package. Internal means gpumemprof itself (with the PyTorch bridge's library and package),
+// PyTorch's own Python modules, libraries and C++ namespaces (torch, c10, libtorch), the Python
+// interpreter and its standard library, the C++ runtime and system headers and libraries, Boost,
+// and frames with no file ("??"). An installed package (site-packages, dist-packages: transformers,
+// torchvision) is code the user runs but does not edit: the label names the user's line and, in
+// brackets, the package's line that allocated ("step at train.py:57 (in forward at
+// .../transformers/activations.py:66)"). C++ and Python frames (python_frames.hpp) follow the same
+// rule, so a bridge's top site reads like "forward at model.py:42". With no user's frame: the
+// package's frame, else the innermost frame outside gpumemprof, else the innermost frame.
 #pragma once
 
 #include <string>
@@ -30,7 +33,12 @@ GPUMEMPROF_NAMESPACE_BEGIN
 /// The user's frame of `frames` (innermost first); nullptr when there are no frames.
 [[nodiscard]] const Frame* user_frame(const Frames& frames);
 
-/// "name at file:line" of the user's frame, or "(no stack recorded)".
+/// The innermost frame that is not internal when it is in an installed package (the library
+/// line that allocated on the user's behalf); nullptr otherwise.
+[[nodiscard]] const Frame* package_frame(const Frames& frames);
+
+/// "name at file:line" of the user's frame, then " (in name at file:line)" of the package frame
+/// inside it when there is one; or "(no stack recorded)".
 [[nodiscard]] std::string user_frame_label(const Frames& frames);
 
 GPUMEMPROF_NAMESPACE_END

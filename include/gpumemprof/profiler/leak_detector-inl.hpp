@@ -301,8 +301,7 @@ GPUMEMPROF_FUNC void LeakDetector::add_survivors(const std::string& name, const 
       frames = it->second;
     }
     const Frame* site = user_frame(frames);  // the one rule (analysis/user_frame.hpp)
-    const std::string key = site != nullptr
-                                ? "line " + site->filename + ':' + std::to_string(site->line) + ' ' + site->name
+    const std::string key = site != nullptr  ? "line " + user_frame_label(frames)
                             : b.context != 0 ? "context " + std::to_string(b.context)
                                              : "size " + std::to_string(b.requested);
     SurvivingAllocations& s = sites[key];
@@ -312,7 +311,7 @@ GPUMEMPROF_FUNC void LeakDetector::add_survivors(const std::string& name, const 
       s.requested_size = frames == nullptr && b.context == 0 ? b.requested : 0;
       s.first_call = f.call;
       s.frames = frames;
-      s.site = site != nullptr ? frame_label(*site)
+      s.site = site != nullptr ? user_frame_label(frames)
                                : "requests of " + format_size(b.requested) +
                                      (b.context != 0 ? " (allocation context " + std::to_string(b.context) + ")" : "");
     }

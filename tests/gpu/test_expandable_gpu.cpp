@@ -26,6 +26,13 @@ std::size_t bad(const Buffer& b) { return gpu_test::count_mismatches(b.p, b.byte
 std::int64_t reserved(const CudaAllocator& a) { return a.memory_stats().reserved_bytes.all().current; }
 std::size_t page() { return gmp::CudaBackend(0).granularity(); }
 std::size_t up(std::size_t n) { return (n + page() - 1) / page() * page(); }
+// Caps what `a` may map at `bytes` (the memory fraction): below the cap, a growth of several pages
+// maps fresh ones; at it, free pages move (are unmapped and mapped where they are needed).
+void cap_at(CudaAllocator& a, double bytes) {
+  std::size_t free = 0, total = 0;
+  GPUMEMPROF_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  a.set_memory_fraction(bytes / static_cast<double>(total));
+}
 }  // namespace
 
 TEST_CASE("expandable GPU: grows contiguously, recycles free pages, data intact, shrinks on empty_cache") {
@@ -42,7 +49,9 @@ TEST_CASE("expandable GPU: grows contiguously, recycles free pages, data intact,
   CHECK(reserved(a) == static_cast<std::int64_t>(up(72 * MiB)));
   for (const Buffer& b : {p, q, r}) fill(b);
   for (const Buffer& b : {p, q, r}) CHECK(bad(b) == 0);
-  // p's first page is wholly free once p goes: it is unmapped and mapped again at the tail.
+  // p's first page is wholly free once p goes. s needs three pages at the tail; the cap allows
+  // two fresh ones, so p's page is unmapped and mapped again at the tail for the third.
+  cap_at(a, static_cast<double>(up(72 * MiB) + 4 * MiB) + 0.5 * MiB);
   a.deallocate(p.p);
   const Buffer s{a.allocate(6 * MiB), 6 * MiB, 4};
   a.validate();
@@ -92,9 +101,7 @@ TEST_CASE("expandable GPU: small requests at the budget take a free large block,
 
 TEST_CASE("expandable GPU: OOM under a memory fraction, then recovery with intact data") {
   CudaAllocator a(gmp::CudaBackend(0), gmp::AllocatorConfig("compacting_expandable_segments:True"));
-  std::size_t free_now = 0, total = 0;
-  GPUMEMPROF_CUDA_CHECK(cudaMemGetInfo(&free_now, &total));
-  a.set_memory_fraction(static_cast<double>(256 * MiB) / static_cast<double>(total));
+  cap_at(a, 256.0 * MiB);
   std::vector<Buffer> live;
   unsigned seed = 10;
   bool oom = false;
@@ -134,7 +141,8 @@ TEST_CASE("expandable GPU: two streams, one reservation each; pages recycled acr
   fill(x);
   fill(y);
   CHECK(a.segments().size() == 2);
-  a.deallocate(x.p);  // s1's pages are free; s2 grows by taking them (after s1 is synchronized)
+  cap_at(a, 64.5 * MiB);  // at the cap: s2's growth must take pages that are mapped already
+  a.deallocate(x.p);      // s1's pages are free; s2 grows by taking them (after s1 is synchronized)
   const Buffer z{a.allocate(16 * MiB, gmp::Stream(s2)), 16 * MiB, 9, s2};
   fill(z);
   a.validate();

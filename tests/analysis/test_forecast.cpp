@@ -317,6 +317,57 @@ TEST_CASE("alignment: inserted and missing requests are found, the rest pairs on
   CHECK(al.divergences.size() >= 5);
 }
 
+/// A program of `layers` layers of 8 requests without stacks (every key equal, as in a backward
+/// pass PyTorch records no Python frame for), sizes constant, linear or quadratic in p; with
+/// `extras`, the layers from `extras_from` on make two more requests each (a kernel chosen at
+/// this size taking workspaces). `origin`: each request's index in the common program, -1 for
+/// the extras.
+gmp::RequestStream layered_program(std::uint64_t p, bool extras, std::vector<std::int64_t>& origin) {
+  constexpr int layers = 120;
+  constexpr int extras_from = 50;
+  gmp::RequestStream s;
+  std::uint64_t h = 88172645463325252ull;
+  auto next = [&] {
+    h ^= h << 13;
+    h ^= h >> 7;
+    h ^= h << 17;
+    return h;
+  };
+  auto push = [&](std::uint64_t size, std::int64_t from) {
+    gmp::ProbeRequest r;
+    r.size = size;
+    s.requests.push_back(r);
+    origin.push_back(from);
+  };
+  std::int64_t n = 0;
+  for (int layer = 0; layer < layers; ++layer) {
+    for (int k = 0; k < 8; ++k) {
+      const std::uint64_t base = 512 * (1 + next() % 64);
+      push(k % 3 == 0 ? base : k % 3 == 1 ? base * p : base * p * p, n++);
+      if (extras && layer >= extras_from && (k == 2 || k == 5)) push(k == 2 ? 12 : 4096 * p * p, -1);
+    }
+  }
+  return s;
+}
+
+TEST_CASE("alignment: requests inserted every few requests, layer after layer, still pair one to one") {
+  std::vector<std::int64_t> origin_a, origin_b;
+  const gmp::RequestStream small = layered_program(8, false, origin_a);
+  const gmp::RequestStream big = layered_program(32, true, origin_b);
+  REQUIRE(big.requests.size() == small.requests.size() + 2 * 70);
+  const gmp::StreamAlignment al = gmp::align_streams(big, 32, small, 8, {});
+  CHECK(al.complete);
+  std::size_t right = 0;
+  for (std::size_t i = 0; i < big.requests.size(); ++i) {
+    if (al.other_of[i] < 0) continue;
+    right += origin_b[i] >= 0 && origin_a[static_cast<std::size_t>(al.other_of[i])] == origin_b[i] ? 1 : 0;
+  }
+  // Every request of the smaller probe has its counterpart (the extras pair with nothing), but for
+  // a few that agree by coincidence with a neighbour.
+  CHECK(al.matched <= small.requests.size());
+  CHECK(right * 100 >= small.requests.size() * 98);
+}
+
 TEST_CASE("two probes: the forecast equals the replay of the true target stream") {
   const gmp::CompactSnapshot a = probe(8, {}, false);
   const gmp::CompactSnapshot b = probe(16, {}, false);

@@ -49,6 +49,12 @@ class StreamAligner {
         continue;
       }
       std::pair<std::size_t, std::size_t> next = near_resync(i, j);
+      if (next.first == kNone || std::min(a_.size() - next.first, b_.size() - next.second) < kRun) {
+        // Nothing runs together within the window, or only the few pairs before an end (which
+        // can agree by coincidence): a dense common subsequence is the better evidence.
+        const std::pair<std::size_t, std::size_t> dense = dense_resync(i, j);
+        if (dense.first != kNone) next = dense;
+      }
       if (next.first == kNone) next = far_resync(i, j);
       if (next.first == kNone) break;
       pair_block(i, next.first, j, next.second);
@@ -119,6 +125,40 @@ class StreamAligner {
       if (i + c >= a_.size() && j + c >= b_.size()) break;
     }
     return best;
+  }
+
+  /// Where no place within the window runs together for kRun pairs because requests are inserted
+  /// or reordered every few requests (one probe's kernels take an extra workspace in every layer),
+  /// the longest common subsequence of agreeing pairs over the next window of both streams. When
+  /// it pairs at least half of the shorter side, the streams are together, only edited densely:
+  /// the place after its last pair in the first half of the window is where the walk goes on (the
+  /// caller pairs the requests before it) -- or, where both streams end within the window, the
+  /// ends: the rest is paired as one block.
+  std::pair<std::size_t, std::size_t> dense_resync(std::size_t i, std::size_t j) {
+    const std::size_t x = std::min(opt_.window, a_.size() - i);
+    const std::size_t y = std::min(opt_.window, b_.size() - j);
+    std::vector<std::uint32_t> score((x + 1) * (y + 1), 0);
+    auto at = [&](std::size_t r, std::size_t c) -> std::uint32_t& { return score[r * (y + 1) + c]; };
+    for (std::size_t r = x; r-- > 0;) {
+      for (std::size_t c = y; c-- > 0;) {
+        at(r, c) = std::max({at(r + 1, c), at(r, c + 1), agree(i + r, j + c) ? at(r + 1, c + 1) + 1 : 0u});
+      }
+    }
+    if (2 * static_cast<std::size_t>(at(0, 0)) < std::min(x, y)) return {kNone, kNone};
+    if (i + x == a_.size() && j + y == b_.size()) return {a_.size(), b_.size()};
+    std::pair<std::size_t, std::size_t> cut{kNone, kNone};
+    std::size_t r = 0;
+    std::size_t c = 0;
+    while (r < x / 2 && c < y) {
+      if (at(r, c) != 0 && at(r, c) == at(r + 1, c + 1) + 1 && agree(i + r, j + c)) {
+        cut = {i + ++r, j + ++c};
+      } else if (at(r, c) == at(r + 1, c)) {
+        ++r;
+      } else {
+        ++c;
+      }
+    }
+    return cut;
   }
 
   /// Beyond the window: the first later reference request with an agreeing request of the other

@@ -14,6 +14,12 @@
 //   - at a disagreement it looks for the nearest place where the streams run together again --
 //     offsets (x, y) of the two cursors, nearest first by max(x, y), within a window -- where at
 //     least 12 of the next 16 pairs agree, the first one included;
+//   - where no such place exists -- requests inserted or reordered every few requests, as when one
+//     probe's kernels take an extra workspace in every layer -- or only the last few pairs before
+//     an end agree, the longest common subsequence of agreeing pairs over the next window of both
+//     streams decides: when it pairs at least half of the shorter side, the walk goes on after its
+//     last pair in the first half of the window (or pairs the rest, where both streams end within
+//     the window);
 //   - beyond the window, an index of the other stream by (key, size) finds a place where a later
 //     reference request agrees (its size, its size / q or / q^2), checked the same way;
 //   - the requests skipped over on both sides (at most a window each) are paired by a small

@@ -591,6 +591,12 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
     res.warnings.push_back(detail::data_dependent_warning(res.data_dependent));
   }
   if (std::fabs(res.backcast_error) > options.error_goal) {
+    // The range's ends are replays of the reference's stream; a run at the target whose stream
+    // differs from it as the probes' differ from each other is outside them.
+    res.range_excludes += std::string(res.range_excludes.empty() ? "" : "; nor ") +
+                          "requests a run at the target makes otherwise than the largest probe (the probes' "
+                          "request streams already differ with the size: the back-test is " +
+                          detail::forecast_percent(std::fabs(res.backcast_error)) + " off)";
     res.warnings.push_back(
         "the forecast is not a confident number: the largest probe's request stream, sized for a "
         "smaller probe, replays to a peak reserved " +

@@ -41,7 +41,8 @@
 //   5. A back-test: the reference's stream at each smaller probe's recorded sizes, replayed,
 //      against the replay of that probe's own stream. A difference over `error_goal` means the
 //      streams change with the size in ways that move the peak (requests made at some sizes only,
-//      another order): the forecast is not `confident` either.
+//      another order): the forecast is not `confident` either, and `range_excludes` says that a
+//      run at the target, which will differ again, is outside the range.
 //   6. The reference's own history replayed against the peak reserved it recorded (default
 //      config): a difference over `error_goal` means the recording's driver placed segments
 //      otherwise than the simulated device, and the target's replay may be as far off.
@@ -179,7 +180,8 @@ struct ForecastResult {
         {peak_reserved, peak_reserved_unmatched_grown, peak_reserved_irregular_kept, peak_reserved_possible_limit});
   }
   /// What the range does not bound, in words ("" when nothing the probes show is left out): with
-  /// data-dependent sizes, requests only a run at the target makes and draws larger than any probe's.
+  /// data-dependent sizes, requests only a run at the target makes and draws larger than any probe's;
+  /// with a back-test off by more than the goal, a target's stream that differs from the reference's.
   std::string range_excludes;
   bool confident = true;  ///< unmatched_effect, |backcast_error| and |replay_error| <= error_goal
   // Alignment quality.

@@ -40,11 +40,15 @@ def main():
     confusion = {}  # (miss, warned) -> count, over the four forecasts of each workload
     misses = {}  # warned forecasts: range holds the actual -> count
     ranges = {}  # every forecast: range holds the actual -> count
+    workloads = 0
     for w in sorted(os.listdir(data)):
         folder = os.path.join(data, w)
+        if not os.path.isdir(folder):  # a log or job list beside the workload folders
+            continue
         sizes = sorted(int(f[:-5]) for f in os.listdir(folder) if f.endswith(".json") and f[:-5].isdigit())
         if len(sizes) < 4:
             continue
+        workloads += 1
         actual = {}
         for s in sizes:
             with open(os.path.join(folder, f"{s}.json")) as f:
@@ -80,7 +84,8 @@ def main():
             cells += ["-", "-"]
         print("| " + " | ".join(cells) + " |")
     print()
-    print("Warnings (32 forecasts: 8 workloads x 1x+2x -> 8x, 1x+2x+4x -> 8x, 2x+4x -> 8x, 1x+2x -> 4x): "
+    print(f"Warnings ({4 * workloads} forecasts: {workloads} workloads x 1x+2x -> 8x, 1x+2x+4x -> 8x, 2x+4x -> 8x, "
+          "1x+2x -> 4x): "
           f"miss > 3% warned {confusion.get((True, True), 0)}, miss not warned {confusion.get((True, False), 0)}, "
           f"within 3% warned {confusion.get((False, True), 0)}, within 3% not warned {confusion.get((False, False), 0)}; "
           f"warned ranges holding the actual {misses.get(True, 0)}, missing it {misses.get(False, 0)} (\"!\"); "

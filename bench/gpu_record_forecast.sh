@@ -10,9 +10,13 @@ cd "$(dirname "$0")/.." || exit 2
 out="${OUT:-gpu-out}"
 data=$(mktemp -d)/forecast
 mkdir -p "$data" "$out"
-for w in "$@"; do
+for w in "$@"; do  # checked before anything runs (the loop below is a pipeline's subshell)
   IFS=: read -r name sizes <<< "$w"
   grep -q "^def w_$name(" bench/record_references.py || { echo "gpu_record_forecast: no workload $name in bench/record_references.py" >&2; exit 2; }
+  [[ $sizes =~ ^[1-9][0-9]*(:[1-9][0-9]*)*$ ]] || { echo "gpu_record_forecast: $w: give WORKLOAD:SIZE[:SIZE...], each size a positive whole number" >&2; exit 2; }
+done
+for w in "$@"; do
+  IFS=: read -r name sizes <<< "$w"
   mkdir -p "$data/$name"
   for s in ${sizes//:/ }; do echo "$name $s"; done
 done | sort -k2 -n -r > "$data/jobs.txt"  # the largest first

@@ -300,8 +300,9 @@ GPUMEMPROF_FUNC void LeakDetector::add_survivors(const std::string& name, const 
       if (it == stacks.end()) it = stacks.emplace(b.context, source_->frames_of(b.context)).first;
       frames = it->second;
     }
-    const Frame* site = user_frame(frames);  // the one rule (analysis/user_frame.hpp)
-    const std::string key = site != nullptr  ? "line " + user_frame_label(frames)
+    // The one rule (analysis/user_frame.hpp); "" without frames (where user_frame() gives none).
+    const std::string label = frames && !frames->empty() ? user_frame_label(frames) : std::string();
+    const std::string key = !label.empty()   ? "line " + label
                             : b.context != 0 ? "context " + std::to_string(b.context)
                                              : "size " + std::to_string(b.requested);
     SurvivingAllocations& s = sites[key];
@@ -311,9 +312,9 @@ GPUMEMPROF_FUNC void LeakDetector::add_survivors(const std::string& name, const 
       s.requested_size = frames == nullptr && b.context == 0 ? b.requested : 0;
       s.first_call = f.call;
       s.frames = frames;
-      s.site = site != nullptr ? user_frame_label(frames)
-                               : "requests of " + format_size(b.requested) +
-                                     (b.context != 0 ? " (allocation context " + std::to_string(b.context) + ")" : "");
+      s.site = !label.empty() ? label
+                              : "requests of " + format_size(b.requested) +
+                                    (b.context != 0 ? " (allocation context " + std::to_string(b.context) + ")" : "");
     }
     ++s.blocks;
     s.bytes += static_cast<std::int64_t>(b.size);

@@ -205,6 +205,10 @@ struct ForecastResult {
   bool fits = true;                  ///< the target stream replayed within `capacity` without an OOM
   std::size_t ooms_at_capacity = 0;  ///< allocations that failed in that replay
   std::vector<std::string> warnings;
+  /// When not confident: the size of the probe that would narrow the forecast (forecast_next_probe;
+  /// 0: none would, only a run at the target decides) and what it would show, or why none would.
+  double next_probe = 0;
+  std::string next_probe_shows;
   /// The synthesised target stream (replay it under other configs with forecast_replay).
   CompactSnapshot target;
 };
@@ -215,6 +219,15 @@ struct ForecastResult {
 /// history starts mid-run, or probes that do not align as one program.
 [[nodiscard]] ForecastResult forecast_peak(const std::vector<ForecastProbe>& probes, double at,
                                            const ForecastOptions& options = {});
+
+/// Which probe would narrow a forecast that is not `confident` (forecast_next_probe-inl.hpp
+/// states the rule): `size` 0 when none would (only a run at the target decides), and `shows` in
+/// words: "whether ..." (what that probe would show), or why none would. Empty when confident.
+struct ForecastNextProbe {
+  double size = 0;
+  std::string shows;
+};
+[[nodiscard]] ForecastNextProbe forecast_next_probe(const ForecastResult& forecast, double error_goal = 0.03);
 
 /// Replays a forecast's target stream under `config` on a device of `capacity` bytes (0: 80 GiB).
 struct ForecastReplay {
@@ -230,4 +243,5 @@ GPUMEMPROF_NAMESPACE_END
 // The bodies: in the compiled library under GPUMEMPROF_COMPILED_LIB (lib/analysis.cpp).
 #ifndef GPUMEMPROF_COMPILED_LIB
 #include "gpumemprof/analysis/forecast-inl.hpp"
+#include "gpumemprof/analysis/forecast_next_probe-inl.hpp"
 #endif

@@ -18,6 +18,8 @@ a callable, that callable is the step instead (so the first call can build the m
 this checkout) forecasts the target from the snapshots; the result is its JSON document as a dict,
 with "probe_snapshots" (the files) and "probe_peaks" (what PyTorch reported in each probe).
 With use_bridge=True each probe installs gpumemprof's allocator first and records with it.
+With refine=True (the default), a forecast that is not confident and names a next probe that fits
+in the device's free memory records that probe too and forecasts again ("refined_with").
 """
 import glob
 import importlib
@@ -114,8 +116,9 @@ def _probe_main(argv):
 # refine=True: the probe it adds must fit in the device's free memory (torch.cuda.mem_get_info in a
 # fresh process, whose CUDA context is there as the probe's will be) with this margin over the high
 # end of the forecast's range at that size: a tenth (the two-probe forecasts at twice the largest
-# probe were within 2.6% on the H200 recordings, their ranges' high ends above all but one) and
-# 1 GiB for what CUDA libraries take outside the caching allocator (cuDNN, cuBLASLt, NCCL handles).
+# probe were within 2.6% on the H200 recordings, their ranges' high ends at most 2.0% under the
+# actual) and 1 GiB for what CUDA libraries take outside the caching allocator (cuDNN, cuBLASLt,
+# NCCL handles). docs/forecast.md, "Refine".
 REFINE_MARGIN = 0.10
 REFINE_RESERVE = 1 << 30
 

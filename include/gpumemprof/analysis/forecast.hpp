@@ -46,6 +46,8 @@
 //   6. The reference's own history replayed against the peak reserved it recorded (default
 //      config): a difference over `error_goal` means the recording's driver placed segments
 //      otherwise than the simulated device, and the target's replay may be as far off.
+//   7. Not confident: the probe that would narrow it (forecast_next_probe: twice the largest
+//      probe, when below the target) and what it would show.
 // What it cannot know: requests that only a run at the target size makes (a kernel chosen only
 // there), and memory outside the caching allocator (the CUDA context, cuBLAS/NCCL workspaces
 // taken with cudaMalloc directly) -- a capacity should be what the allocator can use.

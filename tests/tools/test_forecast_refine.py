@@ -22,9 +22,9 @@ import cli_checks  # noqa: E402
 
 BIN = sys.argv[1]
 os.environ["GPUMEMPROF_BIN"] = BIN
-from gpumemprof_torch import forecast as fc  # noqa: E402  (the module: gpumemprof_torch.forecast)
+import gpumemprof_torch.forecast  # noqa: E402,F401
 
-fc = sys.modules["gpumemprof_torch.forecast"]
+fc = sys.modules["gpumemprof_torch.forecast"]  # the module (the package's `forecast` is the function)
 check = cli_checks.check
 TMP = tempfile.mkdtemp(prefix="gpumemprof-refine-")
 DATA = os.path.join(os.environ.get("GPUMEMPROF_SOURCE_DIR", os.path.join(HERE, "..", "..")), "tests", "data", "forecast")

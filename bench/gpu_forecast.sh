@@ -16,7 +16,8 @@ sys.path.insert(0, os.path.join(os.getcwd(), "..", "python"))
 import gpumemprof_torch
 import forecast_probe_step
 out = os.environ.get("OUT", tempfile.mkdtemp())
-f = gpumemprof_torch.forecast(forecast_probe_step.step, sizes=(8, 16), at=64, capacity="1GiB", workdir=tempfile.mkdtemp())
+f = gpumemprof_torch.forecast(forecast_probe_step.step, sizes=(8, 16), at=64, capacity="1GiB", workdir=tempfile.mkdtemp(),
+                            refine=False)  # the two probes as given (refine: bench/gpu_forecast_refine.sh)
 f3 = gpumemprof_torch.forecast(forecast_probe_step.step, sizes=(8, 16, 32), at=64, workdir=tempfile.mkdtemp())
 # The actual run at 64, in a fresh process, the same way a probe runs.
 actual_path = os.path.join(tempfile.mkdtemp(), "actual.pickle")

@@ -7,6 +7,7 @@
 // instantiated once, in caching_allocator.cpp, and stays extern here).
 #include "gpumemprof/allocator/caching_allocator_bodies-inl.hpp"
 #include "gpumemprof/analysis/forecast-inl.hpp"
+#include "gpumemprof/analysis/forecast_next_probe-inl.hpp"
 #include "gpumemprof/analysis/memory_facts-inl.hpp"
 #include "gpumemprof/analysis/oom_report-inl.hpp"
 #include "gpumemprof/analysis/request_stream-inl.hpp"

@@ -33,6 +33,13 @@ inline double forecast_size_arg(const std::string& text, const std::string& what
   return v;
 }
 
+/// A probe size as given ("64", "0.5").
+inline std::string forecast_size_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
 struct ForecastTuneRow {
   std::string config;
   std::string unsupported;
@@ -144,6 +151,20 @@ inline void print_forecast_text(const ForecastResult& f, const std::vector<Forec
     }
   }
   for (const std::string& w : f.warnings) std::printf("warning: %s\n", w.c_str());
+  if (f.next_probe != 0) {
+    // The command with that probe: the CLI takes three, so the smallest goes when three were given.
+    std::vector<const ForecastProbeSummary*> keep;
+    for (const ForecastProbeSummary& p : f.probes) keep.push_back(&p);
+    std::sort(keep.begin(), keep.end(), [](auto* a, auto* b) { return a->parameter < b->parameter; });
+    if (keep.size() == 3) keep.erase(keep.begin());
+    std::string cmd = "gpumemprof forecast";
+    for (const ForecastProbeSummary* p : keep) cmd += " --run " + forecast_size_text(p->parameter) + "=" + p->name;
+    const std::string size = forecast_size_text(f.next_probe);
+    std::printf("next probe: a probe at %s would show %s: %s --run %s=FILE --at %s\n", size.c_str(),
+                f.next_probe_shows.c_str(), cmd.c_str(), size.c_str(), forecast_size_text(f.at).c_str());
+  } else if (!f.confident) {
+    std::printf("next probe: none; %s\n", f.next_probe_shows.c_str());
+  }
 }
 
 inline void print_forecast_json(const ForecastResult& f, const std::vector<ForecastTuneRow>& tuned) {
@@ -174,6 +195,13 @@ inline void print_forecast_json(const ForecastResult& f, const std::vector<Forec
   w.field("replay_error", f.replay_error);
   w.field("unmatched_effect", f.unmatched_effect);
   w.field("straight_line_peak_reserved_bytes", f.straight_line_peak_reserved);
+  w.key("next_probe");  // null: none would narrow it (or confident)
+  if (f.next_probe != 0) {
+    w.value(f.next_probe);
+  } else {
+    w.value(nullptr);
+  }
+  w.field("next_probe_shows", f.next_probe_shows);
   if (f.capacity != 0) {
     w.field("capacity_bytes", f.capacity);
     w.field("fits", f.fits);

@@ -18,6 +18,8 @@ a callable, that callable is the step instead (so the first call can build the m
 this checkout) forecasts the target from the snapshots; the result is its JSON document as a dict,
 with "probe_snapshots" (the files) and "probe_peaks" (what PyTorch reported in each probe).
 With use_bridge=True each probe installs gpumemprof's allocator first and records with it.
+With refine=True (the default), a forecast that is not confident and names a next probe that fits
+in the device's free memory records that probe too and forecasts again ("refined_with").
 """
 import glob
 import importlib
@@ -111,13 +113,75 @@ def _probe_main(argv):
         json.dump(peaks, f)
 
 
+# refine=True: the probe it adds must fit in the device's free memory (torch.cuda.mem_get_info in a
+# fresh process, whose CUDA context is there as the probe's will be) with this margin over the high
+# end of the forecast's range at that size: a tenth (the two-probe forecasts at twice the largest
+# probe were within 2.6% on the H200 recordings, their ranges' high ends at most 2.0% under the
+# actual) and 1 GiB for what CUDA libraries take outside the caching allocator (cuDNN, cuBLASLt,
+# NCCL handles). docs/forecast.md, "Refine".
+REFINE_MARGIN = 0.10
+REFINE_RESERVE = 1 << 30
+
+
+def _run_probe(where, name, size, steps, out, use_bridge, env, timeout):
+    """Records one probe in a fresh process (see _probe_main); returns the peaks PyTorch reported."""
+    code = "import sys; from gpumemprof_torch.forecast import _probe_main; _probe_main(sys.argv[1:])"
+    p = subprocess.run([sys.executable, "-c", code, where, name, str(size), str(steps), out, "1" if use_bridge else "0"],
+                       env=env, capture_output=True, text=True, timeout=timeout)
+    if p.returncode != 0:
+        raise RuntimeError("gpumemprof_torch.forecast: the probe at size %s failed (exit %d):\n%s"
+                           % (size, p.returncode, p.stderr[-4000:]))
+    with open(out + ".json") as f:
+        return json.load(f)
+
+
+def _device_memory(env, timeout):
+    """(free, total) bytes of the current CUDA device as a fresh process sees them."""
+    code = "import json, torch; print(json.dumps(list(torch.cuda.mem_get_info())))"
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=timeout)
+    if p.returncode != 0:
+        raise RuntimeError("torch.cuda.mem_get_info failed (exit %d): %s" % (p.returncode, p.stderr.strip()[-400:]))
+    free, total = json.loads(p.stdout.strip().splitlines()[-1])
+    return free, total
+
+
+def _run_forecast(binary, runs, at, timeout, capacity=None, config=None, tune=False):
+    """`gpumemprof forecast --json` over runs [(size, snapshot path)]: its JSON document as a dict."""
+    args = [binary, "forecast", "--json", "--at", str(at)]
+    for s, path in runs:
+        args += ["--run", "%s=%s" % (s, path)]
+    if capacity is not None:
+        args += ["--capacity", str(capacity)]
+    if config is not None:
+        args += ["--config", config]
+    if tune:
+        args.append("--tune")
+    p = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    if p.returncode != 0:
+        raise RuntimeError(p.stderr.strip() or "gpumemprof forecast failed (exit %d)" % p.returncode)
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def _size(v):
+    """A probe size from JSON (32.0) as the step function was given its others (32)."""
+    return int(v) if float(v).is_integer() else v
+
+
 def forecast(step_fn, sizes=(8, 16), at=64, capacity=None, steps=3, config=None, tune=False, use_bridge=False,
-             workdir=None, timeout=1800):
+             workdir=None, timeout=1800, refine=True):
     """Records a probe per size in `sizes` (2 or 3, each in a fresh process), then forecasts the
     peaks at `at` (see the module's doc). `capacity`: bytes or "79GiB" (what the allocator may use);
     `config`: a PYTORCH_CUDA_ALLOC_CONF to replay the target under; `tune`: replay the configs
     `gpumemprof tune` tries. Returns the forecast as a dict; raises RuntimeError with the command's
-    one-line message when the probes cannot support a forecast."""
+    one-line message when the probes cannot support a forecast.
+
+    refine (default True): when the forecast is not confident and names a `next_probe` (twice the
+    largest probe, below the target), and the forecast at that size (the high end of its range, plus
+    REFINE_MARGIN and REFINE_RESERVE) fits in the device's free memory, that probe is recorded too
+    (a fresh process, as the others) and the forecast is made again from the three largest probes
+    (the command takes three). The result's "refined_with" is the size added (None when not), and
+    "refine" says why it refined or not; "unrefined" holds the first forecast's figures. A probe
+    that fails leaves the first forecast, with the reason."""
     sizes = list(sizes)
     if len(sizes) not in (2, 3):
         raise ValueError("gpumemprof_torch.forecast: sizes takes 2 or 3 probe sizes, got %r" % (sizes,))
@@ -130,32 +194,56 @@ def forecast(step_fn, sizes=(8, 16), at=64, capacity=None, steps=3, config=None,
     env = dict(os.environ)
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env["PYTHONPATH"] = here + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    paths, peaks = [], []
-    for s in sizes:
+    runs, peaks = [], []
+
+    def record(s):
         out = os.path.join(folder, "probe_%s.pickle" % s)
-        code = "import sys; from gpumemprof_torch.forecast import _probe_main; _probe_main(sys.argv[1:])"
-        p = subprocess.run([sys.executable, "-c", code, where, name, str(s), str(steps), out, "1" if use_bridge else "0"],
-                           env=env, capture_output=True, text=True, timeout=timeout)
-        if p.returncode != 0:
-            raise RuntimeError("gpumemprof_torch.forecast: the probe at size %s failed (exit %d):\n%s"
-                               % (s, p.returncode, p.stderr[-4000:]))
-        paths.append(out)
-        with open(out + ".json") as f:
-            peaks.append(json.load(f))
-    args = [binary, "forecast", "--json", "--at", str(at)]
-    for s, path in zip(sizes, paths):
-        args += ["--run", "%s=%s" % (s, path)]
-    if capacity is not None:
-        args += ["--capacity", str(capacity)]
-    if config is not None:
-        args += ["--config", config]
-    if tune:
-        args.append("--tune")
-    p = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
-    if p.returncode != 0:
-        raise RuntimeError(p.stderr.strip() or "gpumemprof forecast failed (exit %d)" % p.returncode)
-    result = json.loads(p.stdout.strip().splitlines()[-1])
-    result["probe_snapshots"] = paths
+        peaks.append(_run_probe(where, name, s, steps, out, use_bridge, env, timeout))
+        runs.append((s, out))
+
+    for s in sizes:
+        record(s)
+    options = dict(capacity=capacity, config=config, tune=tune)
+    result = _run_forecast(binary, runs, at, timeout, **options)
+    used = list(runs)
+    result["refined_with"] = None
+    if not refine:
+        result["refine"] = "not refined: refine=False"
+    elif result["confident"]:
+        result["refine"] = "not refined: the forecast is confident"
+    elif result.get("next_probe") is None:
+        result["refine"] = "not refined: " + result.get("next_probe_shows", "no probe named")
+    else:
+        nxt = _size(result["next_probe"])
+        why = None
+        try:
+            there = _run_forecast(binary, runs, nxt, timeout)
+            need = int(max(there["peak_reserved_bytes"], there["peak_reserved_bytes_high"]) * (1 + REFINE_MARGIN)
+                       + REFINE_RESERVE)
+            free, _ = _device_memory(env, timeout)
+            if need > free:
+                why = ("not refined: a probe at %s would need about %d bytes (the forecast there, up to %d, a tenth "
+                       "more and 1 GiB), more than the %d the device has free"
+                       % (nxt, need, there["peak_reserved_bytes_high"], free))
+            else:
+                record(nxt)
+                used = sorted(runs, key=lambda r: float(r[0]))[-3:]  # the three largest: nearest the target
+                refined = _run_forecast(binary, used, at, timeout, **options)
+        except (RuntimeError, subprocess.TimeoutExpired) as e:
+            why = "not refined: %s" % (str(e).strip().splitlines() or ["failed"])[-1]
+            used = list(runs[:len(sizes)])
+        if why is None:
+            first = {k: result[k] for k in ("peak_reserved_bytes", "peak_reserved_bytes_low", "peak_reserved_bytes_high",
+                                            "confident", "next_probe", "next_probe_shows")}
+            first["probe_sizes"] = [r[0] for r in runs[:len(sizes)]]
+            result = refined
+            result["refined_with"] = nxt
+            result["unrefined"] = first
+            result["refine"] = "refined with a probe at %s: %s" % (nxt, first["next_probe_shows"])
+        else:
+            result["refined_with"] = None
+            result["refine"] = why
+    result["probe_sizes"] = [r[0] for r in used]
+    result["probe_snapshots"] = [r[1] for r in runs]
     result["probe_peaks"] = peaks
     return result
-

@@ -455,6 +455,53 @@ TEST_CASE("unmatched bytes that could move the peak: not confident, with both fi
                          "stop growing, 8.00 GiB if they grow on") != std::string::npos;
   }
   CHECK(named);
+  // The probe that would show whether it grows: twice the largest, below the target.
+  CHECK(f.next_probe == 32);
+  CHECK(f.next_probe_shows.find("whether the 1 request(s) only the probe at 16 made grow with the size") == 0);
+}
+
+TEST_CASE("the next probe: twice the largest below the target; none at half the target, nor for the replay") {
+  gmp::ForecastResult f;
+  f.at = 64;
+  f.probes.resize(2);
+  f.probes[0].parameter = 8;
+  f.probes[1].parameter = 16;
+  CHECK(gmp::forecast_next_probe(f).size == 0);  // confident: nothing to narrow
+  CHECK(gmp::forecast_next_probe(f).shows.empty());
+  f.confident = false;
+  f.unmatched_effect = 0.10;
+  f.would_stop = 45;
+  f.possible_size_limit = 132 * MiB;
+  gmp::ForecastNextProbe n = gmp::forecast_next_probe(f);
+  CHECK(n.size == 32);
+  CHECK(n.shows.find("whether the requests that reach 132.00 MiB at 16 stop there") == 0);
+  f.at = 32;  // the largest probe at half the target: only the run decides
+  n = gmp::forecast_next_probe(f);
+  CHECK(n.size == 0);
+  CHECK(n.shows.find("only a run at 32 would decide") == 0);
+  f.at = 33;
+  CHECK(gmp::forecast_next_probe(f).size == 32);
+  f.probes.push_back(f.probes[1]);
+  f.probes[2].parameter = 24;  // three probes: twice the largest, 48, is past the target
+  CHECK(gmp::forecast_next_probe(f).size == 0);
+  f.at = 64;
+  CHECK(gmp::forecast_next_probe(f).size == 48);
+  // Sizes that follow the data, or a back-test off the goal: a probe names them.
+  f.unmatched_effect = 0;
+  f.would_stop = 0;
+  f.data_dependent = 45;
+  n = gmp::forecast_next_probe(f);
+  CHECK(n.size == 48);
+  CHECK(n.shows.find("the 45 data-dependent sizes draw larger") != std::string::npos);
+  f.data_dependent = 0;
+  f.backcast_error = -0.05;
+  CHECK(gmp::forecast_next_probe(f).shows.find("the back-test is -5.0% off") != std::string::npos);
+  // Only the reference's own replay is off (the recording's segment placement): no probe changes that.
+  f.backcast_error = 0;
+  f.replay_error = 0.05;
+  n = gmp::forecast_next_probe(f);
+  CHECK(n.size == 0);
+  CHECK(n.shows.find("no probe would narrow it") == 0);
 }
 
 TEST_CASE("a capacity: fits or not, as the replay on a device of that size says") {

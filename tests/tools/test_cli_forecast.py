@@ -91,6 +91,7 @@ for probes in ((a, b), (a, b, c)):
     check(f["alignment"]["unmatched"] == (3 if len(probes) == 2 else 0), f"{name}: unmatched {f['alignment']}")
     check(f["confident"], f"{name}: not confident: {f['warnings']}")
     check(f["config"] == "", f"{name}: config {f['config']!r}")
+    check(f["next_probe"] is None and f["next_probe_shows"] == "", f"{name}: confident, yet a next probe: {f}")
     # What the probes do not determine: the 3 requests only the larger probe made, with their range.
     u = f["uncertain"]
     if len(probes) == 2:
@@ -166,6 +167,14 @@ for w, reserved, allocated in (("resnet50", 7029653504, 5854787584), ("moe_dyn",
                   f"{w} from {sizes}: uncertain {f['uncertain']}")
             text = run(*[x for x in args if x != "--json"]).stdout
             check("kept: no size law" in text, text)
+        # Not confident: a third probe at twice the largest (32) would narrow it; from three up to 32 only
+        # the run at 64 would (the largest is at half the target).
+        check(not f["confident"] and f["next_probe"] == (32 if len(sizes) == 2 else None),
+              f"{w} from {sizes}: next_probe {f['next_probe']}: {f['next_probe_shows']}")
+        text = run(*[x for x in args if x != "--json"]).stdout
+        line = "next probe: a probe at 32 would show whether " if len(sizes) == 2 else \
+            "next probe: none; only a run at 64 would decide"
+        check(line in text and (len(sizes) == 3 or "--run 32=FILE --at 64" in text), f"{w} from {sizes}:\n{text}")
         if len(sizes) == 3:
             err = f["peak_reserved_bytes"] / reserved - 1
             check(abs(err) <= 0.03, f"{w} from {sizes}: peak reserved {err:+.1%} off PyTorch's")

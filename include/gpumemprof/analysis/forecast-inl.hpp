@@ -626,6 +626,9 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
                              detail::divergence_text(ref, aligned[k].divergences[0]));
     }
   }
+  const ForecastNextProbe next = forecast_next_probe(res, options.error_goal);
+  res.next_probe = next.size;
+  res.next_probe_shows = next.shows;
   return res;
 }
 

@@ -46,6 +46,8 @@
 //   6. The reference's own history replayed against the peak reserved it recorded (default
 //      config): a difference over `error_goal` means the recording's driver placed segments
 //      otherwise than the simulated device, and the target's replay may be as far off.
+//   7. Not confident: the probe that would narrow it (forecast_next_probe: twice the largest
+//      probe, when below the target) and what it would show.
 // What it cannot know: requests that only a run at the target size makes (a kernel chosen only
 // there), and memory outside the caching allocator (the CUDA context, cuBLAS/NCCL workspaces
 // taken with cudaMalloc directly) -- a capacity should be what the allocator can use.
@@ -205,6 +207,10 @@ struct ForecastResult {
   bool fits = true;                  ///< the target stream replayed within `capacity` without an OOM
   std::size_t ooms_at_capacity = 0;  ///< allocations that failed in that replay
   std::vector<std::string> warnings;
+  /// When not confident: the size of the probe that would narrow the forecast (forecast_next_probe;
+  /// 0: none would, only a run at the target decides) and what it would show, or why none would.
+  double next_probe = 0;
+  std::string next_probe_shows;
   /// The synthesised target stream (replay it under other configs with forecast_replay).
   CompactSnapshot target;
 };
@@ -215,6 +221,15 @@ struct ForecastResult {
 /// history starts mid-run, or probes that do not align as one program.
 [[nodiscard]] ForecastResult forecast_peak(const std::vector<ForecastProbe>& probes, double at,
                                            const ForecastOptions& options = {});
+
+/// Which probe would narrow a forecast that is not `confident` (forecast_next_probe-inl.hpp
+/// states the rule): `size` 0 when none would (only a run at the target decides), and `shows` in
+/// words: "whether ..." (what that probe would show), or why none would. Empty when confident.
+struct ForecastNextProbe {
+  double size = 0;
+  std::string shows;
+};
+[[nodiscard]] ForecastNextProbe forecast_next_probe(const ForecastResult& forecast, double error_goal = 0.03);
 
 /// Replays a forecast's target stream under `config` on a device of `capacity` bytes (0: 80 GiB).
 struct ForecastReplay {
@@ -230,4 +245,5 @@ GPUMEMPROF_NAMESPACE_END
 // The bodies: in the compiled library under GPUMEMPROF_COMPILED_LIB (lib/analysis.cpp).
 #ifndef GPUMEMPROF_COMPILED_LIB
 #include "gpumemprof/analysis/forecast-inl.hpp"
+#include "gpumemprof/analysis/forecast_next_probe-inl.hpp"
 #endif

@@ -413,3 +413,32 @@ TEST_CASE("expandable: recycling takes the pages above the growth from the free 
   e.check();
   CHECK(e.reserved() == 0);
 }
+
+TEST_CASE("expandable: with max_split_size set, a small request takes no free large block, on either path") {
+  // The spill's rule lives in one place (ExpandableExecutor::spill_block), for the hot path and
+  // for the slow one (garbage_collection_threshold keeps a request off the hot path's spill).
+  struct Case {
+    const char* conf;
+    bool spills;
+  };
+  const Case c = GENERATE(
+      Case{"compacting_expandable_segments:True", true},
+      Case{"compacting_expandable_segments:True,garbage_collection_threshold:0.9", true},
+      Case{"compacting_expandable_segments:True,max_split_size_mb:64", false},
+      Case{"compacting_expandable_segments:True,max_split_size_mb:64,garbage_collection_threshold:0.9", false});
+  INFO(c.conf);
+  SimAlloc s(c.conf, GiB);
+  s.a.set_memory_fraction(1.0);     // garbage_collection_threshold acts under a memory fraction only
+  void* w = s.a.allocate(6 * MiB);  // three pages of the large pool, free again
+  s.a.deallocate(w);
+  void* p = s.a.allocate(1000);
+  s.a.validate();
+  const auto st = s.stats();
+  CHECK((addr(p) == addr(w)) == c.spills);  // the front of w's free block, or a page of its own
+  CHECK(st.allocated_bytes[gmp::StatPool::large_pool].current == (c.spills ? 1024 : 0));
+  CHECK(st.reserved_bytes[gmp::StatPool::small_pool].current == (c.spills ? 0 : 2 * iMiB));
+  CHECK(s.sim().reservation_count() == (c.spills ? 1u : 2u));
+  s.a.deallocate(p);
+  s.a.empty_cache();
+  s.a.validate();
+}

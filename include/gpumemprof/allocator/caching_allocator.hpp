@@ -341,13 +341,10 @@ class CachingAllocator {
   }
   // The best fit in `tree` under the policy; it stays in the tree (hand_out takes it out).
   Block* find_free_block(Tree& tree, Pool& pool, std::size_t size);
-  // Whether a request of `pool` that its tree cannot serve takes a free large block first, on the
-  // hot path: the compacting policy's small requests (ExpandableExecutor::grow's spill, which the
-  // slow path would reach next with nothing done before it: no garbage collection to run, and no
-  // max_split_size, whose oversize blocks small requests never take).
-  [[nodiscard]] bool spills_small(const Pool& pool) const noexcept {
-    return compacting_ && pool.small && !gc_active_ && cfg_.max_split_size == AllocatorConfig::unlimited;
-  }
+  // Whether a request of `pool` that its tree cannot serve looks for a free large block first,
+  // on the hot path: the compacting policy's small requests (ExpandableExecutor::spill_block, as
+  // grow() would next with nothing done before it: no garbage collection to run).
+  [[nodiscard]] bool spills_small(const Pool& pool) const noexcept { return compacting_ && pool.small && !gc_active_; }
   // Hands out `block`, a free block in its shard's tree: first everything that may throw (a
   // record for the split, tree and pointer-map room), so that a failure leaves the block where
   // it was; then the changes, which cannot throw. The stat changes are left in `r`, for the

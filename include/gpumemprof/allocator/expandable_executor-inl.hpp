@@ -80,7 +80,7 @@ Block* ExpandableExecutor<Backend>::grow_compacting(ShardPool& pool, Stream stre
   // such a pair 2-3 times slower there. The hot path takes the same block before coming here
   // (CachingAllocator::spills_small); this is for the requests that reach the slow path anyway.
   if (pool.small) {
-    if (Block* b = take_spill(stream, size); b != nullptr) return b;
+    if (Block* b = spill_block(cfg_, large_.find(stream), size); b != nullptr) return b;
   }
   const ExpandableLayout& layout = refresh_layout();
   const auto place = find_growth_place(layout, stream, pool.small, size);
@@ -138,16 +138,6 @@ Block* ExpandableExecutor<Backend>::map_growth(ShardPool& pool, Stream stream, s
     fail();
     throw;
   }
-}
-
-template <DeviceBackend Backend>
-Block* ExpandableExecutor<Backend>::take_spill(Stream stream, std::size_t size) {
-  // Best fit among the stream's free large blocks; none with max_split_size set (its oversize
-  // blocks are never split for small requests).
-  if (cfg_.max_split_size != AllocatorConfig::unlimited) return nullptr;
-  BlockTree* tree = large_.find(stream);
-  if (tree == nullptr) return nullptr;
-  return tree->lower_bound(size);  // stays in its tree: hand_out takes it
 }
 
 template <DeviceBackend Backend>

@@ -112,14 +112,21 @@ class ExpandableExecutor {
     return b;
   }
 
+  /// The compacting policy's spill: the free large block (of `large`, the stream's large-pool
+  /// tree, or null) that a small request its own pool cannot serve takes instead of mapping a
+  /// page -- the best fit -- or null: none holds it, or max_split_size is set (its oversize blocks
+  /// are never split for small requests). The one rule for the hot path and for grow().
+  static Block* spill_block(const AllocatorConfig& cfg, const BlockTree* large, std::size_t size) noexcept {
+    if (cfg.max_split_size != AllocatorConfig::unlimited || large == nullptr) return nullptr;
+    return large->lower_bound(size);  // stays in its tree: hand_out takes it
+  }
+
  private:
   Block* grow_compacting(ShardPool& pool, Stream stream, std::size_t size) GPUMEMPROF_EXECUTES;
   // Maps the planned holes of the growth at `place` (a new reservation when null), and returns
   // the free block that holds the request; null when the device cannot map them.
   Block* map_growth(ShardPool& pool, Stream stream, std::size_t size, const GrowthPlace* place,
                     bool may_recycle) GPUMEMPROF_EXECUTES;
-  // A free large block for a small request (the compacting policy), or null.
-  Block* take_spill(Stream stream, std::size_t size) GPUMEMPROF_REQUIRES(device_);
   // The bytes of free pages the compacting policy moves for a growth that needs `need` bytes.
   std::size_t pages_to_recycle(std::size_t size, std::size_t need) GPUMEMPROF_EXECUTES;
   ExpandableLayout& refresh_layout() GPUMEMPROF_REQUIRES(device_);  // the planner's view, afresh

@@ -58,7 +58,9 @@ HEAVY = ("cuda.h", "cuda_runtime.h", "cuda_runtime_api.h", "cupti.h", "nvToolsEx
 # the library) added 38 to each (this VM with CUDA: 3724 -> 3762, 5625 -> 5663), the budgets as much.
 COMPILED_LINE_BUDGET = 3813
 UMBRELLA = "gpumemprof/gpumemprof.hpp"
-UMBRELLA_LINE_BUDGET = 5698
+# The forecast's next probe (a struct, a function and two fields: GPU host with CUDA 5698 -> 5699, at
+# the budget before) moved the umbrella's budget to 5740.
+UMBRELLA_LINE_BUDGET = 5740
 # The umbrella's own bodies that compiled mode leaves to the library (lib/reports.cpp,
 # lib/snapshot_files.cpp, lib/history.cpp, lib/device.cpp, lib/nvtx.cpp, lib/analysis.cpp,
 # lib/profiler.cpp): the exporters, their assets and their helpers, the history recorder, the

@@ -643,3 +643,6 @@ GPUMEMPROF_FUNC ForecastReplay forecast_replay(const ForecastResult& forecast, c
 }
 
 GPUMEMPROF_NAMESPACE_END
+
+// After the number formats above, which it uses (so it is last, whichever of these is included first).
+#include "gpumemprof/analysis/forecast_next_probe-inl.hpp"

@@ -244,6 +244,5 @@ GPUMEMPROF_NAMESPACE_END
 
 // The bodies: in the compiled library under GPUMEMPROF_COMPILED_LIB (lib/analysis.cpp).
 #ifndef GPUMEMPROF_COMPILED_LIB
-#include "gpumemprof/analysis/forecast-inl.hpp"
-#include "gpumemprof/analysis/forecast_next_probe-inl.hpp"
+#include "gpumemprof/analysis/forecast-inl.hpp"  // and forecast_next_probe-inl.hpp, at its end
 #endif

@@ -1,6 +1,6 @@
-// Analysis layer: forecast_next_probe()'s body (forecast.hpp declares it). Included by that header
-// in header-only mode; compiled once in the library (lib/analysis.cpp) for GPUMEMPROF_COMPILED_LIB
-// programs. Not a header to include on its own.
+// Analysis layer: forecast_next_probe()'s body (forecast.hpp declares it). Included at the end of
+// forecast-inl.hpp in header-only mode; compiled once in the library (lib/analysis.cpp) for
+// GPUMEMPROF_COMPILED_LIB programs. Not a header to include on its own.
 //
 // The rule. A forecast that is not confident names one more probe: twice the largest probe's size,
 // when that is still below the target. What the probes leave open is how requests grow past the

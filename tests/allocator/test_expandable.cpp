@@ -147,6 +147,16 @@ TEST_CASE("expandable: a cached block is reused without mapping; small requests 
   e.check();
 }
 
+// The small pool's first page is mapped, never taken from the large pool: a warm cache holds the
+// small pool's pages from the start, and the cold one places its first small requests as it does
+// (ExpandableExecutor::spill_block). Once the small pool has pages, a small request that its pages
+// cannot serve takes a free block of the large pool before it maps (or moves) a page.
+std::int64_t small_reserved(Expandable& e) { return e.stats().reserved_bytes[gmp::StatPool::small_pool].current; }
+
+// Fills the small pool's one page, whose first 1024 bytes hold a request: the next small request
+// finds no room there.
+std::array<void*, 2> fill_small_page(Expandable& e) { return {e.a.allocate(1 * MiB), e.a.allocate(1 * MiB - 1024)}; }
+
 TEST_CASE("expandable: a small request that would move a page takes a free block of the large pool") {
   Expandable e;
   using C = Expandable::Calls;
@@ -154,30 +164,27 @@ TEST_CASE("expandable: a small request that would move a page takes a free block
   e.check();
   e.origin = addr(w);
   e.a.deallocate(w);
-  // 6 MiB were live at most, so reserved may reach 6.15 MiB: a page of its own for the small pool
-  // would be one of w's, unmapped there (after a stream synchronization) and mapped here -- as
-  // before: C{2, 4, 1, 1, 1}, two reservations. The request takes the front of w's free block:
-  // no device call, one reservation, counted in the large pool.
-  void* s = e.step(1000, 0, C{1, 3, 0, 0, 0}, 6);
-  CHECK(e.sim().reservation_count() == 1);
+  // 6 MiB were live at most, so reserved may reach 6.15 MiB: the small pool's first page is one of
+  // w's, unmapped there (after a stream synchronization) and mapped in a reservation of its own.
+  void* s = e.a.allocate(1000);
+  e.check();
+  CHECK(e.calls() == C{2, 4, 1, 1, 1});
+  CHECK(e.sim().reservation_count() == 2);
+  CHECK(small_reserved(e) == 2 * iMiB);
+  CHECK(e.reserved() == 6 * iMiB);
+  const auto fill = fill_small_page(e);
+  // A page of its own would move another of w's; the request takes a free large block instead: no
+  // device call, counted in the large pool.
+  void* t = e.a.allocate(1000);
+  e.check();
+  CHECK(e.calls() == C{2, 4, 1, 1, 1});
   auto st = e.stats();
   CHECK(st.allocated_bytes[gmp::StatPool::large_pool].current == 1024);
-  CHECK(st.allocated_bytes[gmp::StatPool::small_pool].current == 0);
-  CHECK(st.reserved_bytes[gmp::StatPool::small_pool].current == 0);
-  void* t = e.step(1000, 1024, C{1, 3, 0, 0, 0}, 6);  // the small pool still has nothing: again
-  e.a.deallocate(s);
-  e.a.deallocate(t);
+  CHECK(st.allocated_bytes[gmp::StatPool::small_pool].current == 2 * iMiB);
+  CHECK(small_reserved(e) == 2 * iMiB);
+  for (void* x : {s, fill[0], fill[1], t}) e.a.deallocate(x);
   e.check();
-  REQUIRE(e.a.segments().size() == 1);
-  CHECK(e.a.segments()[0].blocks.size() == 1);  // merged back into one free 6 MiB block
-  // With no free large block, a small request gets its own reservation and page as before.
-  void* big = e.step(6 * MiB, 0, C{1, 3, 0, 0, 0}, 6);
-  void* u = e.a.allocate(1000);
-  e.check();
-  CHECK(e.calls() == C{2, 4, 0, 0, 0});
-  CHECK(e.sim().reservation_count() == 2);
-  CHECK(e.stats().reserved_bytes[gmp::StatPool::small_pool].current == 2 * iMiB);
-  for (void* x : {big, u}) e.a.deallocate(x);
+  CHECK(e.reserved() == 6 * iMiB);
   e.a.empty_cache();
   e.check();
   CHECK(e.reserved() == 0);
@@ -190,19 +197,24 @@ TEST_CASE("expandable: a small request takes a free large block before mapping, 
   void* w = e.a.allocate(6 * MiB);    // [192, 198): 198 MiB live at most
   e.origin = addr(x);
   e.a.deallocate(w);
-  // Reserved may reach 202.95 MiB, so a page of its own for the small pool would be a fresh one
-  // (before, it was mapped: C{3, 100, 0, 0, 0}, a second reservation). It would stay mapped
-  // beyond the large pool's layout; the request takes the front of w's free block instead.
-  void* s = e.step(1000, 192 * MiB, C{2, 99, 0, 0, 0}, 198);
-  CHECK(e.sim().reservation_count() == 1);
-  CHECK(e.stats().reserved_bytes[gmp::StatPool::small_pool].current == 0);
+  // Reserved may reach 202.95 MiB, so the small pool's first page is a fresh one, in a reservation
+  // of its own.
+  void* s = e.a.allocate(1000);
+  e.check();
+  CHECK(e.calls() == C{3, 100, 0, 0, 0});
+  CHECK(e.sim().reservation_count() == 2);
+  CHECK(small_reserved(e) == 2 * iMiB);
+  const auto fill = fill_small_page(e);
+  // A second page would stay mapped beyond the large pool's layout; the request takes the front of
+  // w's free block instead.
+  void* t = e.step(1000, 192 * MiB, C{3, 100, 0, 0, 0}, 200);
   // With no free large block left (the rest of w's is taken), it maps a page of its own.
   void* big = e.a.allocate(6 * MiB - 1024);
   void* u = e.a.allocate(1000);
   e.check();
-  CHECK(e.calls() == C{3, 100, 0, 0, 0});
-  CHECK(e.stats().reserved_bytes[gmp::StatPool::small_pool].current == 2 * iMiB);
-  for (void* p : {x, s, big, u}) e.a.deallocate(p);
+  CHECK(e.calls() == C{4, 101, 0, 0, 0});
+  CHECK(small_reserved(e) == 4 * iMiB);
+  for (void* p : {x, s, fill[0], fill[1], t, big, u}) e.a.deallocate(p);
   e.a.empty_cache();
   e.check();
   CHECK(e.reserved() == 0);
@@ -428,7 +440,10 @@ TEST_CASE("expandable: with max_split_size set, a small request takes no free la
       Case{"compacting_expandable_segments:True,max_split_size_mb:64,garbage_collection_threshold:0.9", false});
   INFO(c.conf);
   SimAlloc s(c.conf, GiB);
-  s.a.set_memory_fraction(1.0);     // garbage_collection_threshold acts under a memory fraction only
+  s.a.set_memory_fraction(1.0);  // garbage_collection_threshold acts under a memory fraction only
+  // The small pool's first page (mapped: the first small page never spills), filled.
+  void* s1 = s.a.allocate(1 * MiB);
+  void* s2 = s.a.allocate(1 * MiB);
   void* w = s.a.allocate(6 * MiB);  // three pages of the large pool, free again
   s.a.deallocate(w);
   void* p = s.a.allocate(1000);
@@ -436,9 +451,39 @@ TEST_CASE("expandable: with max_split_size set, a small request takes no free la
   const auto st = s.stats();
   CHECK((addr(p) == addr(w)) == c.spills);  // the front of w's free block, or a page of its own
   CHECK(st.allocated_bytes[gmp::StatPool::large_pool].current == (c.spills ? 1024 : 0));
-  CHECK(st.reserved_bytes[gmp::StatPool::small_pool].current == (c.spills ? 0 : 2 * iMiB));
-  CHECK(s.sim().reservation_count() == (c.spills ? 1u : 2u));
+  CHECK(st.reserved_bytes[gmp::StatPool::small_pool].current == (c.spills ? 2 : 4) * iMiB);
+  CHECK(s.sim().reservation_count() == 2u);
   s.a.deallocate(p);
+  s.a.deallocate(s1);
+  s.a.deallocate(s2);
   s.a.empty_cache();
   s.a.validate();
+}
+
+TEST_CASE("compacting: the small pool maps its first page; later small requests take free large blocks") {
+  // A warm cache holds the small pool's pages from the start; the cold one maps the first rather
+  // than spill into the large pool, so both place the small requests alike (spill_block).
+  const bool hot = GENERATE(true, false);  // the hot path's spill, or the slow path's (gc keeps it off the hot one)
+  INFO((hot ? "hot path" : "slow path"));
+  SimAlloc s(hot ? "compacting_expandable_segments:True"
+                 : "compacting_expandable_segments:True,garbage_collection_threshold:0.9",
+             GiB);
+  s.a.set_memory_fraction(1.0);
+  void* w = s.a.allocate(6 * MiB);  // the large pool's pages, free again
+  s.a.deallocate(w);
+  void* first = s.a.allocate(1000);  // no small page yet: maps one
+  CHECK(addr(first) != addr(w));
+  CHECK(s.stats().reserved_bytes[gmp::StatPool::small_pool].current == 2 * iMiB);
+  void* fill1 = s.a.allocate(1 * MiB);  // the rest of the small page, taken
+  void* fill2 = s.a.allocate(1 * MiB - 1024);
+  void* more = s.a.allocate(1000);  // the small pool has pages, none free: the large pool's free block
+  s.a.validate();
+  const auto st = s.stats();
+  CHECK(addr(more) == addr(w));
+  CHECK(st.reserved_bytes[gmp::StatPool::small_pool].current == 2 * iMiB);
+  CHECK(st.allocated_bytes[gmp::StatPool::large_pool].current == 1024);
+  for (void* p : {first, fill1, fill2, more}) s.a.deallocate(p);
+  s.a.empty_cache();
+  s.a.validate();
+  CHECK(s.stats().reserved_bytes[gmp::StatPool::all].current == 0);
 }

@@ -260,9 +260,9 @@ struct CompactingBound {
   std::int64_t maps;  // maps over the six warm replays, at most
 };
 constexpr CompactingBound kCompacting[] = {
-    {"resnet50_train", 1.019, 1.019, 0},     {"gpt2_train", 1.090, 1.090, 0},
-    {"gpt2_generate", 1.023, 1.015, 2},      {"two_stream_resnet18", 1.762, 1.762, 0},
-    {"bert_varlen", 1.024, 1.024, 0},        {"gpt2_varlen", 1.057, 1.057, 0},
+    {"resnet50_train", 1.019, 1.019, 0},     {"gpt2_train", 1.088, 1.088, 0},
+    {"gpt2_generate", 1.023, 1.023, 0},      {"two_stream_resnet18", 1.762, 1.762, 0},
+    {"bert_varlen", 1.023, 1.023, 0},        {"gpt2_varlen", 1.056, 1.056, 0},
     {"random_log_uniform", 1.210, 1.178, 1}, {"random_two_streams", 1.549, 1.549, 0},
 };
 
@@ -294,8 +294,8 @@ TEST_CASE("compacting_expandable_segments:True: warm replays move no page, and m
     maps += got.warm[i].maps;
     run_peak = std::max(run_peak, got.warm[i].peak_reserved);
   }
-  // The layout the cold replay leaves serves the warm ones, but for a few pages where the warm
-  // replays' best fit differs from the cold one's (gpt2_generate: 2; random_log_uniform: 1).
+  // The layout the cold replay leaves serves the warm ones, but for one run of pages where the
+  // warm replays' best fit differs from the cold one's (random_log_uniform: 1).
   CHECK(maps <= want.maps);
   if (want.maps == 0) CHECK(got.warm_events == 0);
   CHECK(static_cast<double>(run_peak) <= want.run_peak * requested);

@@ -26,7 +26,7 @@ void* CachingAllocator<Backend>::allocate(std::size_t bytes, Stream stream) {
       block = find_free_block(shard.trees[pool.small], pool, size);
       Pool* from = &pool;
       if (GPUMEMPROF_UNLIKELY(block == nullptr) && spills_small(pool)) {
-        block = Executor::spill_block(cfg_, &shard.trees[0], size);  // the slow path's choice, without it
+        block = executor_.spill_block(&shard.trees[0], size);  // the slow path's choice, without it
         from = &large_;
       }
       if (GPUMEMPROF_LIKELY(block != nullptr)) {  // throws (block still free) or hands it out

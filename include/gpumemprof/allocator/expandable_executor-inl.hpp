@@ -80,7 +80,7 @@ Block* ExpandableExecutor<Backend>::grow_compacting(ShardPool& pool, Stream stre
   // such a pair 2-3 times slower there. The hot path takes the same block before coming here
   // (CachingAllocator::spills_small); this is for the requests that reach the slow path anyway.
   if (pool.small) {
-    if (Block* b = spill_block(cfg_, large_.find(stream), size); b != nullptr) return b;
+    if (Block* b = spill_block(large_.find(stream), size); b != nullptr) return b;
   }
   const ExpandableLayout& layout = refresh_layout();
   const auto place = find_growth_place(layout, stream, pool.small, size);
@@ -230,6 +230,7 @@ Block* ExpandableExecutor<Backend>::map_block(Block* hole, std::size_t bytes) {
   s->size += bytes;
   total_reserved_ += bytes;
   stats_.reserved_bytes.increase(pool.stat_pool, static_cast<std::int64_t>(bytes));
+  if (pool.small) note_small_reserved();
   ++stats_.num_device_alloc;  // PyTorch counts each map as a device allocation
   const std::uint64_t context = delivery_.new_context();
   delivery_.notify(delivery_.slow_lane(), TraceAction::segment_map, hole->addr, bytes, hole->stream, context);
@@ -267,6 +268,7 @@ void ExpandableExecutor<Backend>::unmap_pages(Block* b, std::uintptr_t addr, std
   s->size -= bytes;
   total_reserved_ -= bytes;
   stats_.reserved_bytes.decrease(pool.stat_pool, static_cast<std::int64_t>(bytes));
+  if (pool.small) note_small_reserved();
   ++stats_.num_device_free;
   delivery_.notify(delivery_.slow_lane(), TraceAction::segment_unmap, addr, bytes, b->stream, s->context);
   try_merge(b, b->prev(), pool);  // holes merge with holes only

@@ -22,6 +22,7 @@
 // room in a tree), then changes the state without throwing, so a failure leaves nothing behind.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -114,10 +115,15 @@ class ExpandableExecutor {
 
   /// The compacting policy's spill: the free large block (of `large`, the stream's large-pool
   /// tree, or null) that a small request its own pool cannot serve takes instead of mapping a
-  /// page -- the best fit -- or null: none holds it, or max_split_size is set (its oversize blocks
-  /// are never split for small requests). The one rule for the hot path and for grow().
-  static Block* spill_block(const AllocatorConfig& cfg, const BlockTree* large, std::size_t size) noexcept {
-    if (cfg.max_split_size != AllocatorConfig::unlimited || large == nullptr) return nullptr;
+  /// page -- the best fit -- or null: none holds it, max_split_size is set (its oversize blocks
+  /// are never split for small requests), or the small pool has no page mapped yet. The first
+  /// small page is mapped, not spilled: a warm replay finds the small pool's pages mapped (and
+  /// free) from the start, so the cold one places its first small requests there too, and the
+  /// large pool's free blocks are the same in both (gpt2_generate: 2 warm maps -> 0). The one rule
+  /// for the hot path (without the device lock) and for grow().
+  [[nodiscard]] Block* spill_block(const BlockTree* large, std::size_t size) const noexcept {
+    if (cfg_.max_split_size != AllocatorConfig::unlimited || large == nullptr) return nullptr;
+    if (!small_pool_mapped_.load(std::memory_order_relaxed)) return nullptr;
     return large->lower_bound(size);  // stays in its tree: hand_out takes it
   }
 
@@ -133,6 +139,10 @@ class ExpandableExecutor {
   Block* new_reservation(ShardPool& pool, Stream stream) GPUMEMPROF_REQUIRES(device_);
   Block* map_block(Block* hole, std::size_t bytes) GPUMEMPROF_EXECUTES;
   void unmap_pages(Block* free_block, std::uintptr_t addr, std::size_t bytes) GPUMEMPROF_EXECUTES;
+  // After the small pool's reserved bytes changed: whether it has any mapped (spill_block).
+  void note_small_reserved() GPUMEMPROF_EXECUTES {
+    small_pool_mapped_.store(stats_.reserved_bytes[StatPool::small_pool].current > 0, std::memory_order_relaxed);
+  }
   void unmap_planned(const std::vector<UnmapStep>& steps, const std::vector<Segment*>& segs,
                      std::vector<Stream> synced) GPUMEMPROF_EXECUTES;
   void release_pool(ShardPool& pool) GPUMEMPROF_EXECUTES;  // PyTorch's release_blocks
@@ -149,6 +159,9 @@ class ExpandableExecutor {
   // Lent by the allocator (Parts).
   Backend& backend_;
   const AllocatorConfig& cfg_;
+  // Whether the small pool has bytes mapped (spill_block): written with the device lock held (map
+  // and unmap), read on the hot path without it.
+  std::atomic<bool> small_pool_mapped_{false};
   SegmentList& segment_list_ GPUMEMPROF_GUARDED_BY(device_);
   BlockRecords& block_records_ GPUMEMPROF_GUARDED_BY(device_);
   ShardPool& small_;

@@ -177,6 +177,7 @@ TEST_CASE("expandable: a small request that would move a page takes a free block
   // device call, counted in the large pool.
   void* t = e.a.allocate(1000);
   e.check();
+  CHECK(addr(t) == e.origin);  // the front of w's free block (the page that moved was its top one)
   CHECK(e.calls() == C{2, 4, 1, 1, 1});
   auto st = e.stats();
   CHECK(st.allocated_bytes[gmp::StatPool::large_pool].current == 1024);

@@ -241,7 +241,6 @@ def forecast(step_fn, sizes=(8, 16), at=64, capacity=None, steps=3, config=None,
             result["unrefined"] = first
             result["refine"] = "refined with a probe at %s: %s" % (nxt, first["next_probe_shows"])
         else:
-            result["refined_with"] = None
             result["refine"] = why
     result["probe_sizes"] = [r[0] for r in used]
     result["probe_snapshots"] = [r[1] for r in runs]

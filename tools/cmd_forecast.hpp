@@ -74,6 +74,18 @@ inline void print_forecast_text(const ForecastResult& f, const std::vector<Forec
         "    proportion; not applied, the range stops %zu request(s) there\n",
         size_text(f.possible_size_limit).c_str(), f.would_stop);
   }
+  if (const ReductionBufferFacts& r = f.reductions; r.buffers != 0) {
+    if (r.cap != 0) {
+      std::printf(
+          "  reduction buffers: %zu (PyTorch's split reductions), stopped at %s (%s): %zu lowered at the target\n",
+          r.buffers, size_text(r.cap).c_str(), r.cap_shown ? "the probes show it" : "given", r.stopped);
+    } else {
+      std::printf(
+          "  reduction buffers: %zu (PyTorch's split reductions), largest %s; where they stop on the device is\n"
+          "    not known (--reduction-cap): the range keeps %zu forecast above that size there\n",
+          r.buffers, size_text(r.largest).c_str(), r.unbounded);
+    }
+  }
   if (f.data_dependent != 0) {
     std::printf(
         "  data-dependent: %zu irregular request(s) whose sizes occur once in the run (forecast in proportion)\n",
@@ -191,6 +203,11 @@ inline void print_forecast_json(const ForecastResult& f, const std::vector<Forec
   w.field("possible_size_limit_bytes", f.possible_size_limit);
   w.field("possible_size_limit_requests", f.would_stop);
   w.field("data_dependent_requests", f.data_dependent);
+  w.field("reduction_buffers", f.reductions.buffers);
+  w.field("reduction_cap_bytes", f.reductions.cap);
+  w.field("reduction_cap_shown", f.reductions.cap_shown);
+  w.field("reduction_buffers_stopped", f.reductions.stopped);
+  w.field("reduction_buffers_unbounded", f.reductions.unbounded);
   w.field("backcast_error", f.backcast_error);
   w.field("replay_error", f.replay_error);
   w.field("unmatched_effect", f.unmatched_effect);
@@ -326,11 +343,12 @@ inline int cmd_forecast(int argc, char** argv) {
     runs.emplace_back(value.substr(0, eq), value.substr(eq + 1));
   }
   const Args args(static_cast<int>(rest.size()), rest.data(), 2, {"--help", "--json", "--tune"},
-                  {"--at", "--capacity", "--config", "--device"});
+                  {"--at", "--capacity", "--config", "--device", "--reduction-cap"});
   if (args.has("--help")) {
     std::fputs(
         "usage: gpumemprof forecast --run SIZE=SNAPSHOT --run SIZE=SNAPSHOT [--run SIZE=SNAPSHOT] --at SIZE\n"
-        "                           [--capacity BYTES] [--config CONF | --tune] [--device N] [--json]\n"
+        "                           [--capacity BYTES] [--config CONF | --tune] [--device N]\n"
+        "                           [--reduction-cap BYTES] [--json]\n"
         "  Forecasts the peak memory of a program at a larger batch size or sequence length (--at) from\n"
         "  snapshots of the same program run at 2 or 3 smaller sizes, each with its whole history\n"
         "  (torch.cuda.memory._record_memory_history() from the start; PyTorch's pickles or ours, .gz too).\n"
@@ -339,7 +357,10 @@ inline int cmd_forecast(int argc, char** argv) {
         "  (--config: a PYTORCH_CUDA_ALLOC_CONF). --capacity: whether it fits in that many bytes (what the\n"
         "  allocator can use: the device's memory less the CUDA context's). --tune: each config `tune`\n"
         "  tries, replayed at the target. When requests only the largest run made could move the peak by\n"
-        "  more than 3%, the forecast says so and gives the range. --json: one JSON document.\n",
+        "  more than 3%, the forecast says so and gives the range. --reduction-cap: where PyTorch's\n"
+        "  reduction buffers stop growing on the target device (132MiB on an H200 with torch 2.11;\n"
+        "  gpumemprof_torch.forecast measures it); without it, only where the runs show it.\n"
+        "  --json: one JSON document.\n",
         stdout);
     return 0;
   }
@@ -355,6 +376,13 @@ inline int cmd_forecast(int argc, char** argv) {
   const double at = forecast_size_arg(args.get("--at"), "--at");
   ForecastOptions opt;
   opt.capacity = capacity_option(args);
+  if (args.has("--reduction-cap")) {
+    try {
+      opt.reduction_cap = gpumemprof::detail::parse_bytes(args.get("--reduction-cap"), "--reduction-cap");
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+  }
   if (args.has("--config")) opt.config = AllocatorConfig(args.get("--config"));
   if (args.has("--device")) opt.device = static_cast<int>(args.count("--device", 0, 1024));
   std::vector<CompactSnapshot> snaps;

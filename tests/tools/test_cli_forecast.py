@@ -139,6 +139,7 @@ for args, needle in (
         (("--run", f"x={a}", "--run", f"16={b}", "--at", "64"), "positive number"),
         (("--run", a, "--run", f"16={b}", "--at", "64"), "SIZE=SNAPSHOT"),
         (("--run", f"8={a}", "--run", f"16={b}", "--at", "64", "--tune", "--config", "x:1"), "not both"),
+        (("--run", f"8={a}", "--run", f"16={b}", "--at", "64", "--reduction-cap", "lots"), "--reduction-cap"),
         (("--run", f"8={a}", "--run", f"16={os.path.join(TMP, 'missing.pickle')}", "--at", "64"), "missing.pickle")):
     p = run("forecast", *args, expect_rc=2)
     cli_checks.check_one_error_line(p, needle)
@@ -182,6 +183,19 @@ for w, reserved, allocated in (("resnet50", 7029653504, 5854787584), ("moe_dyn",
         if w == "resnet50" or len(sizes) == 3:
             check(abs(err) <= 0.01 if w == "resnet50" else abs(err) <= 0.03,
                   f"{w} from {sizes}: peak allocated {err:+.1%} off PyTorch's")
+
+# ConvNeXt-T 8+16 -> 64: its reduction buffers reach 132 MiB at 16 by growing less than 2x; they stop
+# there at 64 (PyTorch reserved 4.41 GiB; a line took them to 483 MiB and the forecast to +15.5%).
+cx = []
+for s in (8, 16):
+    cx += ["--run", f"{s}={os.path.join(DATA, f'convnext_t_{s}.pickle.gz')}"]
+text = run("forecast", *cx, "--at", "64").stdout
+check("reduction buffers: 192 (PyTorch's split reductions), stopped at 132.00 MiB (the probes show it): 45 lowered"
+      in text, text)
+f = json.loads(run("forecast", *cx, "--at", "64", "--json", "--reduction-cap", "132MiB").stdout.strip().splitlines()[-1])
+check(f["reduction_cap_bytes"] == 132 << 20 and not f["reduction_cap_shown"] and f["reduction_buffers_stopped"] == 45,
+      f"convnext_t given the cap: {f['reduction_cap_bytes']} {f['reduction_cap_shown']}")
+check(abs(f["peak_reserved_bytes"] / 4731174912 - 1) <= 0.05, f"convnext_t 8+16: {f['peak_reserved_bytes']}")
 
 # gpumemprof_torch.forecast without torch: what it checks before starting a probe.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))

@@ -385,6 +385,15 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
     res.possible_size_limit = facts.possible_size_limit;
     res.would_stop = facts.would_stop;
     res.data_dependent = facts.data_dependent;
+    const double q = refp.parameter / probes[near].parameter;
+    res.reductions =
+        detail::apply_reduction_cap(ref, streams[near], aligned[near], square_law ? q * q : q, options.reduction_cap,
+                                    {fits, sizes, grown, kept, irregular_at, irregular});
+    // A limit only the largest probe shows that is where the reduction buffers stop is explained.
+    if (res.reductions.cap != 0 && res.possible_size_limit == res.reductions.cap) {
+      res.possible_size_limit = 0;
+      res.would_stop = 0;
+    }
   }
   res.aligned_requests = static_cast<double>(aligned_all) / static_cast<double>(n);
   res.aligned_requests_any = static_cast<double>(aligned_any) / static_cast<double>(n);

@@ -17,7 +17,8 @@
 //      What the two largest probes show together (forecast_rules.hpp): a size limit both show
 //      (their largest request, reached by growing): requests that grew less than in proportion,
 //      or irregular ones, stop there, and those that reached it stay; one only the larger shows is
-//      replayed as an end of the range (step 4). Sizes that follow the data (irregular pairs of
+//      replayed as an end of the range (step 4). PyTorch's reduction buffers stop growing where
+//      their thread blocks fill the device (reduction_buffers.hpp). Sizes that follow the data (irregular pairs of
 //      sizes seen once in the run): in proportion, the range's high end at their site's largest
 //      draw, and the forecast is not `confident` (`range_excludes` says what no range bounds).
 //      By an image side, with two probes, a size that grew by more than q^2 is a + c*p^2 with
@@ -62,6 +63,7 @@
 #include <vector>
 
 #include "gpumemprof/allocator/allocator_config.hpp"
+#include "gpumemprof/analysis/reduction_buffers.hpp"
 #include "gpumemprof/analysis/size_model.hpp"
 #include "gpumemprof/analysis/stream_alignment.hpp"
 #include "gpumemprof/config.hpp"
@@ -88,6 +90,9 @@ struct ForecastOptions {
   double error_goal = 0.03;  ///< the unmatched part may move the peak by at most this fraction
   int device = -1;           ///< the trace used; -1 = the one with the most entries
   std::size_t explain = 8;   ///< rows in each explanation list
+  /// Where PyTorch's reduction buffers stop growing on the target device (reduction_buffers.hpp);
+  /// 0: only where the probes show it.
+  std::uint64_t reduction_cap = 0;
   AlignmentOptions alignment;
 };
 
@@ -169,6 +174,8 @@ struct ForecastResult {
   std::uint64_t peak_reserved_possible_limit = 0;
   /// Irregular requests whose sizes follow the data, not the parameter (0: none found; not confident).
   std::size_t data_dependent = 0;
+  /// PyTorch's reduction buffers: where they stop growing (reduction_buffers.hpp).
+  ReductionBufferFacts reductions;
   double unmatched_effect = 0;  ///< the largest distance of the range's ends from the forecast, / forecast
   double backcast_error = 0;    ///< the back-test's largest relative error (see the file comment)
   double replay_error = 0;      ///< the reference's own replay against its recorded peak reserved (default config)

@@ -19,7 +19,9 @@ this checkout) forecasts the target from the snapshots; the result is its JSON d
 with "probe_snapshots" (the files) and "probe_peaks" (what PyTorch reported in each probe).
 With use_bridge=True each probe installs gpumemprof's allocator first and records with it.
 With refine=True (the default), a forecast that is not confident and names a next probe that fits
-in the device's free memory records that probe too and forecasts again ("refined_with").
+in the device's free memory records that probe too and forecasts again ("refined_with"). Where
+PyTorch's reduction buffers stop growing on this device is measured once, in a fresh process, and
+given to the forecast (reduction_cap).
 """
 import glob
 import importlib
@@ -145,13 +147,51 @@ def _device_memory(env, timeout):
     return free, total
 
 
-def _run_forecast(binary, runs, at, timeout, capacity=None, config=None, tune=False):
+# PyTorch's split reductions (a bias's gradient summed over batch x tokens) take a buffer that stops
+# growing where their thread blocks fill the device, and the forecast needs that size
+# (`gpumemprof forecast --reduction-cap`; docs/forecast.md, "Reduction buffers"). Measured in a fresh
+# process: column sums of 16384 rows, long enough to reach it (on an H200 the buffers of 3072 and 2304
+# columns stop between 3152 and 6304 rows, and grow again only at 16 times that), the larger buffer.
+_REDUCTION_CAP_CODE = r"""
+import json, torch
+torch.cuda.memory._record_memory_history(max_entries=100000)
+for cols in (3072, 2304):
+    x = torch.ones(16384, cols, device="cuda", dtype=torch.bfloat16)
+    y = x.sum(0)
+    del x, y
+torch.cuda.synchronize()
+trace = max(torch.cuda.memory._snapshot()["device_traces"], key=len)
+ev = [e for e in trace if e["action"] in ("alloc", "free_requested")]
+cap = 0
+for a, b, c, d in zip(ev, ev[1:], ev[2:], ev[3:]):
+    if ([a["action"], b["action"], c["action"], d["action"]] == ["alloc", "alloc", "free_requested", "free_requested"]
+            and c["addr"] == b["addr"] and d["addr"] == a["addr"] and 0 < b["size"] <= 65536 and b["size"] % 4 == 0):
+        cap = max(cap, a["size"])
+print(json.dumps(cap))
+"""
+
+
+def _reduction_cap(env, timeout):
+    """Where PyTorch's reduction buffers stop growing on the current device, measured in a fresh
+    process (see _REDUCTION_CAP_CODE); None when the measurement finds no such buffer."""
+    p = subprocess.run([sys.executable, "-c", _REDUCTION_CAP_CODE], env=env, capture_output=True, text=True,
+                       timeout=timeout)
+    if p.returncode != 0:
+        raise RuntimeError("measuring the reduction buffers' cap failed (exit %d): %s"
+                           % (p.returncode, p.stderr.strip()[-400:]))
+    cap = json.loads(p.stdout.strip().splitlines()[-1])
+    return cap or None
+
+
+def _run_forecast(binary, runs, at, timeout, capacity=None, config=None, tune=False, reduction_cap=None):
     """`gpumemprof forecast --json` over runs [(size, snapshot path)]: its JSON document as a dict."""
     args = [binary, "forecast", "--json", "--at", str(at)]
     for s, path in runs:
         args += ["--run", "%s=%s" % (s, path)]
     if capacity is not None:
         args += ["--capacity", str(capacity)]
+    if reduction_cap is not None:
+        args += ["--reduction-cap", str(reduction_cap)]
     if config is not None:
         args += ["--config", config]
     if tune:
@@ -168,7 +208,7 @@ def _size(v):
 
 
 def forecast(step_fn, sizes=(8, 16), at=64, capacity=None, steps=3, config=None, tune=False, use_bridge=False,
-             workdir=None, timeout=1800, refine=True):
+             workdir=None, timeout=1800, refine=True, reduction_cap="measure"):
     """Records a probe per size in `sizes` (2 or 3, each in a fresh process), then forecasts the
     peaks at `at` (see the module's doc). `capacity`: bytes or "79GiB" (what the allocator may use);
     `config`: a PYTORCH_CUDA_ALLOC_CONF to replay the target under; `tune`: replay the configs
@@ -181,7 +221,11 @@ def forecast(step_fn, sizes=(8, 16), at=64, capacity=None, steps=3, config=None,
     (a fresh process, as the others) and the forecast is made again from the three largest probes
     (the command takes three). The result's "refined_with" is the size added (None when not), and
     "refine" says why it refined or not; "unrefined" holds the first forecast's figures. A probe
-    that fails leaves the first forecast, with the reason."""
+    that fails leaves the first forecast, with the reason.
+
+    reduction_cap: where PyTorch's reduction buffers stop growing on the target device ("measure",
+    the default: on this device, in a fresh process; bytes or "132MiB"; None: only where the probes
+    show it). The result's "reduction_cap_bytes" says which was used."""
     sizes = list(sizes)
     if len(sizes) not in (2, 3):
         raise ValueError("gpumemprof_torch.forecast: sizes takes 2 or 3 probe sizes, got %r" % (sizes,))
@@ -203,7 +247,9 @@ def forecast(step_fn, sizes=(8, 16), at=64, capacity=None, steps=3, config=None,
 
     for s in sizes:
         record(s)
-    options = dict(capacity=capacity, config=config, tune=tune)
+    if reduction_cap == "measure":
+        reduction_cap = _reduction_cap(env, timeout)
+    options = dict(capacity=capacity, config=config, tune=tune, reduction_cap=reduction_cap)
     result = _run_forecast(binary, runs, at, timeout, **options)
     used = list(runs)
     result["refined_with"] = None
@@ -217,7 +263,7 @@ def forecast(step_fn, sizes=(8, 16), at=64, capacity=None, steps=3, config=None,
         nxt = _size(result["next_probe"])
         why = None
         try:
-            there = _run_forecast(binary, runs, nxt, timeout)
+            there = _run_forecast(binary, runs, nxt, timeout, reduction_cap=reduction_cap)
             need = int(max(there["peak_reserved_bytes"], there["peak_reserved_bytes_high"]) * (1 + REFINE_MARGIN)
                        + REFINE_RESERVE)
             free, _ = _device_memory(env, timeout)

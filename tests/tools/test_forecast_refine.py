@@ -4,7 +4,8 @@ free memory are replaced by fakes (recorded H200 probes of ResNet-50 from tests/
 a synthetic training loop), the forecasts are the real `gpumemprof forecast`. A forecast that is not
 confident and names a next probe that fits in free memory records it and forecasts again from the
 three largest probes; too little free memory, refine=False, a confident forecast, no probe named
-or a probe that fails leave the first forecast, with the reason.
+or a probe that fails leave the first forecast, with the reason. Where reduction buffers stop (measured
+on the device, faked here) is given to every forecast.
 
 usage: test_forecast_refine.py GPUMEMPROF_BINARY"""
 import gzip
@@ -95,10 +96,19 @@ def cli(runs, at):
     return fc._run_forecast(BIN, sorted(runs.items()), at, 300)
 
 
-def run(snapshots, free=80 * GiB, fail_at=None, **kw):
+measured = []  # reduction caps measured (the fake's answers)
+
+
+def run(snapshots, free=80 * GiB, fail_at=None, cap=None, **kw):
     calls.clear()
+    measured.clear()
     fc._run_probe = fake_runner(snapshots, fail_at)
     fc._device_memory = lambda env, timeout: (free, 141 * GiB)
+
+    def reduction_cap(env, timeout):
+        measured.append(cap)
+        return cap
+    fc._reduction_cap = reduction_cap
     return fc.forecast(step, workdir=tempfile.mkdtemp(dir=TMP), **kw)
 
 
@@ -153,5 +163,21 @@ f = run(RESNET, sizes=(8, 16, 32), at=128)
 check(calls == [8, 16, 32, 64] and f["probe_sizes"] == [16, 32, 64], f"three given: {calls} -> {f['probe_sizes']}")
 check(f["refined_with"] == 64 and f["peak_reserved_bytes"] == cli({s: RESNET[s] for s in (16, 32, 64)}, 128)[
     "peak_reserved_bytes"], f"three given: {f['refine']}")
+
+# Where reduction buffers stop: measured once (the fake says 132 MiB, as on the H200) and given to
+# every forecast; or given; or None: only where the probes show it (ConvNeXt-T 8+16 shows 132 MiB).
+CONVNEXT = {s: os.path.join(DATA, f"convnext_t_{s}.pickle.gz") for s in (8, 16, 32, 64)}
+f = run(CONVNEXT, cap=132 << 20, sizes=(8, 16), at=64, refine=False)
+check(measured == [132 << 20], f"measured: {measured}")
+check(f["reduction_cap_bytes"] == 132 << 20 and not f["reduction_cap_shown"] and f["reduction_buffers_stopped"] == 45,
+      f"measured cap: {f['reduction_cap_bytes']} shown {f['reduction_cap_shown']} {f['reduction_buffers_stopped']}")
+f = run(CONVNEXT, cap=132 << 20, sizes=(8, 16), at=64, refine=False, reduction_cap="100MiB")
+check(measured == [] and f["reduction_cap_bytes"] == 100 << 20, f"given cap: {f['reduction_cap_bytes']}")
+f = run(CONVNEXT, sizes=(8, 16), at=64, refine=False, reduction_cap=None)
+check(measured == [] and f["reduction_cap_bytes"] == 132 << 20 and f["reduction_cap_shown"],
+      f"no cap given: {f['reduction_cap_bytes']} shown {f['reduction_cap_shown']}")
+# Refined: the probe's forecast at the next size and the refined one get the measured cap too.
+f = run(RESNET, cap=132 << 20, sizes=(8, 16), at=64)
+check(measured == [132 << 20] and f["refined_with"] == 32, f"refined with a measured cap: {f['refine']}")
 
 cli_checks.finish("forecast refine checks")

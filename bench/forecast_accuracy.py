@@ -7,15 +7,16 @@ ranges (marked "warned" where the forecast is not confident; "!" where the range
 actual), the 4x size forecast from 1x and 2x as a held-out check, the straight line's error, the
 alignment, how often a miss over 3% was warned, and how often the range held the actual.
 
-usage: forecast_accuracy.py GPUMEMPROF_BINARY DATA_DIR   (DATA_DIR/<workload>/<size>.pickle|json)"""
+usage: forecast_accuracy.py GPUMEMPROF_BINARY DATA_DIR [FORECAST OPTION ...]
+  (DATA_DIR/<workload>/<size>.pickle|json; options such as --reduction-cap 132MiB go to every forecast)"""
 import json
 import os
 import subprocess
 import sys
 
 
-def forecast(binary, folder, sizes, at):
-    args = [binary, "forecast", "--json", "--at", str(at)]
+def forecast(binary, folder, sizes, at, extra=()):
+    args = [binary, "forecast", "--json", "--at", str(at), *extra]
     for s in sizes:
         args += ["--run", f"{s}={os.path.join(folder, f'{s}.pickle')}"]
     p = subprocess.run(args, capture_output=True, text=True)
@@ -33,7 +34,7 @@ def err(f, actual):
 
 
 def main():
-    binary, data = sys.argv[1], sys.argv[2]
+    binary, data, extra = sys.argv[1], sys.argv[2], sys.argv[3:]
     print("| workload | sizes | actual 8x GiB | 1x+2x GiB | error | range (warned) | 1x+2x+4x GiB | error | range "
           "(warned) | 2x+4x error | 1x+2x -> 4x, held out | straight line 1x+2x | aligned req. / peak bytes (1x+2x) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -58,7 +59,7 @@ def main():
         two = None
         for probes, at, columns in ((sizes[:2], target, 3), (sizes[:3], target, 3), (sizes[1:3], target, 1),
                                     (sizes[:2], sizes[2], 1)):
-            r, why = forecast(binary, folder, probes, at)
+            r, why = forecast(binary, folder, probes, at, extra)
             if r is None:
                 cells += ["refused", why.replace("|", "/")[:80]] + ["-"] * (columns - 2)
                 continue

@@ -2,6 +2,7 @@
 # Records forecast workloads only (bench/record_references.py forecast W SIZE), one fresh process
 # per (workload, size), JOBS at a time, into $OUT/forecast.tar.xz (W/SIZE.pickle|json|log), the
 # layout bench/forecast_accuracy.py reads. The GPU host needs torch 2.11 and torchvision.
+# PYTORCH_CUDA_ALLOC_CONF, when set, applies to every run (each W/SIZE.json says it: alloc_conf).
 # usage: OUT=DIR bench/gpu_record_forecast.sh WORKLOAD:SIZE[:SIZE...] ...
 #   e.g. bench/gpu_record_forecast.sh resnet50_res:64:128:256:512 convnext_t_res:64:128:256:512
 set -uo pipefail

@@ -377,7 +377,9 @@ def forecast(workload, size, out_prefix):
                    "peak_allocated_bytes": st["allocated_bytes.all.peak"],
                    "peak_requested_bytes": st.get("requested_bytes.all.peak", 0),
                    "num_alloc_requests": st["allocation.all.allocated"],
-                   "num_device_alloc": st["num_device_alloc"], "memory_stats": st}, f, indent=1, sort_keys=True)
+                   "num_device_alloc": st["num_device_alloc"], "memory_stats": st,
+                   "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", os.environ.get("PYTORCH_ALLOC_CONF", ""))},
+                  f, indent=1, sort_keys=True)
 
 
 if __name__ == "__main__":

@@ -33,13 +33,6 @@ inline double forecast_size_arg(const std::string& text, const std::string& what
   return v;
 }
 
-/// A probe size as given ("64", "0.5").
-inline std::string forecast_size_text(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
-
 struct ForecastTuneRow {
   std::string config;
   std::string unsupported;

@@ -30,12 +30,6 @@ GPUMEMPROF_NAMESPACE_BEGIN
 
 namespace detail {
 
-inline std::string forecast_number(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
-
 inline std::string forecast_percent(double fraction) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f%%", fraction * 100.0);
@@ -168,7 +162,7 @@ inline std::string uncertain_text(const ForecastUncertain& g, const std::vector<
   for (std::size_t k = 0; k < g.size_at_probes.size(); ++k) {
     if (g.size_at_probes[k] == 0) continue;
     sizes += (sizes.empty() ? "" : ", ") + format_size(g.size_at_probes[k]);
-    at += (at.empty() ? "" : ", ") + forecast_number(probes[k].parameter);
+    at += (at.empty() ? "" : ", ") + forecast_size_text(probes[k].parameter);
   }
   // Only fitted sizes are "by the fit": the others are the largest probe's, kept.
   const char* basis = g.unmatched     ? " each at the target (kept: no other probe made them), "
@@ -197,22 +191,22 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
     if (p.snapshot == nullptr) throw ForecastError(p.name + ": no snapshot given");
     if (!(p.parameter > 0) || !std::isfinite(p.parameter)) {
       throw ForecastError(p.name + ": the probe's size must be a positive number, got " +
-                          detail::forecast_number(p.parameter));
+                          forecast_size_text(p.parameter));
     }
   }
   for (std::size_t k = 0; k + 1 < order.size(); ++k) {
     const ForecastProbe& a = probes[order[k]];
     const ForecastProbe& b = probes[order[k + 1]];
     if (b.parameter - a.parameter <= 1e-9 * b.parameter) {
-      throw ForecastError(a.name + " and " + b.name + " are both at size " + detail::forecast_number(a.parameter) +
+      throw ForecastError(a.name + " and " + b.name + " are both at size " + forecast_size_text(a.parameter) +
                           ": the probes must be runs at different sizes");
     }
   }
   const std::size_t ri = order.back();
   const ForecastProbe& refp = probes[ri];
   if (!(at > refp.parameter) || !std::isfinite(at)) {
-    throw ForecastError("the target size " + detail::forecast_number(at) + " must be larger than every probe's (" +
-                        detail::forecast_number(refp.parameter) + "): a forecast extrapolates from smaller runs");
+    throw ForecastError("the target size " + forecast_size_text(at) + " must be larger than every probe's (" +
+                        forecast_size_text(refp.parameter) + "): a forecast extrapolates from smaller runs");
   }
 
   // The request streams.

@@ -58,6 +58,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -221,6 +222,14 @@ struct ForecastResult {
   /// The synthesised target stream (replay it under other configs with forecast_replay).
   CompactSnapshot target;
 };
+
+/// A probe's or the target's size as the command line gives it ("64", "0.5"): the one format
+/// messages, the text report and the next probe's command use.
+[[nodiscard]] inline std::string forecast_size_text(double size) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", size);
+  return buf;
+}
 
 /// Forecasts the peaks at parameter `at` from 2 or 3 probes (see the file comment). Throws
 /// ForecastError when the probes cannot support a forecast: fewer than 2 or more than 3, a

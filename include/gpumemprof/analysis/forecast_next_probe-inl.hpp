@@ -34,8 +34,8 @@ GPUMEMPROF_FUNC ForecastNextProbe forecast_next_probe(const ForecastResult& f, d
   if (f.confident || f.probes.empty()) return next;
   double largest = 0;
   for (const ForecastProbeSummary& p : f.probes) largest = std::max(largest, p.parameter);
-  const std::string at = detail::forecast_number(f.at);
-  const std::string big = detail::forecast_number(largest);
+  const std::string at = forecast_size_text(f.at);
+  const std::string big = forecast_size_text(largest);
   const bool range = f.unmatched_effect > error_goal;
   const bool backcast = std::fabs(f.backcast_error) > error_goal;
   if (!range && !backcast && f.data_dependent == 0) {

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "gpumemprof/analysis/forecast_rules.hpp"
 #include "gpumemprof/analysis/request_stream.hpp"
 #include "gpumemprof/analysis/size_model.hpp"
 #include "gpumemprof/analysis/stream_alignment.hpp"
@@ -74,33 +75,18 @@ inline std::uint64_t shown_reduction_cap(const RequestStream& ref, const Request
     if (buffer[i] != 0) largest = std::max(largest, ref.requests[i].size);
   std::size_t reached = 0;
   for (std::size_t i = 0; i < ref.requests.size(); ++i) {
-    const std::int64_t j = al.other_of[i];
-    if (buffer[i] == 0 || ref.requests[i].size != largest || j == StreamAlignment::kUnmatched) continue;
-    const auto got = static_cast<double>(near.requests[static_cast<std::size_t>(j)].size);
-    if (got < static_cast<double>(largest) && static_cast<double>(largest) < 0.95 * got * law) ++reached;
+    if (buffer[i] == 0 || ref.requests[i].size != largest) continue;
+    const auto got = static_cast<double>(aligned_size(near, al, i));  // 0: none aligned
+    if (got > 0 && got < static_cast<double>(largest) && static_cast<double>(largest) < 0.95 * got * law) ++reached;
   }
   return reached >= 2 ? largest : 0;
 }
-
-}  // namespace detail
-
-/// The forecast's per-request state the rule adjusts (as ForecastRuleState, forecast_rules.hpp).
-struct ReductionRuleState {
-  std::vector<SizeFit>& fits;
-  std::vector<std::uint64_t>& sizes;
-  std::vector<std::uint64_t>& grown;
-  std::vector<std::uint64_t>& kept;
-  std::vector<std::uint8_t>& irregular_at;
-  std::size_t& irregular;
-};
-
-namespace detail {
 
 /// Applies the file comment's rule: `ref` is the largest probe, `near` the next one (`law` as
 /// shown_reduction_cap), `given_cap` the cap given (0: none).
 inline ReductionBufferFacts apply_reduction_cap(const RequestStream& ref, const RequestStream& near,
                                                 const StreamAlignment& al, double law, std::uint64_t given_cap,
-                                                ReductionRuleState st) {
+                                                ForecastRuleState st) {
   ReductionBufferFacts f;
   const std::vector<std::uint8_t> buffer = reduction_buffers(ref);
   for (std::size_t i = 0; i < buffer.size(); ++i) {

@@ -52,6 +52,14 @@ def one(name):
     return name, f, time.time() - t0
 
 
+def cap_text(f):
+    """Where the forecast stopped the reduction buffers, and why."""
+    if f["reduction_buffers"] == 0:
+        return "no reduction buffers"
+    how = "shown by the probes" if f["reduction_cap_shown"] else "measured" if f["reduction_cap_bytes"] else "unknown"
+    return f"{f['reduction_buffers']} reduction buffers, cap {f['reduction_cap_bytes']} ({how})"
+
+
 def main():
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
     out = os.environ.get("OUT") or tempfile.mkdtemp()
@@ -74,8 +82,7 @@ def main():
 
         print(f"{name} {'+'.join(map(str, sizes))} -> {at}: {u['peak_reserved_bytes']} ({e(u['peak_reserved_bytes'])}, "
               f"{how(u)}); final from {'+'.join(map(str, f['probe_sizes']))}: {f['peak_reserved_bytes']} "
-              f"({e(f['peak_reserved_bytes'])}, {how(f)}); actual {actual}; reduction cap {f['reduction_cap_bytes']} "
-              f"({'shown by the probes' if f['reduction_cap_shown'] else 'measured'}); {seconds:.0f} s")
+              f"({e(f['peak_reserved_bytes'])}, {how(f)}); actual {actual}; {cap_text(f)}; {seconds:.0f} s")
         print(f"  {f['refine']}")
         rows.append(f"| {name} | {'+'.join(map(str, sizes))} -> {at} | {actual / 2**30:.2f} | "
                     f"{e(u['peak_reserved_bytes'])}{'' if u['confident'] else ' (warned)'} | "

@@ -7,9 +7,11 @@ a fresh process, three workloads at once) and compared with the peak reserved th
 workload recorded at the target in a fresh process (ACTUAL_DIR/<workload>/<target>.json, written by
 bench/gpu_record_forecast.sh in the same job).
 
-usage: ACTUAL_DIR=DIR python3 forecast_refine_gpu.py [WORKLOAD ...]   (default: all of SIZES)
+usage: ACTUAL_DIR=DIR [BRIDGE=1] python3 forecast_refine_gpu.py [WORKLOAD ...]   (default: all of SIZES)
 Prints one line per workload (the two-probe forecast, the final one, what refinement did, the cap
-used) and a markdown table; writes $OUT/forecast_refine.json."""
+used) and a markdown table; writes $OUT/forecast_refine.json. BRIDGE=1: every probe, and a run at
+the target in a fresh process (the actual), go through gpumemprof's allocator
+(gpumemprof_torch.install(); $GPUMEMPROF_TORCH_LIB), and the native run's peak is printed beside."""
 import json
 import os
 import sys
@@ -42,14 +44,25 @@ for _name in SIZES:  # module-level functions, as a probe's process finds them a
     globals()[_name] = _step(_name)
 
 
+BRIDGE = os.environ.get("BRIDGE") == "1"
+
+
 def one(name):
     import gpumemprof_torch
+    from gpumemprof_torch.forecast import _run_probe
 
     sizes, at = SIZES[name]
     t0 = time.time()
-    f = gpumemprof_torch.forecast(globals()[name], sizes=sizes, at=at, steps=1, refine=True,
-                                  workdir=tempfile.mkdtemp(prefix=name + "-"))
-    return name, f, time.time() - t0
+    work = tempfile.mkdtemp(prefix=name + "-")
+    f = gpumemprof_torch.forecast(globals()[name], sizes=sizes, at=at, steps=1, refine=True, use_bridge=BRIDGE,
+                                  workdir=work)
+    bridged = None
+    if BRIDGE:  # the target through the bridge, a fresh process as a probe is
+        here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python")
+        env = dict(os.environ, PYTHONPATH=here + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        peaks = _run_probe(os.path.abspath(__file__), name, at, 1, os.path.join(work, "target.pickle"), True, env, 1800)
+        bridged = peaks["reserved_bytes.all.peak"]
+    return name, f, time.time() - t0, bridged
 
 
 def cap_text(f):
@@ -68,10 +81,14 @@ def main():
     with ThreadPoolExecutor(3) as pool:
         results = list(pool.map(one, names))
     report, rows = {}, []
-    for name, f, seconds in results:
+    for name, f, seconds, bridged in results:
         sizes, at = SIZES[name]
         with open(os.path.join(actual_dir, name, f"{at}.json")) as fh:
             actual = json.load(fh)["peak_reserved_bytes"]
+        if bridged is not None:
+            print(f"{name}: through the bridge the run at {at} reserved {bridged}, natively {actual} "
+                  f"({(bridged - actual) * 100.0 / actual:+.2f}%)")
+            actual = bridged
         u = f.get("unrefined", f)
 
         def e(b):
@@ -87,7 +104,7 @@ def main():
         rows.append(f"| {name} | {'+'.join(map(str, sizes))} -> {at} | {actual / 2**30:.2f} | "
                     f"{e(u['peak_reserved_bytes'])}{'' if u['confident'] else ' (warned)'} | "
                     f"{f['refined_with'] or '-'} | {e(f['peak_reserved_bytes'])}{'' if f['confident'] else ' (warned)'} |")
-        report[name] = {"forecast": f, "actual_peak_reserved_bytes": actual, "seconds": seconds}
+        report[name] = {"forecast": f, "actual_peak_reserved_bytes": actual, "seconds": seconds, "bridge": BRIDGE}
     print("| workload | probes -> target | actual GiB | two probes | probe added | final |")
     print("|---|---|---|---|---|---|")
     print("\n".join(rows))

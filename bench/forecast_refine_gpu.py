@@ -53,7 +53,7 @@ def one(name):
 
     sizes, at = SIZES[name]
     t0 = time.time()
-    work = tempfile.mkdtemp(prefix=name + "-")
+    work = tempfile.mkdtemp(prefix=name + "-", dir=os.environ.get("PROBES_DIR"))  # the probes' snapshots
     f = gpumemprof_torch.forecast(globals()[name], sizes=sizes, at=at, steps=1, refine=True, use_bridge=BRIDGE,
                                   workdir=work)
     bridged = None

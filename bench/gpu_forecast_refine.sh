@@ -6,7 +6,8 @@
 # fresh process) and compared with that run. Writes $OUT/forecast_refine.log, forecast_refine.json
 # and forecast.tar.xz (the target runs). BRIDGE=1: the probes and a second run at the target go
 # through gpumemprof's allocator (the bridge, built here too), the forecast is checked against that
-# run, and the native run's peak is printed beside.
+# run, and the native run's peak is printed beside. KEEP_PROBES=1: every probe's snapshot, in
+# $OUT/probes.tar.xz.
 # usage: bench/gpu_forecast_refine.sh [BUILD_DIR [WORKLOAD ...]]   (a Meson build folder of this
 #        tree: only tools/gpumemprof is built in it; default build-gpu-forecast, set up here, ~1 min)
 # Needs torch 2.11 with CUDA, torchvision, transformers, meson, ninja, a C++20 compiler, zlib. GPU
@@ -34,7 +35,11 @@ export ACTUAL_DIR=$(mktemp -d)
 tar -C "$ACTUAL_DIR" -xJf "$OUT/forecast.tar.xz"
 ACTUAL_DIR=$ACTUAL_DIR/forecast
 export ACTUAL_DIR
+export PROBES_DIR=$(mktemp -d)
 cd bench
 start=$(date +%s)
 python3 forecast_refine_gpu.py "${workloads[@]}" 2>&1 | tee "$OUT/forecast_refine.log"
 echo "gpu_forecast_refine: $(( $(date +%s) - start )) s (probes and forecasts)" | tee -a "$OUT/forecast_refine.log"
+if [ "${KEEP_PROBES:-0}" = 1 ]; then  # every probe's snapshot, for `gpumemprof forecast` elsewhere
+  tar -C "$PROBES_DIR" -cf - . | xz -T0 -6 > "$OUT/probes.tar.xz"
+fi

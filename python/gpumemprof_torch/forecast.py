@@ -17,7 +17,8 @@ a callable, that callable is the step instead (so the first call can build the m
 `gpumemprof forecast` command (found through $GPUMEMPROF_BIN, PATH, or a Meson build folder of
 this checkout) forecasts the target from the snapshots; the result is its JSON document as a dict,
 with "probe_snapshots" (the files) and "probe_peaks" (what PyTorch reported in each probe).
-With use_bridge=True each probe installs gpumemprof's allocator first and records with it.
+With use_bridge=True each probe installs gpumemprof's allocator first and records with it (Python
+stacks, as the native probe does).
 With refine=True (the default), a forecast that is not confident and names a next probe that fits
 in the device's free memory records that probe too and forecasts again ("refined_with"). Where
 PyTorch's reduction buffers stop growing on this device is measured once, in a fresh process, and
@@ -81,18 +82,23 @@ def _load(where, name):
     return obj
 
 
+PROBE_HISTORY = 10_000_000  # entries a probe's history keeps
+
+
 def _probe_main(argv):
     """In a probe's process: record, run the steps, dump the snapshot and the peaks."""
     where, name, size, steps, out, bridge = argv[0], argv[1], argv[2], int(argv[3]), argv[4], argv[5] == "1"
     sys.path.insert(0, os.getcwd())
     import torch
     size = int(size) if size.lstrip("-").isdigit() else float(size)
+    # The same history either way: Python stacks, as PyTorch records them (the sites the probes'
+    # requests are aligned by; with the bridge's default of C++ stacks every request had one site).
     if bridge:
         import gpumemprof_torch
         gpumemprof_torch.install()
-        gpumemprof_torch.record_memory_history()
+        gpumemprof_torch.record_memory_history(max_entries=PROBE_HISTORY, stacks="python")
     else:
-        torch.cuda.memory._record_memory_history(max_entries=10_000_000, stacks="python")
+        torch.cuda.memory._record_memory_history(max_entries=PROBE_HISTORY, stacks="python")
     step_fn = _load(where, name)
     step = None
     for _ in range(steps):

@@ -180,4 +180,42 @@ check(measured == [] and f["reduction_cap_bytes"] == 132 << 20 and f["reduction_
 f = run(RESNET, cap=132 << 20, sizes=(8, 16), at=64)
 check(measured == [132 << 20] and f["refined_with"] == 32, f"refined with a measured cap: {f['refine']}")
 
+# A probe's process records the same history natively and through the bridge: Python stacks, as
+# PyTorch records them (the bridge's own default, C++ stacks, gave every request of a probe one site,
+# and the forecasts from its snapshots differed from those from PyTorch's). Fakes for torch and the bridge.
+import types  # noqa: E402
+
+history, sizes_run = [], []
+fake_torch = types.ModuleType("torch")
+fake_torch.cuda = types.SimpleNamespace(
+    memory=types.SimpleNamespace(_record_memory_history=lambda **kw: history.append(("torch", kw)),
+                                 _dump_snapshot=lambda path: open(path, "wb").close()),
+    synchronize=lambda: None, memory_stats=lambda: {"reserved_bytes.all.peak": 7})
+bridge = sys.modules["gpumemprof_torch"]
+saved = {k: getattr(bridge, k) for k in ("install", "record_memory_history", "dump_snapshot", "memory_stats")}
+bridge.install = lambda: history.append(("install", {}))
+bridge.record_memory_history = lambda **kw: history.append(("bridge", kw))
+bridge.dump_snapshot = lambda path: open(path, "wb").close()
+bridge.memory_stats = lambda: {"reserved_bytes.all.peak": 9}
+step_file = os.path.join(TMP, "probe_step.py")
+with open(step_file, "w") as fh:
+    fh.write("ran = []\ndef step(size):\n    ran.append(size)\n")
+sys.modules["torch"] = fake_torch
+try:
+    for use_bridge in ("0", "1"):
+        history.clear()
+        out = os.path.join(TMP, f"probe_{use_bridge}.pickle")
+        fc._probe_main([step_file, "step", "8", "2", out, use_bridge])
+        recorded = [kw for who, kw in history if who in ("torch", "bridge")]
+        check(recorded == [{"max_entries": fc.PROBE_HISTORY, "stacks": "python"}] and
+              [who for who, _ in history] == (["torch"] if use_bridge == "0" else ["install", "bridge"]),
+              f"bridge={use_bridge}: history recorded as {history}")
+        with open(out + ".json") as fh:
+            peak = json.load(fh)["reserved_bytes.all.peak"]
+        check(peak == (7 if use_bridge == "0" else 9), f"bridge={use_bridge}: peaks from the wrong allocator: {peak}")
+finally:
+    del sys.modules["torch"]
+    for k, v in saved.items():
+        setattr(bridge, k, v)
+
 cli_checks.finish("forecast refine checks")

@@ -368,14 +368,8 @@ inline int cmd_forecast(int argc, char** argv) {
   if (args.has("--config") && args.has("--tune")) throw UsageError("give --config or --tune, not both");
   const double at = forecast_size_arg(args.get("--at"), "--at");
   ForecastOptions opt;
-  opt.capacity = capacity_option(args);
-  if (args.has("--reduction-cap")) {
-    try {
-      opt.reduction_cap = gpumemprof::detail::parse_bytes(args.get("--reduction-cap"), "--reduction-cap");
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(e.what());
-    }
-  }
+  opt.capacity = bytes_option(args, "--capacity");
+  opt.reduction_cap = bytes_option(args, "--reduction-cap");
   if (args.has("--config")) opt.config = AllocatorConfig(args.get("--config"));
   if (args.has("--device")) opt.device = static_cast<int>(args.count("--device", 0, 1024));
   std::vector<CompactSnapshot> snaps;

@@ -176,11 +176,12 @@ inline void print_snapshot_replay_json(const std::string& path, const AllocatorC
   std::cout << '\n' << std::flush;
 }
 
-/// --capacity in bytes with units ("40GiB"), or 0 when absent.
-inline std::size_t capacity_option(const Args& args) {
-  if (!args.has("--capacity")) return 0;
+/// A size option (`flag`: "--capacity", "--reduction-cap") in bytes with units ("40GiB"), or 0
+/// when absent.
+inline std::size_t bytes_option(const Args& args, const std::string& flag) {
+  if (!args.has(flag)) return 0;
   try {
-    return gpumemprof::detail::parse_bytes(args.get("--capacity"), "--capacity");
+    return gpumemprof::detail::parse_bytes(args.get(flag), flag);
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
@@ -207,7 +208,7 @@ inline int cmd_replay_snapshot(const Args& args, const std::string& path, const 
   }
   SnapshotReplayOptions opt;
   if (args.has("--config")) opt.config = AllocatorConfig(args.get("--config"));
-  opt.capacity = capacity_option(args);
+  opt.capacity = bytes_option(args, "--capacity");
   const CompactSnapshot snap = bytes != nullptr ? parse_compact_snapshot(*bytes, path) : load_compact_snapshot(path);
   const std::vector<SnapshotReplayResult> runs = replay_snapshot_devices(snap, path, opt);
   if (args.has("--json")) {

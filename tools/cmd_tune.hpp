@@ -67,7 +67,7 @@ inline int cmd_tune(int argc, char** argv) {
   }
   args.expect_positional(1, "one SNAPSHOT file or rank folder");
   const std::string path = worst_rank_file(args.positional()[0], "tune");  // a rank folder: its worst rank
-  const std::size_t capacity = capacity_option(args);
+  const std::size_t capacity = bytes_option(args, "--capacity");
   const CompactSnapshot snap = load_cli_snapshot(path);  // gzip-compressed too
   const std::vector<int> devices = traced_devices(snap);
   // The recorded side, once, from the default replay's view of the trace.

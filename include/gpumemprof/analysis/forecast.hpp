@@ -18,9 +18,10 @@
 //      (their largest request, reached by growing): requests that grew less than in proportion,
 //      or irregular ones, stop there, and those that reached it stay; one only the larger shows is
 //      replayed as an end of the range (step 4). PyTorch's reduction buffers stop growing where
-//      their thread blocks fill the device (reduction_buffers.hpp). Sizes that follow the data (irregular pairs of
-//      sizes seen once in the run): in proportion, the range's high end at their site's largest
-//      draw, and the forecast is not `confident` (`range_excludes` says what no range bounds).
+//      their thread blocks fill the device (reduction_buffers.hpp). Sizes that follow the data
+//      (irregular pairs of sizes seen once in the run): in proportion, the range's high end at
+//      their site's largest draw, and the forecast is not `confident` (`range_excludes` says what
+//      no range bounds).
 //      By an image side, with two probes, a size that grew by more than q^2 is a + c*p^2 with
 //      a < 0 ((p - c)^2 elements), not implausible. With three, a size the three do not put on a
 //      line is the parabola through them where they grow as k*(p - c)^2 (exact), else a + c*p^2

@@ -66,13 +66,10 @@ inline std::vector<std::uint8_t> reduction_buffers(const RequestStream& s) {
   return out;
 }
 
-/// The cap `ref` and `near` show (see the file comment); 0 when they show none. `law`: q, or q^2
-/// by an image side.
+/// The cap `ref` and `near` show (see the file comment); 0 when they show none. `largest`: the
+/// largest of `ref`'s reduction buffers; `law`: q, or q^2 by an image side.
 inline std::uint64_t shown_reduction_cap(const RequestStream& ref, const RequestStream& near, const StreamAlignment& al,
-                                         const std::vector<std::uint8_t>& buffer, double law) {
-  std::uint64_t largest = 0;
-  for (std::size_t i = 0; i < ref.requests.size(); ++i)
-    if (buffer[i] != 0) largest = std::max(largest, ref.requests[i].size);
+                                         const std::vector<std::uint8_t>& buffer, std::uint64_t largest, double law) {
   std::size_t reached = 0;
   for (std::size_t i = 0; i < ref.requests.size(); ++i) {
     if (buffer[i] == 0 || ref.requests[i].size != largest) continue;
@@ -97,7 +94,7 @@ inline ReductionBufferFacts apply_reduction_cap(const RequestStream& ref, const 
   if (f.buffers == 0) return f;
   f.cap = given_cap;
   if (f.cap == 0) {
-    f.cap = shown_reduction_cap(ref, near, al, buffer, law);
+    f.cap = shown_reduction_cap(ref, near, al, buffer, f.largest, law);
     f.cap_shown = f.cap != 0;
   }
   for (std::size_t i = 0; i < buffer.size(); ++i) {

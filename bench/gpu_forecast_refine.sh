@@ -31,10 +31,9 @@ workloads=("$@")
 targets=$(python3 -c 'import sys; sys.path.insert(0, "bench"); import forecast_refine_gpu as f
 print(*(w + ":" + str(f.SIZES[w][1]) for w in sys.argv[1:]))' "${workloads[@]}")
 JOBS=${JOBS:-5} bench/gpu_record_forecast.sh $targets > "$OUT/targets.log" 2>&1
-export ACTUAL_DIR=$(mktemp -d)
-tar -C "$ACTUAL_DIR" -xJf "$OUT/forecast.tar.xz"
-ACTUAL_DIR=$ACTUAL_DIR/forecast
-export ACTUAL_DIR
+actual=$(mktemp -d)
+tar -C "$actual" -xJf "$OUT/forecast.tar.xz"
+export ACTUAL_DIR=$actual/forecast
 export PROBES_DIR=$(mktemp -d)
 cd bench
 start=$(date +%s)

@@ -204,6 +204,7 @@ inline void print_forecast_json(const ForecastResult& f, const std::vector<Forec
   w.field("backcast_error", f.backcast_error);
   w.field("replay_error", f.replay_error);
   w.field("unmatched_effect", f.unmatched_effect);
+  w.field("unmatched_effect_default", f.unmatched_effect_default);
   w.field("straight_line_peak_reserved_bytes", f.straight_line_peak_reserved);
   w.key("next_probe");  // null: none would narrow it (or confident)
   if (f.next_probe != 0) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -358,6 +359,10 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
     aligned_any += m > 1 ? 1 : 0;
     ++res.models[static_cast<std::size_t>(fits[i].model)];
     sizes[i] = fits[i].at(at);
+    // A size that grew (or held) up to the largest probe does not shrink past it: a parabola bent
+    // by a size that stopped growing there (a buffer or workspace at a cap) can fall below it, to
+    // nothing.
+    if (m > 1 && plausible && sizes[i] < ref.requests[i].size) sizes[i] = ref.requests[i].size;
     const double growth = square_law ? (at / refp.parameter) * (at / refp.parameter) : at / refp.parameter;
     const auto proportional = static_cast<std::uint64_t>(std::llround(want * growth));
     // The range: what the probes do not determine (unmatched and irregular requests) grown as the
@@ -383,8 +388,9 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
     res.reductions =
         detail::apply_reduction_cap(ref, streams[near], aligned[near], square_law ? q * q : q, options.reduction_cap,
                                     {fits, sizes, grown, kept, irregular_at, irregular});
-    // A limit only the largest probe shows that is where the reduction buffers stop is explained.
-    if (res.reductions.cap != 0 && res.possible_size_limit == res.reductions.cap) {
+    // A limit only the largest probe shows that is its largest reduction buffer is explained: the
+    // reduction rule sizes those buffers (and, with no cap known, keeps them there in the range).
+    if (res.reductions.buffers != 0 && res.possible_size_limit == res.reductions.largest) {
       res.possible_size_limit = 0;
       res.would_stop = 0;
     }
@@ -404,32 +410,44 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
   // (aligned, but their sizes follow no exact 1 : q : q^2 law that a third probe does not confirm
   // as a line: workspaces chosen by size, sizes that stop growing) -- grown with the parameter,
   // then kept at the reference's size.
-  res.peak_reserved_unmatched_grown = res.peak_reserved;
-  res.peak_reserved_irregular_kept = res.peak_reserved;
   res.irregular = irregular;
   res.implausible = implausible;
-  if (res.models[static_cast<std::size_t>(SizeModel::unmatched)] + irregular != 0) {
-    const CompactSnapshot alt = detail::forecast_target(ref_snap, ref.device, grown);
-    res.peak_reserved_unmatched_grown =
-        static_cast<std::uint64_t>(detail::forecast_replay_once(alt, ref.device, options.config, 0).peak_reserved);
-  }
-  if (irregular != 0) {
-    const CompactSnapshot alt = detail::forecast_target(ref_snap, ref.device, kept);
-    res.peak_reserved_irregular_kept =
-        static_cast<std::uint64_t>(detail::forecast_replay_once(alt, ref.device, options.config, 0).peak_reserved);
-  }
-  res.peak_reserved_possible_limit = res.peak_reserved;
+  // The range's ends under `config`, each the peak reserved `main` where it does not apply.
+  std::vector<std::uint64_t> stopped;
   if (res.would_stop != 0) {
-    std::vector<std::uint64_t> stopped(sizes);
+    stopped = sizes;
     for (std::uint64_t& s : stopped) s = std::min(s, res.possible_size_limit);
-    const CompactSnapshot alt = detail::forecast_target(ref_snap, ref.device, stopped);
-    res.peak_reserved_possible_limit =
-        static_cast<std::uint64_t>(detail::forecast_replay_once(alt, ref.device, options.config, 0).peak_reserved);
   }
-  const double peak = static_cast<double>(std::max<std::uint64_t>(res.peak_reserved, 1));
-  res.unmatched_effect = std::max(std::fabs(static_cast<double>(res.peak_reserved_low()) - peak),
-                                  std::fabs(static_cast<double>(res.peak_reserved_high()) - peak)) /
-                         peak;
+  auto range_ends = [&](const AllocatorConfig& config, std::uint64_t main_peak) {
+    auto peak_of = [&](const std::vector<std::uint64_t>& s) {
+      const CompactSnapshot alt = detail::forecast_target(ref_snap, ref.device, s);
+      return static_cast<std::uint64_t>(detail::forecast_replay_once(alt, ref.device, config, 0).peak_reserved);
+    };
+    const bool unsure = res.models[static_cast<std::size_t>(SizeModel::unmatched)] + irregular != 0;
+    return std::array<std::uint64_t, 3>{unsure ? peak_of(grown) : main_peak, irregular != 0 ? peak_of(kept) : main_peak,
+                                        res.would_stop != 0 ? peak_of(stopped) : main_peak};
+  };
+  auto effect = [](std::uint64_t main_peak, const std::array<std::uint64_t, 3>& ends) {
+    const double peak = static_cast<double>(std::max<std::uint64_t>(main_peak, 1));
+    double e = 0;
+    for (const std::uint64_t end : ends) e = std::max(e, std::fabs(static_cast<double>(end) - peak) / peak);
+    return e;
+  };
+  const std::array<std::uint64_t, 3> ends = range_ends(options.config, res.peak_reserved);
+  res.peak_reserved_unmatched_grown = ends[0];
+  res.peak_reserved_irregular_kept = ends[1];
+  res.peak_reserved_possible_limit = ends[2];
+  res.unmatched_effect = effect(res.peak_reserved, ends);
+  // Under another config, the same range under PyTorch's defaults too: what the probes do not
+  // determine is the program's, and a config that rounds sizes up can make its ends replay alike
+  // while the target's run (with requests no probe made) lands outside them.
+  if (!options.config.source.empty() &&
+      res.models[static_cast<std::size_t>(SizeModel::unmatched)] + irregular + res.would_stop != 0) {
+    const AllocatorConfig defaults;
+    const auto main_default =
+        static_cast<std::uint64_t>(detail::forecast_replay_once(res.target, ref.device, defaults, 0).peak_reserved);
+    res.unmatched_effect_default = effect(main_default, range_ends(defaults, main_default));
+  }
   // The back-test: the reference's stream at each smaller probe's size, replayed, against the
   // replay of that probe's own stream. Where they differ, the probes' request streams differ in
   // a way that moves the peak (requests present at one size only, another order), and the target's
@@ -467,6 +485,7 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
     }
   }
   res.confident = res.data_dependent == 0 && res.unmatched_effect <= options.error_goal &&
+                  res.unmatched_effect_default <= options.error_goal &&
                   std::fabs(res.backcast_error) <= options.error_goal &&
                   std::fabs(res.replay_error) <= options.error_goal;
 
@@ -586,6 +605,17 @@ GPUMEMPROF_FUNC ForecastResult forecast_peak(const std::vector<ForecastProbe>& p
         " of them shrank or outgrew the square law and are kept at the largest probe's size): " +
         detail::forecast_percent(res.unmatched_effect) + " apart, more than the " +
         detail::forecast_percent(options.error_goal) + " goal" + widest + "; a third probe (--run) narrows it");
+  }
+  if (res.unmatched_effect <= options.error_goal && res.unmatched_effect_default > options.error_goal) {
+    res.warnings.push_back(
+        "the forecast is not a confident number: under " + res.config + " the range is " +
+        detail::forecast_percent(res.unmatched_effect) + " wide, but under PyTorch's defaults the same requests the " +
+        "probes do not determine (" + std::to_string(res.models[static_cast<std::size_t>(SizeModel::unmatched)]) +
+        " only the largest probe made, " + std::to_string(irregular) + " irregular) move the peak by " +
+        detail::forecast_percent(res.unmatched_effect_default) + ", more than the " +
+        detail::forecast_percent(options.error_goal) +
+        " goal: the config rounds their sizes alike, but a run at the target can make requests no probe made. "
+        "A third probe (--run) nearer the target narrows it");
   }
   if (res.data_dependent != 0) {
     res.range_excludes =

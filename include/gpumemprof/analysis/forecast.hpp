@@ -179,6 +179,9 @@ struct ForecastResult {
   /// PyTorch's reduction buffers: where they stop growing (reduction_buffers.hpp).
   ReductionBufferFacts reductions;
   double unmatched_effect = 0;  ///< the largest distance of the range's ends from the forecast, / forecast
+  /// With a config given: the same under PyTorch's defaults (0 otherwise). A config that rounds
+  /// sizes up can make the range's ends replay alike while the program's stream is as uncertain.
+  double unmatched_effect_default = 0;
   double backcast_error = 0;    ///< the back-test's largest relative error (see the file comment)
   double replay_error = 0;      ///< the reference's own replay against its recorded peak reserved (default config)
   /// The range: the lowest and highest of the forecast and the replays above.
@@ -194,7 +197,7 @@ struct ForecastResult {
   /// data-dependent sizes, requests only a run at the target makes and draws larger than any probe's;
   /// with a back-test off by more than the goal, a target's stream that differs from the reference's.
   std::string range_excludes;
-  bool confident = true;  ///< unmatched_effect, |backcast_error| and |replay_error| <= error_goal
+  bool confident = true;  ///< both unmatched effects, |backcast_error| and |replay_error| <= error_goal
   // Alignment quality.
   std::size_t reference = 0;                 ///< index into probes of the reference
   std::size_t requests = 0;                  ///< the reference's (= the target's) requests

@@ -183,7 +183,8 @@ inline ForecastRuleFacts apply_forecast_rules(const RequestStream& ref, const Re
     const bool below_law = grew_less_than(want(i), got(i), law);
     const bool reached = ref.requests[i].size == f.size_limit && (below_law || got(i) == want(i));
     const bool stops = st.sizes[i] > f.size_limit && (below_law || st.irregular_at[i] != 0);
-    if (st.sizes[i] == f.size_limit || !(reached || stops)) continue;
+    const bool settled = st.sizes[i] == f.size_limit && st.grown[i] == f.size_limit && st.irregular_at[i] == 0;
+    if (settled || !(reached || stops)) continue;
     st.sizes[i] = st.grown[i] = st.kept[i] = f.size_limit;
     st.fits[i] = SizeFit{SizeModel::constant, static_cast<double>(f.size_limit), 0, 0};
     ++f.capped;

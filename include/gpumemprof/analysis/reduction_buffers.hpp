@@ -46,6 +46,12 @@ struct ReductionBufferFacts {
   std::uint64_t largest = 0;  ///< the largest reduction buffer the reference made
 };
 
+/// One size of reduction buffer a stream requested, and how often.
+struct ReductionBufferSize {
+  std::uint64_t bytes = 0;
+  std::size_t count = 0;
+};
+
 namespace detail {
 
 /// Per request of `s`: 1 when it is a reduction buffer (see the file comment).
@@ -109,8 +115,13 @@ inline ReductionBufferFacts apply_reduction_cap(const RequestStream& ref, const 
       ++f.unbounded;
       continue;
     }
-    if (st.sizes[i] <= f.cap) continue;
-    const std::uint64_t size = std::max(f.cap, st.sizes[i] / 16);
+    // A buffer within 1% of the cap in the reference has stopped, at its own size: by the shape of
+    // its output blocks one stops at 132 MiB on an H200, another at 132.75.
+    const std::uint64_t own = ref.requests[i].size;
+    const bool stopped = own >= f.cap - f.cap / 100;
+    if (!stopped && st.sizes[i] <= f.cap) continue;
+    const std::uint64_t size = std::max(stopped ? own : f.cap, st.sizes[i] / 16);
+    if (st.sizes[i] == size && st.grown[i] == size && st.kept[i] == size) continue;  // settled already
     st.sizes[i] = st.grown[i] = st.kept[i] = size;
     st.fits[i] = SizeFit{SizeModel::constant, static_cast<double>(size), 0, 0};
     if (st.irregular_at[i] != 0) --st.irregular;
@@ -121,5 +132,25 @@ inline ReductionBufferFacts apply_reduction_cap(const RequestStream& ref, const 
 }
 
 }  // namespace detail
+
+/// The sizes of `s`'s reduction buffers (see the file comment), largest first. On a device, the
+/// largest of a run whose reductions are long enough is where they stop (the forecast's cap).
+[[nodiscard]] inline std::vector<ReductionBufferSize> reduction_buffer_sizes(const RequestStream& s) {
+  const std::vector<std::uint8_t> buffer = detail::reduction_buffers(s);
+  std::vector<ReductionBufferSize> out;
+  for (std::size_t i = 0; i < buffer.size(); ++i) {
+    if (buffer[i] != 0) out.push_back({s.requests[i].size, 1});
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.bytes > b.bytes; });
+  std::vector<ReductionBufferSize> merged;
+  for (const ReductionBufferSize& r : out) {
+    if (!merged.empty() && merged.back().bytes == r.bytes) {
+      ++merged.back().count;
+    } else {
+      merged.push_back(r);
+    }
+  }
+  return merged;
+}
 
 GPUMEMPROF_NAMESPACE_END

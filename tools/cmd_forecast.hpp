@@ -352,8 +352,9 @@ inline int cmd_forecast(int argc, char** argv) {
         "  allocator can use: the device's memory less the CUDA context's). --tune: each config `tune`\n"
         "  tries, replayed at the target. When requests only the largest run made could move the peak by\n"
         "  more than 3%, the forecast says so and gives the range. --reduction-cap: where PyTorch's\n"
-        "  reduction buffers stop growing on the target device (132MiB on an H200 with torch 2.11;\n"
-        "  gpumemprof_torch.forecast measures it); without it, only where the runs show it.\n"
+        "  reduction buffers stop growing on the target device (132.75MiB on an H200 with torch 2.11:\n"
+        "  `gpumemprof reductions` reads it off a run that reaches it; gpumemprof_torch.forecast measures\n"
+        "  it); without it, only where the runs show it.\n"
         "  --json: one JSON document.\n",
         stdout);
     return 0;

@@ -10,6 +10,7 @@
 #include "cmd_diff.hpp"
 #include "cmd_forecast.hpp"
 #include "cmd_html.hpp"
+#include "cmd_reductions.hpp"
 #include "cmd_replay.hpp"
 #include "cmd_slice.hpp"
 #include "cmd_snapshot.hpp"
@@ -63,6 +64,7 @@ const char* usage() {
          "  replay SNAPSHOT  replay a snapshot's history (PyTorch's or ours) under any ALLOC_CONF\n"
          "  tune SNAPSHOT    rank allocator configs for a snapshot's history; print the one to use\n"
          "  forecast --run 8=A --run 16=B --at 64  peak memory at a larger batch or sequence length\n"
+         "  reductions SNAPSHOT  PyTorch's reduction buffers by size (where they stop: forecast's cap)\n"
          "  diff A B         compare two snapshots or profiles by allocation site and scope (--budget for CI)\n"
          "  summary SNAPSHOT segments, fragmentation and top allocation sites of a snapshot\n"
          "  summary DIR      one report across ranks (a folder of rank-<R>.pickle files)\n"
@@ -103,6 +105,7 @@ int run(int argc, char** argv) {
     if (cmd == "tune") return tools::cmd_tune(argc, argv);
     if (cmd == "diff") return tools::cmd_diff(argc, argv);
     if (cmd == "forecast") return tools::cmd_forecast(argc, argv);
+    if (cmd == "reductions") return tools::cmd_reductions(argc, argv);
     if (cmd == "summary") return tools::cmd_summary(argc, argv);
     if (cmd == "html") return tools::cmd_html(argc, argv);
     if (cmd == "perfetto") return tools::cmd_perfetto(argc, argv);

@@ -157,36 +157,39 @@ def _device_memory(env, timeout):
 # growing where their thread blocks fill the device, and the forecast needs that size
 # (`gpumemprof forecast --reduction-cap`; docs/forecast.md, "Reduction buffers"). Measured in a fresh
 # process: column sums of 16384 rows, long enough to reach it (on an H200 the buffers of 3072 and 2304
-# columns stop between 3152 and 6304 rows, and grow again only at 16 times that), the larger buffer.
-_REDUCTION_CAP_CODE = r"""
-import json, torch
+# columns stop between 3152 and 6304 rows, and grow again only at 16 times that), recorded as a
+# snapshot; `gpumemprof reductions` finds the buffers in it, and the largest is the cap.
+_REDUCTION_RUN_CODE = r"""
+import sys, torch
 torch.cuda.memory._record_memory_history(max_entries=100000)
 for cols in (3072, 2304):
     x = torch.ones(16384, cols, device="cuda", dtype=torch.bfloat16)
     y = x.sum(0)
     del x, y
 torch.cuda.synchronize()
-trace = max(torch.cuda.memory._snapshot()["device_traces"], key=len)
-ev = [e for e in trace if e["action"] in ("alloc", "free_requested")]
-cap = 0
-for a, b, c, d in zip(ev, ev[1:], ev[2:], ev[3:]):
-    if ([a["action"], b["action"], c["action"], d["action"]] == ["alloc", "alloc", "free_requested", "free_requested"]
-            and c["addr"] == b["addr"] and d["addr"] == a["addr"] and 0 < b["size"] <= 65536 and b["size"] % 4 == 0):
-        cap = max(cap, a["size"])
-print(json.dumps(cap))
+torch.cuda.memory._dump_snapshot(sys.argv[1])
 """
 
 
-def _reduction_cap(env, timeout):
-    """Where PyTorch's reduction buffers stop growing on the current device, measured in a fresh
-    process (see _REDUCTION_CAP_CODE); None when the measurement finds no such buffer."""
-    p = subprocess.run([sys.executable, "-c", _REDUCTION_CAP_CODE], env=env, capture_output=True, text=True,
+def _record_reductions(out, env, timeout):
+    """Runs _REDUCTION_RUN_CODE in a fresh process, its snapshot written to `out`."""
+    p = subprocess.run([sys.executable, "-c", _REDUCTION_RUN_CODE, out], env=env, capture_output=True, text=True,
                        timeout=timeout)
     if p.returncode != 0:
         raise RuntimeError("measuring the reduction buffers' cap failed (exit %d): %s"
                            % (p.returncode, p.stderr.strip()[-400:]))
-    cap = json.loads(p.stdout.strip().splitlines()[-1])
-    return cap or None
+
+
+def _reduction_cap(binary, folder, env, timeout):
+    """Where PyTorch's reduction buffers stop growing on the current device: the largest that
+    `gpumemprof reductions` finds in a fresh process's column sums (see _REDUCTION_RUN_CODE); None
+    when it finds none."""
+    out = os.path.join(folder, "reductions.pickle")
+    _record_reductions(out, env, timeout)
+    p = subprocess.run([binary, "reductions", "--json", out], capture_output=True, text=True, timeout=timeout)
+    if p.returncode != 0:
+        raise RuntimeError(p.stderr.strip() or "gpumemprof reductions failed (exit %d)" % p.returncode)
+    return json.loads(p.stdout.strip().splitlines()[-1])["largest_bytes"] or None
 
 
 def _run_forecast(binary, runs, at, timeout, capacity=None, config=None, tune=False, reduction_cap=None):
@@ -230,7 +233,7 @@ def forecast(step_fn, sizes=(8, 16), at=64, capacity=None, steps=3, config=None,
     that fails leaves the first forecast, with the reason.
 
     reduction_cap: where PyTorch's reduction buffers stop growing on the target device ("measure",
-    the default: on this device, in a fresh process; bytes or "132MiB"; None: only where the probes
+    the default: on this device, in a fresh process; bytes or "132.75MiB"; None: only where the probes
     show it). The result's "reduction_cap_bytes" says which was used."""
     sizes = list(sizes)
     if len(sizes) not in (2, 3):
@@ -254,7 +257,7 @@ def forecast(step_fn, sizes=(8, 16), at=64, capacity=None, steps=3, config=None,
     for s in sizes:
         record(s)
     if reduction_cap == "measure":
-        reduction_cap = _reduction_cap(env, timeout)
+        reduction_cap = _reduction_cap(binary, folder, env, timeout)
     options = dict(capacity=capacity, config=config, tune=tune, reduction_cap=reduction_cap)
     result = _run_forecast(binary, runs, at, timeout, **options)
     used = list(runs)

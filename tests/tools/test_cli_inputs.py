@@ -51,7 +51,8 @@ for name in ("ours.pickle", "ours.json", "torch.pickle"):
     plain, packed = tmp(name), tmp(name + ".gz")
     # PyTorch's snapshot (larger) through the reader every command shares; tune and replay of it
     # take longest and read it as summary does.
-    readers = (["summary"], ["diff", plain]) if name == "torch.pickle" else (["summary"], ["tune"], ["replay"], ["diff", plain])
+    readers = (["summary"], ["diff", plain], ["reductions"]) if name == "torch.pickle" else (
+        ["summary"], ["tune"], ["replay"], ["diff", plain], ["reductions"])
     for cmd in readers:
         a = run(*cmd, plain)
         b = run(*cmd, packed)
@@ -110,7 +111,7 @@ with open(junk, "wb") as f:
 text_junk = tmp("junk.json")
 with open(text_junk, "w") as f:
     f.write("{ not json")
-for cmd in ("tune", "diff", "timeline", "slice", "perfetto"):
+for cmd in ("tune", "diff", "timeline", "slice", "perfetto", "reductions"):
     p = run(cmd, "--help")
     check(p.stdout.startswith(f"usage: gpumemprof {cmd} "), f"{cmd} --help: {p.stdout[:200]!r}")
     p = run(cmd, "-h")
@@ -129,7 +130,7 @@ def bad_args(cmd, path):
     return [cmd, path]
 
 
-for cmd in ("tune", "diff", "timeline", "slice", "perfetto"):
+for cmd in ("tune", "diff", "timeline", "slice", "perfetto", "reductions"):
     for label, path, needle in (("a missing file", tmp("missing.pickle"), "missing.pickle"),
                                 ("a junk pickle", junk, "junk.pickle"),
                                 ("a junk JSON file", text_junk, "junk.json")):
@@ -156,6 +157,8 @@ p = run("timeline", tmp("dev1.pickle"), "--device", "0", "-o", tmp("dev1-0.json"
 check_one_error_line(p, "devices with a trace: 1")
 p = run("summary", tmp("dev1.pickle"))
 check("device 1" in p.stdout or "sim:1" in p.stdout, f"summary of the device-1 snapshot: {p.stdout[:300]!r}")
+p = run("reductions", tmp("dev1.pickle"))
+check("device 1's trace" in p.stdout, f"reductions of the device-1 snapshot: {p.stdout[:300]!r}")
 run("html", tmp("dev1.pickle"), "-o", tmp("dev1.html"))
 with open(tmp("dev1.html")) as f:
     page = f.read()

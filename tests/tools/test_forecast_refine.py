@@ -96,19 +96,22 @@ def cli(runs, at):
     return fc._run_forecast(BIN, sorted(runs.items()), at, 300)
 
 
-measured = []  # reduction caps measured (the fake's answers)
+measured = []  # the snapshots the cap was measured from (the fake run's)
 
 
 def run(snapshots, free=80 * GiB, fail_at=None, cap=None, **kw):
+    """cap: the snapshot the fake measurement run writes (the real one sums columns on the device;
+    None: ResNet-50's, which has no reduction buffers); `gpumemprof reductions` reads the cap from it."""
+    cap = cap or RESNET[8]
     calls.clear()
     measured.clear()
     fc._run_probe = fake_runner(snapshots, fail_at)
     fc._device_memory = lambda env, timeout: (free, 141 * GiB)
 
-    def reduction_cap(env, timeout):
+    def record_reductions(out, env, timeout):
         measured.append(cap)
-        return cap
-    fc._reduction_cap = reduction_cap
+        shutil.copyfile(cap, out)
+    fc._record_reductions = record_reductions
     return fc.forecast(step, workdir=tempfile.mkdtemp(dir=TMP), **kw)
 
 
@@ -164,21 +167,22 @@ check(calls == [8, 16, 32, 64] and f["probe_sizes"] == [16, 32, 64], f"three giv
 check(f["refined_with"] == 64 and f["peak_reserved_bytes"] == cli({s: RESNET[s] for s in (16, 32, 64)}, 128)[
     "peak_reserved_bytes"], f"three given: {f['refine']}")
 
-# Where reduction buffers stop: measured once (the fake says 132 MiB, as on the H200) and given to
+# Where reduction buffers stop: measured once (the fake run's snapshot is ConvNeXt-T at 64, whose
+# largest reduction buffer is 132 MiB, as on the H200; `gpumemprof reductions` finds it) and given to
 # every forecast; or given; or None: only where the probes show it (ConvNeXt-T 8+16 shows 132 MiB).
 CONVNEXT = {s: os.path.join(DATA, f"convnext_t_{s}.pickle.gz") for s in (8, 16, 32, 64)}
-f = run(CONVNEXT, cap=132 << 20, sizes=(8, 16), at=64, refine=False)
-check(measured == [132 << 20], f"measured: {measured}")
+f = run(CONVNEXT, cap=CONVNEXT[64], sizes=(8, 16), at=64, refine=False)
+check(measured == [CONVNEXT[64]], f"measured: {measured}")
 check(f["reduction_cap_bytes"] == 132 << 20 and not f["reduction_cap_shown"] and f["reduction_buffers_stopped"] == 45,
       f"measured cap: {f['reduction_cap_bytes']} shown {f['reduction_cap_shown']} {f['reduction_buffers_stopped']}")
-f = run(CONVNEXT, cap=132 << 20, sizes=(8, 16), at=64, refine=False, reduction_cap="100MiB")
+f = run(CONVNEXT, cap=CONVNEXT[64], sizes=(8, 16), at=64, refine=False, reduction_cap="100MiB")
 check(measured == [] and f["reduction_cap_bytes"] == 100 << 20, f"given cap: {f['reduction_cap_bytes']}")
 f = run(CONVNEXT, sizes=(8, 16), at=64, refine=False, reduction_cap=None)
 check(measured == [] and f["reduction_cap_bytes"] == 132 << 20 and f["reduction_cap_shown"],
       f"no cap given: {f['reduction_cap_bytes']} shown {f['reduction_cap_shown']}")
 # Refined: the probe's forecast at the next size and the refined one get the measured cap too.
-f = run(RESNET, cap=132 << 20, sizes=(8, 16), at=64)
-check(measured == [132 << 20] and f["refined_with"] == 32, f"refined with a measured cap: {f['refine']}")
+f = run(RESNET, cap=CONVNEXT[64], sizes=(8, 16), at=64)
+check(measured == [CONVNEXT[64]] and f["refined_with"] == 32, f"refined with a measured cap: {f['refine']}")
 
 # A probe's process records the same history natively and through the bridge: Python stacks, as
 # PyTorch records them (the bridge's own default, C++ stacks, gave every request of a probe one site,

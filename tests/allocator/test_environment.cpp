@@ -90,6 +90,19 @@ TEST_CASE("a bad GPUMEMPROF_SIM_CAPACITY is a ConfigError naming variable and va
                     Contains("environment variable GPUMEMPROF_SIM_CAPACITY='12 parsecs'") && Contains("binary units"));
 }
 
+TEST_CASE("sizes: whole numbers or fractions with a binary unit, in whole bytes") {
+  using gmp::detail::parse_bytes;
+  CHECK(parse_bytes("1048576", "x") == 1048576u);
+  CHECK(parse_bytes("40GiB", "x") == std::size_t{40} << 30);
+  CHECK(parse_bytes("132.75MiB", "x") == 139198464u);  // where reduction buffers stop on an H200
+  CHECK(parse_bytes("1.5G", "x") == std::size_t{3} << 29);
+  CHECK(parse_bytes("1.0", "x") == 1u);
+  for (const char* bad : {"0.1K", "0.000001T", "1.5", "1.", ".5M", "1.1234567M", "1.5X", "-1", "16777216T", "1.5.5M", ""}) {
+    CAPTURE(bad);
+    CHECK_THROWS_WITH(parse_bytes(bad, "--capacity"), Contains("--capacity: cannot read") && Contains("132.75MiB"));
+  }
+}
+
 // Run only by the test below, in a child process started with a bad variable.
 TEST_CASE("environment child: first use throws", "[.env-child]") {
   try {

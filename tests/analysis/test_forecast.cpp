@@ -146,7 +146,8 @@ gmp::SnapshotReplayResult truth(const gmp::CompactSnapshot& target) {
 /// The forecast's peaks against the true target's replay: equal when `tolerance` is 0, else within
 /// that fraction. (Where a probe lacks requests, a request can pair with a neighbour of the same
 /// site whose size agrees by coincidence -- sizes 1 : q : q^2 apart -- and get its size model.)
-void check_exact(const gmp::ForecastResult& f, const gmp::CompactSnapshot& target, double tolerance = 0) {
+void check_exact(const gmp::ForecastResult& f, const gmp::CompactSnapshot& target, double tolerance = 0,
+                 bool confident = true) {
   const gmp::SnapshotReplayResult t = truth(target);
   auto near = [&](std::uint64_t got, std::uint64_t want) {
     return tolerance == 0 ? got == want
@@ -156,7 +157,7 @@ void check_exact(const gmp::ForecastResult& f, const gmp::CompactSnapshot& targe
   CHECK(near(f.peak_reserved, static_cast<std::uint64_t>(t.peak_reserved)));
   CHECK(near(f.peak_allocated, static_cast<std::uint64_t>(t.peak_allocated)));
   CHECK(near(f.peak_requested, t.peak_requested_bytes));
-  if (tolerance == 0) CHECK(f.confident);
+  if (tolerance == 0 && confident) CHECK(f.confident);
 }
 
 }  // namespace
@@ -815,7 +816,11 @@ TEST_CASE("reduction buffers stop at the cap the probes show, or the one given; 
   CHECK(f.size_limit == 64 * MiB);
   CHECK(f.capped == 2 * 7);
   CHECK(f.reductions.stopped == 2 * 6);
-  check_exact(f, reduction_program(128));
+  // Exact; but a cap the probes show may be a buffer that stopped up to 1% below the device's, and
+  // the range's high end takes the buffers it lowers that much higher: here the peak would move.
+  check_exact(f, reduction_program(128), 0, false);
+  CHECK_FALSE(f.confident);
+  CHECK(f.peak_reserved_high() > f.peak_reserved);
   // 4+8: no probe reaches the cap (40 MiB at most). Given, the forecast is exact, and past 16 times
   // where they stop the buffers grow again at a sixteenth of the rate (at 2048: up to 640 MiB).
   const gmp::CompactSnapshot c = reduction_program(4);

@@ -201,6 +201,11 @@ f = json.loads(run("forecast", *cx, "--at", "64", "--json", "--reduction-cap", "
 check(f["reduction_cap_bytes"] == 132 << 20 and not f["reduction_cap_shown"] and f["reduction_buffers_stopped"] == 45,
       f"convnext_t given the cap: {f['reduction_cap_bytes']} {f['reduction_cap_shown']}")
 check(abs(f["peak_reserved_bytes"] / 4731174912 - 1) <= 0.05, f"convnext_t 8+16: {f['peak_reserved_bytes']}")
+f = json.loads(run("forecast", *cx, "--at", "64", "--json", "--reduction-cap", "132.75MiB").stdout.splitlines()[-1])
+check(f["reduction_cap_bytes"] == 139198464, f"--reduction-cap 132.75MiB: {f['reduction_cap_bytes']}")
+for bad in ("0.1K", "132.1234567MiB", "1.5"):  # not whole bytes; more than 6 digits
+    cli_checks.check_one_error_line(run("forecast", *cx, "--at", "64", "--reduction-cap", bad, expect_rc=2),
+                                    "--reduction-cap", bad)
 
 # `gpumemprof reductions`: ConvNeXt-T at 64 makes 249 reduction buffers of 7 sizes, the largest
 # 132 MiB (45 of them: where they stop on the H200); ResNet-50 none; the synthetic program none.

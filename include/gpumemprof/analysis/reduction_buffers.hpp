@@ -121,11 +121,17 @@ inline ReductionBufferFacts apply_reduction_cap(const RequestStream& ref, const 
     const bool stopped = own >= f.cap - f.cap / 100;
     if (!stopped && st.sizes[i] <= f.cap) continue;
     const std::uint64_t size = std::max(stopped ? own : f.cap, st.sizes[i] / 16);
-    if (st.sizes[i] == size && st.grown[i] == size && st.kept[i] == size) continue;  // settled already
-    st.sizes[i] = st.grown[i] = st.kept[i] = size;
+    // A cap the probes show is their largest buffer, which may be one that stopped up to 1% below
+    // the device's: the range grows those the cap lowers by as much.
+    const std::uint64_t high = std::max(stopped || !f.cap_shown ? size : f.cap + f.cap / 99, st.sizes[i] / 16);
+    if (st.sizes[i] == size && st.grown[i] == high && st.kept[i] == size) continue;  // settled already
+    st.sizes[i] = st.kept[i] = size;
+    st.grown[i] = high;
     st.fits[i] = SizeFit{SizeModel::constant, static_cast<double>(size), 0, 0};
-    if (st.irregular_at[i] != 0) --st.irregular;
-    st.irregular_at[i] = 0;
+    const std::uint8_t uncertain = high != size ? 1 : 0;
+    st.irregular += uncertain;
+    st.irregular -= st.irregular_at[i];
+    st.irregular_at[i] = uncertain;
     ++f.stopped;
   }
   return f;

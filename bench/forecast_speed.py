@@ -2,7 +2,9 @@
 """Time of `gpumemprof forecast` on two probes of about 1M trace entries each (a synthetic training
 loop written as PyTorch's snapshot pickles; a few requests differ between the probes).
 
-usage: forecast_speed.py GPUMEMPROF_BINARY [ENTRIES]"""
+usage: forecast_speed.py GPUMEMPROF_BINARY [ENTRIES [FORECAST OPTION ...]]
+  (options such as --config roundup_power2_divisions:4 go to the forecast: under a config the range
+  is replayed under PyTorch's defaults too)"""
 import os
 import pickle
 import resource
@@ -51,6 +53,7 @@ def program(p, entries):
 def main():
     binary = sys.argv[1]
     entries = int(sys.argv[2]) if len(sys.argv) > 2 else 1_000_000
+    extra = sys.argv[3:]
     tmp = tempfile.mkdtemp(prefix="gpumemprof-forecast-speed-")
     paths = []
     for p in (8, 16):
@@ -60,7 +63,7 @@ def main():
         paths.append(path)
     start = time.perf_counter()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    r = subprocess.run([binary, "forecast", "--run", f"8={paths[0]}", "--run", f"16={paths[1]}", "--at", "64"],
+    r = subprocess.run([binary, "forecast", "--run", f"8={paths[0]}", "--run", f"16={paths[1]}", "--at", "64", *extra],
                        capture_output=True, text=True)
     seconds = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -69,7 +72,7 @@ def main():
     # CPU time is the figure on a shared machine (the forecast is single-threaded: CPU time is the
     # time it takes on one free core); wall time is given beside.
     print(f"forecast of two {entries}-entry probes: {cpu:.2f} s CPU, {seconds:.2f} s wall "
-          "(reading, aligning, 4-6 replays)")
+          f"(reading, aligning, 4-6 replays{', 4 more under a config' if '--config' in extra else ''})")
 
 
 if __name__ == "__main__":

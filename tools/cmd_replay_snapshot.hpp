@@ -12,6 +12,7 @@
 #include "cli_args.hpp"
 #include "gpumemprof/analysis/snapshot_replay.hpp"
 #include "gpumemprof/codec/json_writer.hpp"
+#include "gpumemprof/detail/parse_bytes.hpp"
 #include "gpumemprof/device/any_backend.hpp"
 #include "gpumemprof/export/formats/snapshot_reader.hpp"
 #include "trace.hpp"

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "gpumemprof/detail/parse_bytes.hpp"
 #include "gpumemprof/gpumemprof.hpp"
 
 namespace gmp = gpumemprof;

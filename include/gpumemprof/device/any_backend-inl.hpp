@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "gpumemprof/config.hpp"
+#include "gpumemprof/detail/parse_bytes.hpp"
 #include "gpumemprof/device/any_backend.hpp"
 #include "gpumemprof/device/cuda.hpp"
 #include "gpumemprof/device/host.hpp"

@@ -831,6 +831,14 @@ TEST_CASE("reduction buffers stop at the cap the probes show, or the one given; 
   CHECK_FALSE(g.reductions.cap_shown);
   check_exact(g, reduction_program(128));
   check_exact(gmp::forecast_peak({{4, &c, "4"}, {8, &d, "8"}}, 2048, given), reduction_program(2048));
+  // Probes past 16 times already (a cap of 4 MiB: at 512 and 1024 every layer's buffer grows at a
+  // sixteenth of the rate): the buffers keep their line, which is that growth.
+  gmp::ForecastOptions small;
+  small.reduction_cap = 4 * MiB;
+  const gmp::CompactSnapshot p512 = reduction_program(512, 4 * MiB);
+  const gmp::CompactSnapshot p1024 = reduction_program(1024, 4 * MiB);
+  check_exact(gmp::forecast_peak({{512, &p512, "512"}, {1024, &p1024, "1024"}}, 2048, small),
+              reduction_program(2048, 4 * MiB));
   // Not given: the line's sizes, and the range keeps every buffer above 40 MiB there, so its low end
   // is no higher than the truth; not confident.
   const gmp::ForecastResult h = gmp::forecast_peak({{4, &c, "4"}, {8, &d, "8"}}, 128);

@@ -13,7 +13,9 @@
 //
 // Found by that signature: a request, then one of at most 64 KiB, a multiple of 4 bytes, on the same
 // stream, freed before the first, and no other request made before the first is freed. At the target
-// such a buffer keeps its size model up to the cap, stops there, and grows past it only as size / 16.
+// such a buffer keeps its size model up to the cap, stops there, and grows past it only as size / 16
+// (one within 1% of the cap in the reference has stopped at its own size; one past it already keeps
+// its fit, which follows that slower growth).
 // (Below the cap the block shape PyTorch picks changes with the size, so a buffer may grow by less
 // than its law there too; no rule on sizes alone gets that exact.) The cap is the one given
 // (ForecastOptions::reduction_cap; gpumemprof_torch.forecast measures it on the device), else one the
@@ -118,6 +120,7 @@ inline ReductionBufferFacts apply_reduction_cap(const RequestStream& ref, const 
     // A buffer within 1% of the cap in the reference has stopped, at its own size: by the shape of
     // its output blocks one stops at 132 MiB on an H200, another at 132.75.
     const std::uint64_t own = ref.requests[i].size;
+    if (own > f.cap + f.cap / 100) continue;  // past the cap already: its fit follows the slower growth
     const bool stopped = own >= f.cap - f.cap / 100;
     if (!stopped && st.sizes[i] <= f.cap) continue;
     const std::uint64_t size = std::max(stopped ? own : f.cap, st.sizes[i] / 16);

@@ -34,13 +34,7 @@ inline int cmd_reductions(int argc, char** argv) {
   if (args.positional().size() != 1) throw UsageError("give one snapshot: gpumemprof reductions SNAPSHOT");
   const std::string& path = args.positional()[0];
   const CompactSnapshot snap = load_cli_snapshot(path);
-  const int device = args.has("--device") ? static_cast<int>(args.count("--device", 0, 1024)) : busiest_device(snap);
-  if (device < 0 || static_cast<std::size_t>(device) >= snap.device_traces.size() ||
-      snap.device_traces[static_cast<std::size_t>(device)].empty()) {
-    throw UsageError(path + ": no allocation history" +
-                     (args.has("--device") ? " for device " + std::to_string(device) : std::string()) +
-                     "; record one with torch.cuda.memory._record_memory_history() before the run");
-  }
+  const int device = traced_device_option(args, snap, path, busiest_device(snap));
   const std::vector<ReductionBufferSize> sizes = reduction_buffer_sizes(request_stream(snap, device));
   std::size_t buffers = 0;
   for (const ReductionBufferSize& r : sizes) buffers += r.count;

@@ -44,6 +44,27 @@ inline CompactSnapshot load_cli_snapshot(const std::string& path) {
   return load_compact_snapshot(path);
 }
 
+/// The device whose trace a one-device command reads: --device N, else `fallback` (-1: the first
+/// device with a trace). A device without one is a usage error naming those that have one.
+inline int traced_device_option(const Args& args, const CompactSnapshot& snap, const std::string& path,
+                                int fallback = -1) {
+  std::string with_traces;
+  for (std::size_t d = 0; d < snap.device_traces.size(); ++d) {
+    if (snap.device_traces[d].empty()) continue;
+    with_traces += (with_traces.empty() ? "" : ", ") + std::to_string(d);
+    if (fallback < 0) fallback = static_cast<int>(d);
+  }
+  const auto device = static_cast<int>(args.count("--device", fallback < 0 ? 0 : fallback, 1 << 20));
+  const bool known = static_cast<std::size_t>(device) < snap.device_traces.size() &&
+                     !snap.device_traces[static_cast<std::size_t>(device)].empty();
+  if (!known) {
+    throw UsageError(path + " has no trace for device " + std::to_string(device) +
+                     (with_traces.empty() ? "; record history (record_memory_history) before taking the snapshot"
+                                          : "; devices with a trace: " + with_traces + " (--device N)"));
+  }
+  return device;
+}
+
 /// The config as the user would write it ("<default>" when empty).
 inline std::string config_label(const AllocatorConfig& c) { return c.source.empty() ? "<default>" : c.source; }
 

@@ -43,23 +43,9 @@ inline int cmd_timeline(int argc, char** argv) {
   if (args.has("--rules")) rules = CategoryRules::load(args.get("--rules"));  // bad lines: one error, exit 2
   const std::string& path = args.positional()[0];
   const CompactSnapshot snap = load_cli_snapshot(path);  // gzip-compressed too
-  std::string with_traces;
-  int first_traced = -1;
-  for (std::size_t d = 0; d < snap.device_traces.size(); ++d) {
-    if (snap.device_traces[d].empty()) continue;
-    with_traces += (with_traces.empty() ? "" : ", ") + std::to_string(d);
-    if (first_traced < 0) first_traced = static_cast<int>(d);
-  }
   // Without --device: the first device with a trace (a rank's snapshot on cuda:1 has only that
   // one), as summary and html find it.
-  const auto device = static_cast<int>(args.count("--device", first_traced < 0 ? 0 : first_traced, 1 << 20));
-  const bool known = static_cast<std::size_t>(device) < snap.device_traces.size() &&
-                     !snap.device_traces[static_cast<std::size_t>(device)].empty();
-  if (!known) {
-    throw UsageError(path + " has no trace for device " + std::to_string(device) +
-                     (with_traces.empty() ? "; record history (record_memory_history) before taking the snapshot"
-                                          : "; devices with a trace: " + with_traces + " (--device N)"));
-  }
+  const int device = traced_device_option(args, snap, path);
   write_memory_timeline_file(snap, device, out, rules ? &*rules : nullptr);
   std::printf("wrote %s\n", out.c_str());
   return 0;

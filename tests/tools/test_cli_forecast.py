@@ -220,8 +220,8 @@ for path in (os.path.join(DATA, "resnet50_8.pickle.gz"), a):
     check(r["reduction_buffers"] == 0 and r["largest_bytes"] == 0 and r["sizes"] == [], f"no reductions: {r}")
 no_history = write("no_history.pickle", {"segments": [], "device_traces": []})
 for args, needle in ((("reductions",), "one snapshot"), (("reductions", a, b), "one snapshot"),
-                     (("reductions", junk), "junk.pickle"), (("reductions", no_history), "no allocation history"),
-                     (("reductions", a, "--device", "3"), "device 3"),
+                     (("reductions", junk), "junk.pickle"), (("reductions", no_history), "record history"),
+                     (("reductions", a, "--device", "3"), "no trace for device 3"),
                      (("reductions", a, "--device", "x"), "--device"),
                      (("reductions", os.path.join(TMP, "missing.pickle")), "missing.pickle")):
     p = run(*args, expect_rc=2)
